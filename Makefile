@@ -1,0 +1,48 @@
+# ai-engine top-level Makefile: bootstrap (.venv with pinned dependencies)
+# and the user-facing targets. The real work lives in tasks.py (invoke) and
+# the libraries behind it; these targets exist so a fresh clone needs only
+# python3 (>= 3.11), gcc and make.
+SHELL       := /bin/bash
+PYTHON      ?= python3
+VENV        ?= .venv
+BIN         := $(VENV)/bin
+STAMP       := $(VENV)/.installed
+INVOKE      := $(BIN)/invoke
+
+.PHONY: all help venv kernels test test-fast deploy render provision convert clean distclean
+
+all: kernels
+
+help:
+	@echo "make deploy   bootstrap, build kernels, convert the default models, deploy to build/root and start the engine"
+	@echo "make test     bootstrap and run the whole test suite (what CI runs)"
+	@echo "make kernels  build the compute kernels into build/lib"
+	@echo "make venv     create .venv with the pinned dependencies only"
+	@echo "make clean    remove build outputs (keeps .venv)"
+
+venv: $(STAMP)
+
+# The stamp depends on every file that decides what is installed, so editing
+# the pins re-runs pip; pip itself is idempotent.
+$(STAMP): requirements/constraints.txt requirements/base.in requirements/test.in pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "ai-engine needs Python >= 3.11, found " + sys.version.split()[0])'
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c requirements/constraints.txt -r requirements/base.in -r requirements/test.in
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	@touch $@
+
+kernels: $(STAMP)
+	$(INVOKE) build-kernels
+
+test: $(STAMP)
+	$(INVOKE) test
+
+deploy: $(STAMP)
+	$(INVOKE) deploy
+
+clean:
+	rm -rf build
+
+distclean: clean
+	rm -rf $(VENV)

@@ -1,0 +1,57 @@
+"""`ai-engine` command line. Subcommands live in their own modules and are
+listed in COMMANDS (name -> module); each module provides
+`add_arguments(parser)` and `run(args) -> int`. Errors derived from
+EngineError print as one line and exit 1; nothing else reaches the user as a
+traceback unless AIE_DEBUG=1."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+from engine import __version__
+from engine.errors import EngineError
+
+# name -> (module, one-line help). Modules are imported only when used, so
+# `ai-engine --help` stays fast and a broken subcommand cannot break others.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "isa": ("engine.commands.isa", "print the kernel ISA path this CPU selects"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ai-engine", description="ai-engine inference engine")
+    parser.add_argument("--version", action="version", version=f"ai-engine {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.set_defaults(_module=module)
+        importlib.import_module(module).add_arguments(p)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_module", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(importlib.import_module(args._module).run(args) or 0)
+    except EngineError as exc:
+        print(f"ai-engine {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # noqa: BLE001 - last line of defence for users
+        if os.environ.get("AIE_DEBUG"):
+            raise
+        print(f"ai-engine {args.command}: internal error: {type(exc).__name__}: {exc} "
+              "(set AIE_DEBUG=1 for a traceback)", file=sys.stderr)
+        return 70
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""One module per `ai-engine` subcommand (see engine.cli.COMMANDS)."""

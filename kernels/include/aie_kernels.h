@@ -1,0 +1,75 @@
+/*
+ * ai-engine compute kernels — public C API (prefix aie_).
+ *
+ * Contract for every kernel in this library:
+ *  - float32 tensors, row-major, caller-owned memory; the library never
+ *    allocates on a kernel call. Scratch memory (GEMM packing buffers, im2col
+ *    tiles) comes from a caller-provided workspace whose size is queried with
+ *    the matching *_workspace_size() function, so kernels are re-entrant.
+ *  - Functions return AIE_OK (0) or a negative aie_status; the reason is in
+ *    aie_last_error() (thread-local).
+ *  - The ISA path is chosen once, at aie_init() (CPUID + XGETBV), or forced
+ *    by the environment variable AIE_ISA=scalar|avx2|avx512. Results are
+ *    bitwise deterministic for a given ISA and thread count.
+ *  - nthreads <= 0 means "the pool's size"; 1 runs on the caller's thread.
+ *
+ * Op families have their own headers, all included from here.
+ */
+#ifndef AIE_KERNELS_H
+#define AIE_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    AIE_OK = 0,
+    AIE_EINVAL = -1,     /* bad argument: shape, stride, null pointer */
+    AIE_ENOMEM = -2,     /* workspace too small */
+    AIE_EUNSUPPORTED = -3, /* ISA or feature not available on this CPU */
+    AIE_EINTERNAL = -4
+} aie_status;
+
+typedef enum {
+    AIE_ISA_SCALAR = 0,
+    AIE_ISA_AVX2 = 1,    /* AVX2 + FMA + F16C */
+    AIE_ISA_AVX512 = 2,  /* AVX-512 F/BW/DQ/VL */
+    AIE_ISA_COUNT
+} aie_isa;
+
+/* Idempotent and thread-safe; every kernel calls it lazily, but calling it
+ * once at start-up turns an unsupported AIE_ISA into an early, clear error. */
+int aie_init(void);
+aie_isa aie_selected_isa(void);
+const char *aie_isa_name(aie_isa isa);
+/* Highest ISA this CPU + OS can run (independent of AIE_ISA). */
+aie_isa aie_best_isa(void);
+/* Force a path (tests/benchmarks). AIE_EUNSUPPORTED if the CPU lacks it. */
+int aie_set_isa(aie_isa isa);
+const char *aie_last_error(void);
+const char *aie_version(void);
+
+/* ---- thread pool (core/threadpool.c) --------------------------------- */
+/* One persistent pool. Default size: CPUs in the affinity mask (or
+ * AIE_NUM_THREADS). Idle workers block on a condition variable: no spinning
+ * between requests. */
+int aie_threads_set(int n);
+int aie_threads_get(void);
+/* Run fn(ctx, task, ntasks) for task in [0, ntasks) on up to nthreads
+ * threads (the caller participates). Tasks are assigned statically by index
+ * so a given (ntasks, nthreads) always maps work the same way: results are
+ * deterministic. Safe to call from several application threads at once
+ * (callers serialise on the pool); nested calls run serially. */
+typedef void (*aie_task_fn)(void *ctx, int64_t task, int64_t ntasks);
+void aie_parallel_for(int64_t ntasks, int nthreads, aie_task_fn fn, void *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+
+#include "aie_gemm.h"
+
+#endif /* AIE_KERNELS_H */
