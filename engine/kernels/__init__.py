@@ -5,7 +5,13 @@ with a clear message instead of crashing; the GIL is released while a kernel
 runs (ctypes does that for every foreign call).
 """
 
-from engine.kernels._lib import library_path, lib
+from __future__ import annotations
+
+import contextlib
+
+from engine.kernels._lib import check, lib, library_path
+
+ISAS = ("scalar", "avx2", "avx512")
 
 
 def isa() -> str:
@@ -18,4 +24,31 @@ def best_isa() -> str:
     return lib().aie_isa_name(lib().aie_best_isa()).decode()
 
 
-__all__ = ["isa", "best_isa", "library_path"]
+def available_isas() -> tuple[str, ...]:
+    """Every path this CPU can run, scalar first (what tests iterate over)."""
+    return ISAS[: ISAS.index(best_isa()) + 1]
+
+
+def set_isa(name: str) -> None:
+    """Force a path process-wide (tests and benchmarks). ValueError if unknown or unsupported."""
+    if name not in ISAS:
+        raise ValueError(f"unknown ISA {name!r}: expected one of {', '.join(ISAS)}")
+    if name not in available_isas():
+        raise ValueError(f"ISA {name!r} is not supported on this CPU (best: {best_isa()})")
+    check(lib().aie_set_isa(ISAS.index(name)), f"set_isa({name})")
+
+
+@contextlib.contextmanager
+def use_isa(name: str):
+    """Run a block on one ISA path, then restore the previous one."""
+    previous = isa()
+    set_isa(name)
+    try:
+        yield
+    finally:
+        set_isa(previous)
+
+
+__all__ = ["isa", "best_isa", "available_isas", "set_isa", "use_isa", "library_path"]
+
+# Op-family modules append their imports below (one line each).
