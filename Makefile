@@ -9,7 +9,7 @@ BIN         := $(VENV)/bin
 STAMP       := $(VENV)/.installed
 INVOKE      := $(BIN)/invoke
 
-.PHONY: all help venv kernels test test-fast deploy render provision convert clean distclean
+.PHONY: sysdeps all help venv kernels test test-fast deploy render provision convert clean distclean
 
 all: kernels
 
@@ -27,7 +27,6 @@ venv: $(STAMP)
 $(STAMP): requirements/constraints.txt requirements/base.in requirements/test.in pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "ai-engine needs Python >= 3.11, found " + sys.version.split()[0])'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c requirements/constraints.txt -r requirements/base.in -r requirements/test.in
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	@touch $@
@@ -35,7 +34,17 @@ $(STAMP): requirements/constraints.txt requirements/base.in requirements/test.in
 kernels: $(STAMP)
 	$(INVOKE) build-kernels
 
-test: $(STAMP)
+# System packages the tests drive for real (sshd for the SSH-fleet deploy
+# tests). Installed only when missing, only as root with apt; otherwise those
+# tests skip and say why.
+sysdeps:
+	@if [ ! -x /usr/sbin/sshd ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "installing openssh-server (for the deploy tests)"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server >/dev/null) \
+	    || echo "warning: could not install openssh-server; SSH deploy tests will skip"; \
+	fi
+
+test: $(STAMP) sysdeps
 	$(INVOKE) test
 
 deploy: $(STAMP)

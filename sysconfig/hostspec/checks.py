@@ -1,0 +1,173 @@
+"""Checks that span several keys (the schema sees one value at a time).
+Each returns Problems pointing at the line of the value to change. They run
+on validated data with defaults filled in and units normalised."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from pathlib import Path
+
+from hostspec.errors import Problem
+from hostspec.schema import locate
+from hostspec.yamlsource import KeyPath, Origins, format_path
+
+# Kernel arguments the GRUB drop-in derives from host.hugepages and
+# host.transparent_hugepage; a second copy in kernel_cmdline would fight it.
+OWNED_CMDLINE_KEYS = ("default_hugepagesz", "hugepagesz", "hugepages", "transparent_hugepage")
+# sysctl keys derived from other settings (see render.desired_sysctl).
+DERIVED_SYSCTL = {"vm.nr_hugepages": "host.hugepages.count", "net.ipv4.tcp_tw_reuse": "host.direct_ip_clients"}
+_JUMP_RE = re.compile(r"^(?:[A-Za-z0-9_.-]+@)?[A-Za-z0-9_.:\[\]-]+(?::[0-9]{1,5})?$")
+
+
+class _Report:
+    def __init__(self, origins: Origins, raw: dict):
+        self.origins, self.raw = origins, raw
+        self.problems: list[Problem] = []
+
+    def add(self, path: KeyPath, message: str, hint: str | None = None, severity: str = "error",
+            at: KeyPath | None = None) -> None:
+        """Report at `path`; `at` names another key whose line to show (for keys never written)."""
+        file, line = locate(self.origins, at or path)
+        self.problems.append(Problem(file, line, format_path(path), message, hint, severity))
+
+    def written(self, path: KeyPath) -> bool:
+        node = self.raw
+        for part in path:
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+                node = node[part]
+            else:
+                return False
+        return True
+
+
+def _unique_names(r: _Report, items: list[dict], base: KeyPath, what: str) -> None:
+    seen: dict[str, int] = {}
+    for i, item in enumerate(items):
+        name = item["name"]
+        if name in seen:
+            first = locate(r.origins, base + (seen[name], "name"))[1]
+            r.add(base + (i, "name"), f"duplicate {what} name {name!r}", f"first used on line {first}")
+        else:
+            seen[name] = i
+
+
+def _check_host(r: _Report, host: dict) -> None:
+    hp = host["hugepages"]
+    if hp["per_node"]:
+        if hp["count"] == "auto":
+            r.add(("host", "hugepages", "per_node"), "a NUMA split needs a fixed count",
+                  "set host.hugepages.count to a number, or per_node to {}")
+        elif sum(hp["per_node"].values()) != hp["count"]:
+            r.add(("host", "hugepages", "per_node"),
+                  f"node counts add up to {sum(hp['per_node'].values())}, not host.hugepages.count {hp['count']}")
+    for key in host["sysctl"]:
+        if key in DERIVED_SYSCTL:
+            r.add(("host", "sysctl", key), "derived setting; do not set it here", f"set {DERIVED_SYSCTL[key]} instead")
+    seen: dict[str, int] = {}
+    for i, arg in enumerate(host["kernel_cmdline"]):
+        key = arg.split("=", 1)[0]
+        if key in OWNED_CMDLINE_KEYS:
+            r.add(("host", "kernel_cmdline", i), f"{key}= is derived from host.hugepages / host.transparent_hugepage",
+                  "set those keys instead")
+        elif key in seen:
+            r.add(("host", "kernel_cmdline", i), f"{key} given twice (also item {seen[key]})")
+        else:
+            seen[key] = i
+
+
+def _check_service(r: _Report, service: dict, engine: dict) -> None:
+    policy, prio = service["cpu_scheduling_policy"], service["cpu_scheduling_priority"]
+    if policy in ("fifo", "rr") and prio is None:
+        r.add(("service", "cpu_scheduling_priority"), f"required with cpu_scheduling_policy {policy}",
+              "a realtime priority 1-99", at=("service", "cpu_scheduling_policy"))
+    if policy not in ("fifo", "rr") and prio is not None:
+        r.add(("service", "cpu_scheduling_priority"), f"only meaningful with fifo or rr, not {policy}",
+              "set it to null or change the policy")
+    memlock, arena = service["limit_memlock"], engine["arena"]["size"]
+    if engine["arena"]["mlock"] and memlock != "infinity" and memlock < arena:
+        r.add(("service", "limit_memlock"), f"{memlock} bytes cannot lock engine.arena.size ({arena} bytes)",
+              "raise it or set it to infinity")
+
+
+def _check_engine(r: _Report, engine: dict) -> None:
+    try:
+        ipaddress.ip_address(engine["listen"])
+    except ValueError:
+        r.add(("engine", "listen"), f"not an IP address: {engine['listen']!r}", "e.g. 127.0.0.1, 0.0.0.0 or ::")
+    if engine["http_port"] == engine["binary_port"]:
+        r.add(("engine", "binary_port"), f"same port as engine.http_port ({engine['http_port']})")
+    if engine["arena"]["size"] == 0:
+        r.add(("engine", "arena", "size"), "must be larger than 0")
+    auth = engine["auth"]
+    if auth["enabled"]:
+        algs = auth["algorithms"]
+        if any(a.startswith("HS") for a in algs) and not auth["secret_file"]:
+            r.add(("engine", "auth", "secret_file"), "required by the HS* algorithms when auth is enabled")
+        if any(not a.startswith("HS") for a in algs) and not auth["public_key_file"]:
+            r.add(("engine", "auth", "public_key_file"), "required by the RS*/ES*/EdDSA algorithms when auth is enabled")
+    _unique_names(r, engine["models"], ("engine", "models"), "model")
+    for i, m in enumerate(engine["models"]):
+        at = ("engine", "models", i)
+        for j, size in enumerate(m["preferred_batch_sizes"]):
+            if size > m["max_batch_size"]:
+                r.add(at + ("preferred_batch_sizes", j), f"{size} is larger than max_batch_size {m['max_batch_size']}")
+        if m["default_priority"] is not None and m["default_priority"] > m["priority_levels"]:
+            r.add(at + ("default_priority",), f"{m['default_priority']} is outside 1..priority_levels ({m['priority_levels']})")
+        if m["max_timeout_us"] and m["default_timeout_us"] > m["max_timeout_us"]:
+            r.add(at + ("default_timeout_us",), f"larger than max_timeout_us ({m['max_timeout_us']})")
+
+
+_SSH_ONLY = ("address", "port", "user", "key_file", "jump_host")
+
+
+def _check_hosts(r: _Report, hosts: list[dict], deploy: dict) -> None:
+    _unique_names(r, hosts, ("hosts",), "host")
+    names = {h["name"] for h in hosts}
+    for i, h in enumerate(hosts):
+        if h["type"] == "local":
+            if "root" not in h:
+                r.add(("hosts", i), "missing required key 'root'", "the directory a local host deploys into")
+            for key in _SSH_ONLY:
+                if r.written(("hosts", i, key)):
+                    r.add(("hosts", i, key), "only for hosts of type ssh")
+        else:
+            if "address" not in h:
+                r.add(("hosts", i), "missing required key 'address'", "the host name or IP address to ssh to")
+            jump = h.get("jump_host")
+            if jump is not None:
+                if jump == h["name"]:
+                    r.add(("hosts", i, "jump_host"), "a host cannot be its own jump host")
+                elif jump not in names and ("@" not in jump and ":" not in jump or not _JUMP_RE.match(jump)):
+                    r.add(("hosts", i, "jump_host"), f"{jump!r} is neither a host in hosts nor user@host:port")
+    if deploy["canary"] is not None and deploy["canary"] not in names:
+        r.add(("deploy", "canary"), f"no host named {deploy['canary']!r} in hosts",
+              "known: " + (", ".join(sorted(names)) or "none"))
+
+
+def check_spec(data: dict, raw: dict, origins: Origins) -> list[Problem]:
+    """Cross-key errors of a validated, normalised spec."""
+    r = _Report(origins, raw)
+    _check_host(r, data["host"])
+    _check_service(r, data["service"], data["engine"])
+    _check_engine(r, data["engine"])
+    _check_hosts(r, data["hosts"], data["deploy"])
+    return sorted(r.problems, key=lambda p: (p.file or "", p.line or 0))
+
+
+def missing_sysctls(data: dict, origins: Origins, proc: Path, severity: str) -> list[Problem]:
+    """sysctl keys this kernel does not have under proc/sys (a warning when rendering
+    for another host, an error at live provision)."""
+    r = _Report(origins, {})
+    sys_dir = proc / "sys"
+    if not sys_dir.is_dir():
+        return []
+    for key in data["host"]["sysctl"]:
+        # sysctl.conf spells '/' inside a component (eth0/100) where /proc/sys has '.'
+        rel = Path(*[part.replace("/", ".") for part in key.split(".")])
+        if not (sys_dir / rel).exists():
+            r.add(("host", "sysctl", key), f"no such sysctl on this kernel ({sys_dir / rel} is missing)",
+                  "check the spelling, or the module that provides it", severity)
+    return r.problems

@@ -1,0 +1,42 @@
+"""Spec problems as data. Every check reports `Problem`s (file, line, key
+path, what is wrong, hint); `SpecError` carries all of them, never just the
+first, so a user fixes a spec in one round trip."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One line of a report: `spec.yaml:14: host.hugepages.cout: unknown key (did you mean 'count'?)`."""
+
+    file: str | None
+    line: int | None
+    path: str
+    message: str
+    hint: str | None = None
+    severity: str = "error"  # or "warning"
+
+    def __str__(self) -> str:
+        where = ""
+        if self.file is not None:
+            where = f"{self.file}:{self.line}: " if self.line is not None else f"{self.file}: "
+        text = f"{where}{self.path}: " if self.path else where
+        if self.severity != "error":
+            text += f"{self.severity}: "
+        text += self.message
+        if self.hint:
+            text += f" ({self.hint})"
+        return text
+
+
+class SpecError(Exception):
+    """Raised with ALL problems found in a spec (errors only; warnings travel on Spec)."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = list(problems)
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        return "\n".join(str(p) for p in self.problems)

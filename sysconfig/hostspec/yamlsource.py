@@ -1,0 +1,115 @@
+"""Read one YAML spec file into plain data plus a line map.
+
+PyYAML's loaders silently keep the last of duplicate keys and forget where
+values came from, so this walks the node tree from `yaml.compose()` instead:
+duplicates become problems, and every key path maps to (file, line) so later
+checks can point at the line that set a value.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from hostspec.errors import Problem, SpecError
+
+KeyPath = tuple  # ('engine', 'models', 0, 'name')
+Origins = dict  # KeyPath -> (file, line)
+
+
+def format_path(path: KeyPath) -> str:
+    """('engine', 'models', 0, 'name') -> 'engine.models[0].name'."""
+    text = ""
+    for part in path:
+        if isinstance(part, int) and not isinstance(part, bool):
+            text += f"[{part}]"
+        else:
+            text += ("." if text else "") + str(part)
+    return text
+
+
+class _Walker:
+    def __init__(self, display: str):
+        self.display = display
+        self.constructor = yaml.SafeLoader("")  # only its scalar constructors are used
+        self.origins: Origins = {}
+        self.problems: list[Problem] = []
+
+    def problem(self, node: yaml.Node, path: KeyPath, message: str, hint: str | None = None) -> None:
+        self.problems.append(Problem(self.display, node.start_mark.line + 1, format_path(path), message, hint))
+
+    def build(self, node: yaml.Node, path: KeyPath) -> object:
+        if isinstance(node, yaml.MappingNode):
+            return self._mapping(node, path)
+        if isinstance(node, yaml.SequenceNode):
+            items = []
+            for i, item in enumerate(node.value):
+                self.origins[path + (i,)] = (self.display, item.start_mark.line + 1)
+                items.append(self.build(item, path + (i,)))
+            return items
+        return self.constructor.construct_object(node, deep=True)
+
+    def _mapping(self, node: yaml.MappingNode, path: KeyPath) -> dict:
+        out: dict = {}
+        first_line: dict = {}
+        for key_node, value_node in node.value:
+            line = key_node.start_mark.line + 1
+            if not isinstance(key_node, yaml.ScalarNode):
+                self.problem(key_node, path, "a key must be a plain scalar, not a list or mapping")
+                continue
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                self.problem(key_node, path + ("<<",), "YAML merge keys are not supported",
+                             "layer spec files with --spec instead")
+                continue
+            key = self.constructor.construct_object(key_node, deep=True)
+            try:
+                hash(key)
+            except TypeError:
+                self.problem(key_node, path, f"unusable key {key!r}")
+                continue
+            if key in first_line:
+                self.problem(key_node, path + (key,), f"duplicate key (first defined on line {first_line[key]})",
+                             "YAML keeps only one of them; delete the other")
+                continue
+            first_line[key] = line
+            self.origins[path + (key,)] = (self.display, line)
+            out[key] = self.build(value_node, path + (key,))
+        return out
+
+
+def read_yaml(path: Path, display: str) -> tuple[object, Origins]:
+    """Parse `path` (shown as `display` in problems). Raises SpecError listing every problem."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError([Problem(display, None, "", "spec file not found")]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError([Problem(display, None, "", f"cannot read spec file: {exc}")]) from None
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        detail = exc.problem or "unreadable YAML"
+        if exc.context:
+            detail = f"{detail} ({exc.context})"
+        raise SpecError([Problem(display, mark.line + 1 if mark else None, "", f"YAML syntax error: {detail}")]) from None
+    except yaml.YAMLError as exc:
+        raise SpecError([Problem(display, None, "", f"YAML syntax error: {exc}")]) from None
+    if root is None:
+        raise SpecError([Problem(display, 1, "", "empty file", "a spec starts with 'version: 1'")])
+    if not isinstance(root, yaml.MappingNode):
+        kind = "a list" if isinstance(root, yaml.SequenceNode) else f"the scalar {root.value!r}"
+        raise SpecError([Problem(display, root.start_mark.line + 1, "",
+                                 f"the top level must be a mapping of sections, got {kind}",
+                                 "expected keys like version, host, service, engine, hosts, deploy")])
+    walker = _Walker(display)
+    try:
+        data = walker.build(root, ())
+    except yaml.YAMLError as exc:  # e.g. an unconstructible tagged scalar
+        mark = getattr(exc, "problem_mark", None)
+        raise SpecError([Problem(display, mark.line + 1 if mark else None, "", f"YAML error: {exc}")]) from None
+    if walker.problems:
+        raise SpecError(walker.problems)
+    walker.origins[()] = (display, 1)
+    return data, walker.origins
