@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+# `models` (the zoo) is a plain folder at the repo root, not an installed package.
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
 
 
 def pytest_report_header(config):
@@ -23,3 +27,21 @@ def require_root() -> None:
     """Skip (with the reason printed) when a test needs root."""
     if os.geteuid() != 0:
         pytest.skip("needs root (namespaces, sysctl, hugepages); run as root to cover this")
+
+
+@pytest.fixture(scope="session")
+def zoo():
+    """zoo(name) -> Path of build/models/<name>.onnx, generated once per session
+    (and reused across sessions while its recipe is unchanged: models.zoo skips
+    up-to-date files). digits also leaves digits.sample.{npy,json} beside it."""
+    from models import zoo as model_zoo
+
+    out_dir = REPO / "build" / "models"
+    built: dict[str, Path] = {}
+
+    def get(name: str) -> Path:
+        if name not in built:
+            built[name] = model_zoo.ensure(name, out_dir)
+        return built[name]
+
+    return get

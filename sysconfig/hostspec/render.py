@@ -75,7 +75,9 @@ def desired_sysctl(spec) -> dict[str, str]:
     hp = host["hugepages"]
     # 2M pages can be reserved at run time; 1G pages only on the kernel command
     # line (the buddy allocator rarely has 1G contiguous once the host is up).
-    if hp["size"] == 2 << 20:
+    # With a per-node split, the per-node sysfs counts (desired_sysfs) rule:
+    # a total in sysctl.d would be re-spread over all nodes at boot.
+    if hp["size"] == 2 << 20 and not hp.get("per_node"):
         want["vm.nr_hugepages"] = str(hugepage_plan(spec).count)
     return dict(sorted(want.items()))
 

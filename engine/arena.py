@@ -1,0 +1,306 @@
+"""engine.arena: the kernels' arena allocator (kernels/include/aie_arena.h) from Python.
+
+    with Arena("64M", hugepages=True) as arena:
+        block = arena.alloc(4096)              # 64-byte aligned
+        x = block.ndarray(np.float32)          # a view, no copy
+        arena.stats()["backing"]               # 'hugetlb-2M', 'thp' or 'normal'
+
+One Arena is one reservation made at creation; alloc/free never call the OS.
+`stats_all()` lists every open arena of this process (the server reports it
+on /health; a separate `ai-engine arena-dump --pid` is deliberately not
+offered: reading another process's arena would need ptrace-level access).
+
+Lifetime: views handed out by Block (memoryview/ndarray) keep the mapping
+alive, so closing an arena while a view exists cannot make the view dangle;
+the memory is unmapped when the last of them is gone.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+import threading
+import weakref
+
+import numpy as np
+
+from engine.errors import EngineError
+from engine.kernels._lib import lib
+
+KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
+BUCKETS = ("<=4K", "4K-64K", "64K-1M", ">1M")
+BACKINGS = ("normal", "thp", "hugetlb-2M", "hugetlb-1G")
+_REASON_LEN = 192
+
+
+class ArenaError(EngineError):
+    """An arena could not be created, or a request to it is invalid."""
+
+
+class ArenaExhausted(ArenaError, MemoryError):
+    """No free block is large enough for an allocation."""
+
+
+class _Stats(ctypes.Structure):
+    """Mirror of aie_arena_stats; checked against aie_arena_stats_size() at load."""
+
+    _fields_ = [
+        ("reserved", ctypes.c_size_t), ("page_size", ctypes.c_size_t), ("in_use", ctypes.c_size_t),
+        ("requested", ctypes.c_size_t), ("peak_in_use", ctypes.c_size_t), ("free_bytes", ctypes.c_size_t),
+        ("largest_free", ctypes.c_size_t), ("live_allocations", ctypes.c_size_t),
+        ("bucket_free_blocks", ctypes.c_size_t * 4), ("bucket_free_bytes", ctypes.c_size_t * 4),
+        ("bucket_live_blocks", ctypes.c_size_t * 4),
+        ("total_allocations", ctypes.c_uint64), ("failed_allocations", ctypes.c_uint64),
+        ("fragmentation", ctypes.c_double), ("hugepage_bytes", ctypes.c_size_t),
+        ("backing", ctypes.c_int), ("mlocked", ctypes.c_int), ("prefaulted", ctypes.c_int),
+        ("hugepages_requested", ctypes.c_int),
+        ("backing_reason", ctypes.c_char * _REASON_LEN), ("mlock_reason", ctypes.c_char * _REASON_LEN),
+    ]
+
+
+class _Options(ctypes.Structure):
+    _fields_ = [("hugepages", ctypes.c_int), ("hugepage_size", ctypes.c_size_t),
+                ("mlock", ctypes.c_int), ("prefault", ctypes.c_int)]
+
+
+_bound = False
+_bind_lock = threading.Lock()
+
+
+def _lib() -> ctypes.CDLL:
+    """The kernel library with the arena signatures declared (once)."""
+    global _bound
+    handle = lib()
+    with _bind_lock:
+        if not _bound:
+            if not hasattr(handle, "aie_arena_create"):
+                raise ArenaError("the kernel library has no arena allocator (built before it existed)",
+                                 hint="rebuild the kernels (`invoke build-kernels`)")
+            p, sz = ctypes.c_void_p, ctypes.c_size_t
+            handle.aie_arena_create.argtypes = [sz, ctypes.POINTER(_Options), ctypes.POINTER(p)]
+            handle.aie_arena_destroy.argtypes = [p]
+            handle.aie_arena_destroy.restype = None
+            handle.aie_arena_alloc.argtypes = [p, sz]
+            handle.aie_arena_alloc.restype = p
+            handle.aie_arena_free.argtypes = [p, p]
+            handle.aie_arena_reset.argtypes = [p]
+            handle.aie_arena_reset.restype = None
+            handle.aie_arena_base.argtypes = [p]
+            handle.aie_arena_base.restype = p
+            handle.aie_arena_reserved.argtypes = [p]
+            handle.aie_arena_reserved.restype = sz
+            handle.aie_arena_stats_get.argtypes = [p, ctypes.POINTER(_Stats)]
+            handle.aie_arena_stats_size.restype = sz
+            handle.aie_arena_bucket_of.argtypes = [sz]
+            if handle.aie_arena_stats_size() != ctypes.sizeof(_Stats):
+                raise ArenaError("aie_arena_stats layout differs between engine/arena.py and the kernel library",
+                                 hint="rebuild the kernels (`invoke build-kernels`)")
+            _bound = True
+    return handle
+
+
+def _last_error() -> str:
+    return lib().aie_last_error().decode(errors="replace")
+
+
+_SIZE_RE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(i?B)?\s*$", re.IGNORECASE)
+
+
+def parse_size(value: int | str, what: str = "size") -> int:
+    """Bytes from an int or a string like '256M', '2MiB', '1G' (binary units, as the spec uses)."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ArenaError(f"{what} must be bytes (int) or a size like '256M', got {value!r}")
+    if isinstance(value, int):
+        nbytes = value
+    else:
+        m = _SIZE_RE.match(value)
+        if not m:
+            raise ArenaError(f"{what} {value!r} is not a size (expected e.g. 4096, '64K', '256M', '1G')")
+        nbytes = int(m.group(1)) * {"": 1, "K": KIB, "M": MIB, "G": GIB, "T": GIB << 10}[m.group(2).upper()]
+    if nbytes <= 0:
+        raise ArenaError(f"{what} must be > 0 bytes, got {value!r}")
+    return nbytes
+
+
+def bucket_of(nbytes: int) -> int:
+    """Size class (0..3) the C allocator files a request of nbytes under."""
+    return int(_lib().aie_arena_bucket_of(nbytes))
+
+
+class _Mapping:
+    """Owns the C arena; destroyed when neither the Arena nor any view needs it."""
+
+    def __init__(self, handle: int):
+        self.handle = handle
+        # Bound now: at interpreter exit module globals may already be gone
+        # when __del__ runs.
+        self._destroy = _lib().aie_arena_destroy
+
+    def __del__(self):
+        if self.handle:
+            self._destroy(self.handle)
+            self.handle = 0
+
+
+class Block:
+    """One allocation: offset from the arena base, size, address, zero-copy views."""
+
+    __slots__ = ("arena", "offset", "nbytes", "address", "_mapping", "__weakref__")
+
+    def __init__(self, arena: "Arena", address: int, nbytes: int):
+        self.arena = arena
+        self.address = address
+        self.offset = address - arena.base_address
+        self.nbytes = nbytes
+        self._mapping = arena._mapping
+
+    @property
+    def view(self) -> memoryview:
+        """A writable memoryview of the block (bytes)."""
+        raw = (ctypes.c_ubyte * self.nbytes).from_address(self.address)
+        raw._keep_mapping = self._mapping  # the view pins the mapping, see module doc
+        return memoryview(raw).cast("B")
+
+    def ndarray(self, dtype=np.uint8, shape=None) -> np.ndarray:
+        """The block as a numpy array (no copy); shape defaults to as many items as fit."""
+        dtype = np.dtype(dtype)
+        count = self.nbytes // dtype.itemsize if shape is None else int(np.prod(shape, dtype=np.int64))
+        if count * dtype.itemsize > self.nbytes:
+            raise ArenaError(f"shape {shape} of {dtype} needs {count * dtype.itemsize} bytes, "
+                             f"block has {self.nbytes}")
+        arr = np.frombuffer(self.view, dtype=dtype, count=count)
+        return arr.reshape(shape) if shape is not None else arr
+
+    def free(self) -> None:
+        self.arena.free(self)
+
+    def __repr__(self) -> str:
+        return f"Block(offset={self.offset}, nbytes={self.nbytes})"
+
+
+_live: "weakref.WeakSet[Arena]" = weakref.WeakSet()
+
+
+class Arena:
+    """One arena reservation. size: bytes or '256M'; page_size: '2M' or '1G'."""
+
+    def __init__(self, size: int | str, hugepages: bool = True, mlock: bool = False, *,
+                 page_size: int | str = "2M", prefault: bool = True, name: str = "arena"):
+        nbytes = parse_size(size)
+        page = parse_size(page_size, "page_size")
+        if page not in (2 * MIB, GIB):
+            raise ArenaError(f"page_size {page_size!r} not supported (expected '2M' or '1G')")
+        opts = _Options(int(bool(hugepages)), page, int(bool(mlock)), int(bool(prefault)))
+        handle = ctypes.c_void_p()
+        rc = _lib().aie_arena_create(nbytes, ctypes.byref(opts), ctypes.byref(handle))
+        if rc != 0:
+            raise ArenaError(_last_error(), where=name)
+        self.name = name
+        self._mapping = _Mapping(handle.value)
+        self.base_address = int(_lib().aie_arena_base(handle.value))
+        self.size = int(_lib().aie_arena_reserved(handle.value))
+        _live.add(self)
+
+    @property
+    def handle(self) -> int:
+        """The aie_arena* for C code (the runtime passes it to the plan executor)."""
+        if self._mapping is None:
+            raise ArenaError("arena is closed", where=self.name)
+        return self._mapping.handle
+
+    @property
+    def closed(self) -> bool:
+        return self._mapping is None
+
+    def alloc(self, nbytes: int) -> Block:
+        if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or nbytes < 0:
+            raise ArenaError(f"alloc: nbytes must be a non-negative int, got {nbytes!r}", where=self.name)
+        address = _lib().aie_arena_alloc(self.handle, int(nbytes))
+        if not address:
+            message = _last_error()
+            if message.startswith("arena exhausted"):
+                raise ArenaExhausted(message, where=self.name,
+                                     hint="create a larger arena (engine.arena.size in the spec)")
+            raise ArenaError(message, where=self.name)
+        return Block(self, int(address), int(nbytes))
+
+    def free(self, block: Block) -> None:
+        if not isinstance(block, Block) or block.arena is not self:
+            raise ArenaError(f"free: {block!r} was not allocated from this arena", where=self.name)
+        if _lib().aie_arena_free(self.handle, block.address) != 0:
+            raise ArenaError(_last_error(), where=self.name)
+
+    def reset(self) -> None:
+        """Free every block at once; earlier Blocks must not be used or freed afterwards."""
+        _lib().aie_arena_reset(self.handle)
+
+    def stats(self) -> dict:
+        st = _Stats()
+        if _lib().aie_arena_stats_get(self.handle, ctypes.byref(st)) != 0:
+            raise ArenaError(_last_error(), where=self.name)
+        return {
+            "name": self.name,
+            "base_address": hex(self.base_address),
+            "reserved": st.reserved,
+            "page_size": st.page_size,
+            "in_use": st.in_use,
+            "requested": st.requested,
+            "peak_in_use": st.peak_in_use,
+            "free": st.free_bytes,
+            "largest_free": st.largest_free,
+            "live_allocations": st.live_allocations,
+            "total_allocations": st.total_allocations,
+            "failed_allocations": st.failed_allocations,
+            "fragmentation": st.fragmentation,
+            "buckets": [{"bucket": label, "free_blocks": st.bucket_free_blocks[i],
+                         "free_bytes": st.bucket_free_bytes[i], "live_blocks": st.bucket_live_blocks[i]}
+                        for i, label in enumerate(BUCKETS)],
+            "backing": BACKINGS[st.backing] if 0 <= st.backing < len(BACKINGS) else "unknown",
+            "backing_reason": st.backing_reason.decode(errors="replace"),
+            "hugepages_requested": bool(st.hugepages_requested),
+            "hugepage_bytes": st.hugepage_bytes,
+            "thp_bytes": _thp_bytes(self.base_address, st.reserved) if st.backing == 1 else 0,
+            "mlocked": bool(st.mlocked),
+            "mlock_reason": st.mlock_reason.decode(errors="replace"),
+            "prefaulted": bool(st.prefaulted),
+        }
+
+    def close(self) -> None:
+        """Stop using the arena; its memory goes when the last view of it does."""
+        _live.discard(self)
+        self._mapping = None
+
+    def __enter__(self) -> "Arena":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"{self.size} bytes at {hex(self.base_address)}"
+        return f"Arena({self.name!r}, {state})"
+
+
+def _thp_bytes(base: int, size: int) -> int:
+    """AnonHugePages of the mapping at base (transparent hugepages actually in use)."""
+    try:
+        with open("/proc/self/smaps") as f:
+            inside, total = False, 0
+            for line in f:
+                head = line.split(maxsplit=1)[0]
+                if "-" in head and not head.endswith(":"):
+                    start, end = (int(x, 16) for x in head.split("-"))
+                    inside = start < base + size and end > base
+                elif inside and head == "AnonHugePages:":
+                    total += int(line.split()[1]) * KIB
+            return total
+    except (OSError, ValueError):
+        return 0
+
+
+def stats_all() -> list[dict]:
+    """Stats of every open arena in this process, in creation order of their addresses."""
+    return [a.stats() for a in sorted(list(_live), key=lambda a: a.base_address) if not a.closed]
+
+
+__all__ = ["Arena", "Block", "ArenaError", "ArenaExhausted", "stats_all", "parse_size", "bucket_of", "BUCKETS"]
