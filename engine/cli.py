@@ -18,6 +18,8 @@ from engine.errors import EngineError
 # `ai-engine --help` stays fast and a broken subcommand cannot break others.
 COMMANDS: dict[str, tuple[str, str]] = {
     "isa": ("engine.commands.isa", "print the kernel ISA path this CPU selects"),
+    "arena-dump": ("engine.commands.arena_dump", "create an arena and print its backing and statistics"),
+    "serve": ("engine.commands.serve", "serve the models of an engine.yaml over HTTP (KServe v2) and TCP"),
 }
 
 

@@ -1,0 +1,266 @@
+"""Serving benchmark: requests/s and p50/p99/p999 latency at several
+concurrencies, for zoo models over HTTP JSON, HTTP binary (KServe binary
+tensor extension) and the TCP binary protocol, beside onnxruntime served by
+uvicorn + starlette (benchmarks/ort_peer.py, one worker per server core),
+all driven by the same asyncio load generator pinned to its own core.
+
+    .venv/bin/python benchmarks/bench_serve.py                      # full run
+    .venv/bin/python benchmarks/bench_serve.py --models mlp --duration 2 --concurrency 1,16
+
+Prints a markdown table (and the JSON-vs-binary codec comparison); paste
+into docs/PERFORMANCE.md "Serving". Every cell runs for --duration seconds
+after a warm-up; each server's first answer is checked against onnxruntime.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from engine.server import binary as wire  # noqa: E402
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(url, timeout=1)
+            return
+        except urllib.error.HTTPError:
+            return  # answering
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{url} did not come up in {timeout} s")
+
+
+# ---- request bodies ----------------------------------------------------------
+def kserve_body(name: str, x: np.ndarray, binary: bool) -> tuple[bytes, dict]:
+    if binary:
+        head = json.dumps({"inputs": [{"name": name, "shape": list(x.shape), "datatype": "FP32",
+                                       "parameters": {"binary_data_size": x.nbytes}}],
+                           "parameters": {"binary_data_output": True}}).encode()
+        return head + x.tobytes(), {"Inference-Header-Content-Length": str(len(head)),
+                                    "Content-Type": "application/octet-stream"}
+    body = json.dumps({"inputs": [{"name": name, "shape": list(x.shape), "datatype": "FP32",
+                                   "data": x.ravel().tolist()}]}).encode()
+    return body, {"Content-Type": "application/json"}
+
+
+def decode_kserve(body: bytes, headers: dict) -> np.ndarray:
+    hlen = headers.get("inference-header-content-length")
+    split = int(hlen) if hlen else len(body)
+    doc = json.loads(body[:split])
+    out = doc["outputs"][0]
+    if hlen:
+        return np.frombuffer(body, np.float32, offset=split).reshape(out["shape"])
+    return np.asarray(out["data"], np.float32).reshape(out["shape"])
+
+
+# ---- load generator ------------------------------------------------------------
+async def _http_conn(port: int, path: str, body: bytes, headers: dict, stop: float, lat: list, errors: list,
+                     first: list):
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    head = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {len(body)}\r\n"
+            + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n").encode()
+    try:
+        while time.monotonic() < stop:
+            t0 = time.perf_counter()
+            writer.write(head + body)
+            status_line = await reader.readline()
+            hdrs = {}
+            while True:
+                line = await reader.readline()
+                if line in (b"\r\n", b""):
+                    break
+                k, _, v = line.decode().partition(":")
+                hdrs[k.strip().lower()] = v.strip()
+            data = await reader.readexactly(int(hdrs.get("content-length", 0)))
+            if b" 200 " not in status_line:
+                errors.append(status_line)
+                continue
+            lat.append(time.perf_counter() - t0)
+            if not first:
+                first.append(decode_kserve(data, hdrs))
+    finally:
+        writer.close()
+
+
+async def _tcp_conn(port: int, model: str, x_name: str, x: np.ndarray, stop: float, lat: list, errors: list,
+                    first: list):
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    frame = b"".join(wire.encode_infer(1, model, {x_name: x}))
+    try:
+        while time.monotonic() < stop:
+            t0 = time.perf_counter()
+            writer.write(frame)
+            header = await reader.readexactly(16)
+            op, length, _ = wire.parse_header(header, 1 << 40)
+            payload = memoryview(await reader.readexactly(length))
+            if op != wire.OP_RESULT:
+                errors.append(wire.decode_error(payload))
+                continue
+            lat.append(time.perf_counter() - t0)
+            if not first:
+                first.append(next(iter(wire.decode_result(payload)[1].values())))
+    finally:
+        writer.close()
+
+
+def run_cell(kind: str, port: int, model: str, x_name: str, x: np.ndarray, concurrency: int, duration: float,
+             warmup: float) -> dict:
+    async def main():
+        results = {}
+        for phase, secs in (("warmup", warmup), ("measure", duration)):
+            lat, errors, first = [], [], []
+            stop = time.monotonic() + secs
+            if kind == "tcp":
+                tasks = [_tcp_conn(port, model, x_name, x, stop, lat, errors, first) for _ in range(concurrency)]
+            else:
+                body, headers = kserve_body(x_name, x, kind == "http-binary")
+                tasks = [_http_conn(port, f"/v2/models/{model}/infer", body, headers, stop, lat, errors, first)
+                         for _ in range(concurrency)]
+            t0 = time.monotonic()
+            await asyncio.gather(*tasks, return_exceptions=False)
+            results = {"lat": lat, "errors": len(errors), "elapsed": time.monotonic() - t0,
+                       "first": first[0] if first else None}
+        return results
+    r = asyncio.run(main())
+    lat = np.sort(np.array(r["lat"])) * 1e3
+    q = (lambda p: float(np.percentile(lat, p))) if len(lat) else (lambda p: float("nan"))
+    return {"rps": len(lat) / r["elapsed"], "p50": q(50), "p99": q(99), "p999": q(99.9), "n": len(lat),
+            "errors": r["errors"], "first": r["first"]}
+
+
+# ---- codec micro-benchmark -------------------------------------------------------
+def codec_comparison(x: np.ndarray, reps: int = 20) -> dict:
+    def timed(fn):
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        return (time.perf_counter() - t0) / reps * 1e3
+
+    def json_round():
+        body = json.dumps({"inputs": [{"name": "input", "shape": list(x.shape), "datatype": "FP32",
+                                       "data": x.ravel().tolist()}]}).encode()
+        doc = json.loads(body)
+        np.asarray(doc["inputs"][0]["data"], np.float32).reshape(x.shape)
+
+    def binary_round():
+        frame = b"".join(wire.encode_infer(1, "m", {"input": x}))
+        op, length, crc = wire.parse_header(frame[:16], 1 << 40)
+        wire.decode_infer(memoryview(frame)[16:])
+    j, b = timed(json_round), timed(binary_round)
+    return {"json_ms": j, "binary_ms": b, "speedup": j / b}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", default="mlp,resnet18")
+    ap.add_argument("--concurrency", default="1,16,64")
+    ap.add_argument("--duration", type=float, default=4.0, help="seconds measured per cell")
+    ap.add_argument("--warmup", type=float, default=1.0, help="seconds of warm-up per cell")
+    ap.add_argument("--max-batch", type=int, default=16)
+    ap.add_argument("--queue-delay-us", type=int, default=1000)
+    args = ap.parse_args(argv)
+    models = args.models.split(",")
+    concs = [int(c) for c in args.concurrency.split(",")]
+
+    from engine.convert import convert_file
+    from models import zoo
+    import onnxruntime as ort
+
+    cpus = sorted(os.sched_getaffinity(0))
+    gen_cpus, server_cpus = cpus[:1], (cpus[1:] or cpus)
+    os.sched_setaffinity(0, gen_cpus)
+    work = Path(tempfile.mkdtemp(prefix="bench-serve-"))
+    procs = []
+    try:
+        onnx_paths, aie_models = {}, []
+        for m in models:
+            onnx_paths[m] = zoo.ensure(m)
+            convert_file(onnx_paths[m], work / f"{m}.aie")
+            aie_models.append({"name": m, "path": str(work / f"{m}.aie"), "max_batch_size": args.max_batch,
+                               "max_queue_delay_us": args.queue_delay_us, "max_queue_size": 4096})
+        http_port, tcp_port, peer_port = free_port(), free_port(), free_port()
+        import yaml
+
+        (work / "engine.yaml").write_text(yaml.safe_dump({
+            "http_port": http_port, "binary_port": tcp_port, "threads": len(server_cpus), "log_level": "warning",
+            "models": aie_models}))
+
+        def pinned():
+            os.sched_setaffinity(0, server_cpus)
+        log = open(work / "servers.log", "wb")
+        procs.append(subprocess.Popen([sys.executable, "-m", "engine.cli", "serve", "--config",
+                                       str(work / "engine.yaml")], preexec_fn=pinned, stdout=log, stderr=log,
+                                      cwd=REPO))
+        env = dict(os.environ, AIE_PEER_MODELS=",".join(f"{m}={p}" for m, p in onnx_paths.items()),
+                   PYTHONPATH=str(REPO / "benchmarks"), OMP_NUM_THREADS="1")
+        procs.append(subprocess.Popen([sys.executable, "-m", "uvicorn", "ort_peer:app", "--port", str(peer_port),
+                                       "--workers", str(len(server_cpus)), "--log-level", "warning",
+                                       "--no-access-log"], preexec_fn=pinned, stdout=log, stderr=log, env=env))
+        wait_http(f"http://127.0.0.1:{http_port}/v2/health/ready")
+        wait_http(f"http://127.0.0.1:{peer_port}/")
+        print(f"cores: load generator {gen_cpus}, servers {server_cpus}; {args.duration:g} s per cell", flush=True)
+        rows = []
+        for m in models:
+            x = zoo.random_inputs(m, batch=1, seed=0)
+            x_name, x = next(iter(x.items()))
+            x = np.ascontiguousarray(x, np.float32)
+            want = ort.InferenceSession(str(onnx_paths[m]), providers=["CPUExecutionProvider"]).run(None, {x_name: x})[0]
+            cells = [("ai-engine", "http-json", http_port), ("ai-engine", "http-binary", http_port),
+                     ("ai-engine", "tcp", tcp_port), ("ort+uvicorn", "http-json", peer_port),
+                     ("ort+uvicorn", "http-binary", peer_port)]
+            for server, kind, port in cells:
+                for c in concs:
+                    r = run_cell(kind, port, m, x_name, x, c, args.duration, args.warmup)
+                    ok = r["first"] is not None and np.allclose(r["first"], want, rtol=1e-3, atol=1e-3)
+                    rows.append((m, server, kind, c, r, ok))
+                    print(f"{m:9s} {server:12s} {kind:12s} c={c:3d} {r['rps']:8.1f} req/s  p50 {r['p50']:7.2f}  "
+                          f"p99 {r['p99']:7.2f}  p999 {r['p999']:7.2f} ms  errors {r['errors']}  "
+                          f"{'ok' if ok else 'WRONG ANSWER'}", flush=True)
+        print("\n| model | server | protocol | conc. | req/s | p50 ms | p99 ms | p999 ms | errors |")
+        print("|---|---|---|---:|---:|---:|---:|---:|---:|")
+        for m, server, kind, c, r, ok in rows:
+            print(f"| {m} | {server} | {kind} | {c} | {r['rps']:.0f} | {r['p50']:.2f} | {r['p99']:.2f} | "
+                  f"{r['p999']:.2f} | {r['errors']}{'' if ok else ' WRONG'} |")
+        for m in models:
+            x = next(iter(zoo.random_inputs(m, batch=1, seed=0).values())).astype(np.float32)
+            c = codec_comparison(x)
+            print(f"\ncodec {m} input {list(x.shape)}: JSON encode+decode {c['json_ms']:.2f} ms, binary frame "
+                  f"{c['binary_ms']:.3f} ms ({c['speedup']:.0f}x)")
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

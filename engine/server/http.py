@@ -1,0 +1,143 @@
+"""HTTP/1.1 on asyncio streams: request parsing with limits, response writing.
+
+Only what an inference API needs: Content-Length bodies (chunked uploads are
+refused with 411/501 rather than half-supported), keep-alive by default,
+`Expect: 100-continue`. Every malformed input raises HttpError carrying the
+status to send; the connection is then closed, because after a framing error
+the byte stream cannot be trusted to find the next request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from urllib.parse import parse_qs, unquote
+
+from engine.server.config import LimitsConfig
+
+_REQUEST_LINE = re.compile(rb"^([A-Z]{1,16}) (\S{1,8192}) HTTP/(\d)\.(\d)$")
+_TOKEN = re.compile(rb"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+
+
+class HttpError(Exception):
+    def __init__(self, status: int, message: str, *, close: bool = True, headers=()):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.close = close
+        self.headers = list(headers)
+
+
+class ClientGone(Exception):
+    """The peer closed or went idle; close quietly, there is nobody to answer."""
+
+
+@dataclass
+class Request:
+    method: str
+    target: str
+    path: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]        # lower-case names; repeated headers joined by ", "
+    body: bytes = b""
+    keep_alive: bool = True
+    client: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def header(self, name: str, default: str | None = None) -> str | None:
+        return self.headers.get(name, default)
+
+
+async def read_request(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, limits: LimitsConfig,
+                       client: str) -> Request:
+    """Read one request. Idle wait for its first byte is bounded by
+    idle_timeout_s (ClientGone), the rest of the head by header_timeout_s
+    (408: a slowloris cannot hold a connection by trickling bytes)."""
+    try:
+        first = await asyncio.wait_for(reader.readexactly(1), limits.idle_timeout_s)
+    except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
+        raise ClientGone() from None
+    try:
+        head = first + await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), limits.header_timeout_s)
+    except TimeoutError:
+        raise HttpError(408, f"request head not received within {limits.header_timeout_s:g} s") from None
+    except asyncio.LimitOverrunError:
+        raise HttpError(431, f"request head exceeds {limits.max_header_bytes} bytes") from None
+    except (asyncio.IncompleteReadError, ConnectionError):
+        raise ClientGone() from None
+    if len(head) > limits.max_header_bytes:
+        raise HttpError(431, f"request head exceeds {limits.max_header_bytes} bytes")
+    req = parse_head(head, limits, client)
+    length = _content_length(req)
+    if length > limits.max_body:
+        raise HttpError(413, f"body of {length} bytes exceeds the limit of {limits.max_body} bytes")
+    if length:
+        if req.header("expect", "").lower() == "100-continue":
+            writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        try:
+            # A body slower than the idle timeout is a stalled client.
+            req.body = await asyncio.wait_for(reader.readexactly(length), limits.idle_timeout_s)
+        except TimeoutError:
+            raise HttpError(408, f"body of {length} bytes not received within {limits.idle_timeout_s:g} s") from None
+        except (asyncio.IncompleteReadError, ConnectionError):
+            raise ClientGone() from None
+    return req
+
+
+def parse_head(head: bytes, limits: LimitsConfig, client: str) -> Request:
+    lines = head[:-4].split(b"\r\n")
+    m = _REQUEST_LINE.match(lines[0])
+    if not m:
+        raise HttpError(400, "malformed request line")
+    method, target, major, minor = m.group(1).decode(), m.group(2).decode("latin-1"), int(m.group(3)), int(m.group(4))
+    if major != 1:
+        raise HttpError(505, f"HTTP/{major}.{minor} not supported; use HTTP/1.1")
+    if len(lines) - 1 > limits.max_headers:
+        raise HttpError(431, f"{len(lines) - 1} header fields exceed the limit of {limits.max_headers}")
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(b":")
+        if not sep or not _TOKEN.match(name):
+            raise HttpError(400, f"malformed header line {line[:64]!r}")
+        key = name.decode().lower()
+        val = value.strip().decode("latin-1")
+        if key in headers:
+            if key in ("content-length", "host", "transfer-encoding"):
+                raise HttpError(400, f"repeated {key} header")
+            headers[key] = headers[key] + ", " + val
+        else:
+            headers[key] = val
+    if not target.startswith("/"):
+        raise HttpError(400, f"request target {target[:64]!r} must be an absolute path")
+    path, _, query = target.partition("?")
+    conn = headers.get("connection", "").lower()
+    keep_alive = "close" not in conn if minor >= 1 else "keep-alive" in conn
+    return Request(method, target, unquote(path), parse_qs(query), headers, keep_alive=keep_alive, client=client)
+
+
+def _content_length(req: Request) -> int:
+    if "transfer-encoding" in req.headers:
+        raise HttpError(501, "Transfer-Encoding is not supported; send Content-Length")
+    value = req.headers.get("content-length")
+    if value is None:
+        if req.method in ("POST", "PUT"):
+            raise HttpError(411, f"{req.method} needs a Content-Length header")
+        return 0
+    if not value.isdigit() or len(value) > 18:
+        raise HttpError(400, f"invalid Content-Length {value[:32]!r}")
+    return int(value)
+
+
+_REASONS = {s.value: s.phrase for s in HTTPStatus}
+
+
+def render_response(status: int, body: bytes, *, content_type: str = "application/json", headers=(),
+                    keep_alive: bool = True) -> bytes:
+    lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Unknown')}",
+             f"Content-Type: {content_type}", f"Content-Length: {len(body)}"]
+    lines.extend(f"{k}: {v}" for k, v in headers)
+    if not keep_alive:
+        lines.append("Connection: close")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body

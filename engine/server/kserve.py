@@ -1,0 +1,323 @@
+"""KServe v2 / Open Inference Protocol routes, as Triton serves them, so
+tritonclient and other existing clients work unchanged.
+
+Infer bodies are JSON, or JSON followed by raw tensor bytes (the binary
+tensor extension: `Inference-Header-Content-Length` gives the JSON's length,
+each binary input carries `parameters.binary_data_size`, outputs are returned
+binary when asked per output (`binary_data`) or per request
+(`binary_data_output`)). Errors are {"error": "..."} with the status code.
+
+Status codes: 400 bad input, 401/403 auth, 404 unknown model/route,
+429 queue full or rate limited (Retry-After), 503 draining or unloading,
+504 deadline passed before the request ran, 500 the model failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import secrets
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from engine import __version__
+from engine.server.http import Request
+from engine.server.models import KSERVE_TO_NUMPY, NUMPY_TO_KSERVE, LoadedModel, element_count
+from engine.server.state import ARENA_BYTES, ServeError, ServerState, arena_stats, rss_bytes
+
+OFFLOAD_BYTES = 64 << 10     # bodies larger than this are (de)coded on the codec pool
+EXTENSIONS = ["binary_tensor_data", "statistics", "model_configuration", "schedule_policy"]
+_MODEL_ROUTE = re.compile(r"^/v2/models/([^/]+)(?:/versions/([^/]+))?(/ready|/infer|/stats|/config)?$")
+_TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
+
+
+@dataclass
+class Response:
+    status: int
+    body: bytes = b""
+    content_type: str = "application/json"
+    headers: list = field(default_factory=list)
+
+
+def _json(obj, status: int = 200, headers=()) -> Response:
+    return Response(status, json.dumps(obj, separators=(",", ":")).encode(), headers=list(headers))
+
+
+def error_response(status: int, message: str, headers=()) -> Response:
+    return _json({"error": message}, status, headers)
+
+
+def trace_context(header: str | None) -> tuple[str, str, str | None]:
+    """(trace id, our span id, parent span id) from a W3C traceparent, or a new trace."""
+    m = _TRACEPARENT.match(header.strip().lower()) if header else None
+    if m and m.group(1) != "0" * 32 and m.group(2) != "0" * 16:
+        return m.group(1), secrets.token_hex(8), m.group(2)
+    return secrets.token_hex(16), secrets.token_hex(8), None
+
+
+# ---- infer request decoding ------------------------------------------------
+def _tensor_from_json(spec_dtype: np.dtype, name: str, datatype: str, shape, data) -> np.ndarray:
+    want = KSERVE_TO_NUMPY[datatype]
+    arr = np.asarray(data)
+    kind = arr.dtype.kind
+    # JSON numbers arrive as Python ints/floats; refuse values the datatype
+    # cannot hold instead of letting numpy wrap or truncate them.
+    if want.kind == "b":
+        ok = kind == "b"
+    elif want.kind in "iu":
+        ok = kind in "iu"
+    else:
+        ok = kind in "iuf"
+    if not ok:
+        raise ServeError(400, f"input {name!r}: data is not a flat or nested list of {datatype} values")
+    if want.kind in "iu" and arr.size:
+        info = np.iinfo(want)
+        if arr.min() < info.min or arr.max() > info.max:
+            raise ServeError(400, f"input {name!r}: values outside the {datatype} range")
+    if arr.size != element_count(shape):
+        raise ServeError(400, f"input {name!r}: {arr.size} values for shape {list(shape)} "
+                              f"({element_count(shape)} expected)")
+    return arr.astype(want, copy=False).reshape(shape)
+
+
+def decode_infer(body: bytes, header_length: str | None, model: LoadedModel):
+    """Body -> (inputs, requested outputs {name: binary?}, request parameters, id)."""
+    if header_length is not None:
+        if not header_length.isdigit() or int(header_length) > len(body):
+            raise ServeError(400, f"Inference-Header-Content-Length {header_length!r} is not a length "
+                                  f"within the {len(body)}-byte body")
+        split = int(header_length)
+    else:
+        split = len(body)
+    try:
+        doc = json.loads(body[:split])
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ServeError(400, f"request JSON is malformed: {exc}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("inputs"), list):
+        raise ServeError(400, 'request must be a JSON object with an "inputs" list')
+    params = doc.get("parameters") or {}
+    if not isinstance(params, dict):
+        raise ServeError(400, '"parameters" must be an object')
+    binary = memoryview(body)[split:]
+    offset = 0
+    inputs: dict[str, np.ndarray] = {}
+    for i, item in enumerate(doc["inputs"]):
+        if not isinstance(item, dict):
+            raise ServeError(400, f"inputs[{i}] must be an object")
+        name, datatype, shape = item.get("name"), item.get("datatype"), item.get("shape")
+        if not isinstance(name, str):
+            raise ServeError(400, f"inputs[{i}] needs a string \"name\"")
+        if name in inputs:
+            raise ServeError(400, f"input {name!r} given twice")
+        try:
+            spec = model.input_spec(name)
+        except Exception as exc:  # InvalidInput: names what the model expects
+            raise ServeError(400, str(exc)) from None
+        if datatype not in KSERVE_TO_NUMPY:
+            raise ServeError(400, f"input {name!r}: datatype {datatype!r} unsupported; model expects {spec.datatype}")
+        if datatype != spec.datatype:
+            raise ServeError(400, f"input {name!r} has datatype {datatype}, model {model.name!r} expects "
+                                  f"{spec.datatype}")
+        if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
+                                                   for d in shape):
+            raise ServeError(400, f"input {name!r}: shape must be a list of non-negative integers, got {shape!r}")
+        iparams = item.get("parameters") or {}
+        size = iparams.get("binary_data_size") if isinstance(iparams, dict) else None
+        if size is not None:
+            dtype = KSERVE_TO_NUMPY[datatype]
+            need = element_count(shape) * dtype.itemsize
+            if not isinstance(size, int) or size != need:
+                raise ServeError(400, f"input {name!r}: binary_data_size {size!r} but shape {shape} of {datatype} "
+                                      f"needs {need} bytes")
+            if offset + size > len(binary):
+                raise ServeError(400, f"input {name!r}: body ends before its {size} binary bytes")
+            # A view into the body: no copy (batching concatenates anyway).
+            inputs[name] = np.frombuffer(binary[offset:offset + size], dtype=dtype.newbyteorder("<")).reshape(shape)
+            offset += size
+        elif "data" in item:
+            inputs[name] = _tensor_from_json(spec.dtype, name, datatype, shape, item["data"])
+        else:
+            raise ServeError(400, f"input {name!r} has neither \"data\" nor parameters.binary_data_size")
+    if offset != len(binary):
+        raise ServeError(400, f"{len(binary) - offset} bytes of binary data not claimed by any input")
+    default_binary = bool(params.get("binary_data_output", False))
+    requested: dict[str, bool] = {}
+    outputs = doc.get("outputs")
+    if outputs is not None:
+        if not isinstance(outputs, list):
+            raise ServeError(400, '"outputs" must be a list')
+        for i, item in enumerate(outputs):
+            name = item.get("name") if isinstance(item, dict) else None
+            if model.output(name) is None:
+                raise ServeError(400, f"outputs[{i}]: model {model.name!r} has no output {name!r}; it has "
+                                      + ", ".join(t.name for t in model.outputs))
+            oparams = item.get("parameters") or {}
+            requested[name] = bool(oparams.get("binary_data", default_binary))
+    else:
+        requested = {t.name: default_binary for t in model.outputs}
+    rid = doc.get("id")
+    return inputs, requested, params, rid if isinstance(rid, str) else None
+
+
+def encode_infer(model: LoadedModel, outputs: dict[str, np.ndarray], requested: dict[str, bool],
+                 request_id: str | None) -> Response:
+    doc = {"model_name": model.name, "model_version": model.version}
+    if request_id is not None:
+        doc["id"] = request_id
+    tensors, chunks = [], []
+    for name, binary in requested.items():
+        arr = np.ascontiguousarray(outputs[name])
+        entry = {"name": name, "datatype": NUMPY_TO_KSERVE[arr.dtype], "shape": list(arr.shape)}
+        if binary:
+            raw = arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
+            entry["parameters"] = {"binary_data_size": len(raw)}
+            chunks.append(raw)
+        else:
+            entry["data"] = arr.ravel().tolist()
+        tensors.append(entry)
+    doc["outputs"] = tensors
+    head = json.dumps(doc, separators=(",", ":")).encode()
+    if not chunks:
+        return Response(200, head)
+    return Response(200, b"".join([head, *chunks]), "application/octet-stream",
+                    [("Inference-Header-Content-Length", str(len(head)))])
+
+
+def _param_int(params: dict, key: str) -> int | None:
+    value = params.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ServeError(400, f"parameter {key!r} must be an integer, got {value!r}")
+    return value
+
+
+# ---- routes ------------------------------------------------------------------
+class KServeApp:
+    def __init__(self, state: ServerState):
+        self.state = state
+
+    async def handle(self, req: Request, log: dict) -> Response:
+        try:
+            return await self._route(req, log)
+        except ServeError as exc:
+            return error_response(exc.status, exc.message, exc.headers)
+
+    def _open(self, path: str) -> bool:
+        return self.state.config.auth.open_health and (path.startswith("/v2/health/") or path in ("/health", "/metrics"))
+
+    async def _route(self, req: Request, log: dict) -> Response:
+        st = self.state
+        path, method = req.path, req.method
+        principal = None
+        if not self._open(path):
+            principal = st.authenticate(req.header("authorization"), req.client.rsplit(":", 1)[0])
+        if path == "/v2/health/live":
+            return self._only(method, "GET") or Response(200)
+        if path == "/v2/health/ready":
+            return self._only(method, "GET") or Response(200 if st.registry.ready() and not st.draining else 503)
+        if path == "/v2":
+            return self._only(method, "GET") or _json({"name": "ai-engine", "version": __version__,
+                                                        "extensions": EXTENSIONS})
+        if path == "/health":
+            return self._only(method, "GET") or _json(self.health())
+        if path == "/metrics":
+            return self._only(method, "GET") or Response(
+                200, st.metrics.render(queue_depth=st.queue_depth(), load_errors=st.load_errors(),
+                                       arena_bytes={k: v for k, v in arena_stats().items() if k in ARENA_BYTES}, uptime_s=time.time() - st.started).encode(),
+                "text/plain; version=0.0.4; charset=utf-8")
+        if path == "/v2/models/stats":
+            return self._only(method, "GET") or _json({"model_stats": [
+                st.metrics.stats[n].as_json(n, e.model.version) for n, e in sorted(st.registry.entries.items())
+                if e.model]})
+        if path == "/v2/repository/index":
+            return self._only(method, "POST") or _json([
+                {"name": n, "version": e.model.version if e.model else "",
+                 "state": "READY" if e.model else "UNAVAILABLE", **({"reason": e.error} if e.error else {})}
+                for n, e in sorted(st.registry.entries.items())])
+        m = _MODEL_ROUTE.match(path)
+        if not m:
+            raise ServeError(404, f"no route for {method} {path}")
+        name, version, action = m.group(1), m.group(2), m.group(3)
+        log["model"] = name
+        if action == "/infer":
+            return self._only(method, "POST") or await self._infer(req, name, version, principal, log)
+        if (bad := self._only(method, "GET")) is not None:
+            return bad
+        if action == "/ready":
+            entry = st.registry.get(name)
+            ok = entry is not None and entry.model is not None and (not version or version == entry.model.version)
+            return Response(200 if ok and not st.draining else 400 if entry is None else 503)
+        model = st.model(name, version)
+        if action == "/stats":
+            return _json({"model_stats": [st.metrics.stats[name].as_json(name, model.version)]})
+        if action == "/config":
+            return _json(self.model_config(model))
+        return _json({"name": model.name, "versions": [model.version], "platform": "ai-engine",
+                      "inputs": [t.as_json() for t in model.inputs],
+                      "outputs": [t.as_json() for t in model.outputs]})
+
+    @staticmethod
+    def _only(method: str, allowed: str) -> Response | None:
+        if method == allowed or (allowed == "GET" and method == "HEAD"):
+            return None
+        return error_response(405, f"method {method} not allowed here; use {allowed}", [("Allow", allowed)])
+
+    async def _infer(self, req: Request, name: str, version: str | None, principal, log: dict) -> Response:
+        st = self.state
+        model = st.model(name, version)
+        loop = asyncio.get_running_loop()
+        header_length = req.header("inference-header-content-length")
+        if len(req.body) > OFFLOAD_BYTES:
+            inputs, requested, params, rid = await loop.run_in_executor(
+                st.codec_pool, decode_infer, req.body, header_length, model)
+        else:
+            inputs, requested, params, rid = decode_infer(req.body, header_length, model)
+        model, outputs = await st.infer(name, version, inputs, priority=_param_int(params, "priority"),
+                                        timeout_us=_param_int(params, "timeout"), principal=principal, info=log)
+        total = sum(a.nbytes for a in outputs.values())
+        if total > OFFLOAD_BYTES and not all(requested.values()):
+            return await loop.run_in_executor(st.codec_pool, encode_infer, model, outputs, requested, rid)
+        return encode_infer(model, outputs, requested, rid)
+
+    def model_config(self, model: LoadedModel) -> dict:
+        c = model.config
+        batch_dim = 1 if model.batchable else 0
+        dyn = {"max_queue_delay_microseconds": c.max_queue_delay_us,
+               "preferred_batch_size": list(c.preferred_batch_sizes),
+               "priority_levels": c.priority_levels,
+               "default_priority_level": c.default_priority or c.priority_levels,
+               "default_queue_policy": {"default_timeout_microseconds": c.default_timeout_us,
+                                        "max_queue_size": c.max_queue_size,
+                                        "timeout_action": "REJECT", "allow_timeout_override": True}}
+
+        def dims(t):
+            return {"name": t.name, "data_type": "TYPE_" + t.datatype, "dims": list(t.shape[batch_dim:])}
+        return {"name": model.name, "platform": "ai-engine", "max_batch_size": model.max_batch if model.batchable
+                else 0, "input": [dims(t) for t in model.inputs], "output": [dims(t) for t in model.outputs],
+                "dynamic_batching": dyn, "instance_group": [{"count": c.instances, "kind": "KIND_CPU"}]}
+
+    def health(self) -> dict:
+        st = self.state
+        try:
+            from engine import kernels
+
+            isa = kernels.isa()
+        except Exception:  # noqa: BLE001 - health must answer even without the library
+            isa = "unavailable"
+        models = {}
+        for n, e in sorted(st.registry.entries.items()):
+            stats = st.metrics.stats[n]
+            models[n] = {"ready": e.model is not None, "version": e.model.version if e.model else None,
+                         "queue_length": e.scheduler.queued if e.scheduler else 0,
+                         "last_inference_latency_ms": round(stats.last_compute_s * 1e3, 3),
+                         "inference_count": stats.inference_count, "execution_count": stats.execution_count,
+                         "load_error": e.error}
+        healthy = st.registry.ready() and not any(st.load_errors().values())
+        return {"status": "draining" if st.draining else ("ok" if healthy else "degraded"),
+                "uptime_s": round(time.time() - st.started, 3), "rss_bytes": rss_bytes(),
+                "arena": arena_stats(), "device": "cpu", "kernel_isa": isa, "models": models,
+                "reloads": st.metrics.reloads}

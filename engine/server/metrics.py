@@ -1,0 +1,179 @@
+"""Counters, histograms and Triton-shaped statistics, rendered as Prometheus
+text (exposition format 0.0.4) for /metrics and as JSON for /v2/models/stats.
+
+Everything here is touched only from the event-loop thread (the scheduler
+records results after the executor hands them back), so no locks.
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from collections import defaultdict
+
+# Seconds. Spans 50 us (a tiny MLP) to 10 s (a huge batch on a busy host).
+LATENCY_BUCKETS = (5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0, 2.5,
+                   5.0, 10.0)
+
+
+class Histogram:
+    __slots__ = ("counts", "sum", "count")
+
+    def __init__(self):
+        self.counts = [0] * (len(LATENCY_BUCKETS) + 1)
+        self.sum = 0.0
+        self.count = 0
+
+    def observe(self, seconds: float) -> None:
+        self.counts[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
+        self.sum += seconds
+        self.count += 1
+
+
+class Duration:
+    """Triton's {count, ns} pair."""
+    __slots__ = ("count", "ns")
+
+    def __init__(self):
+        self.count = 0
+        self.ns = 0
+
+    def add(self, ns: int, n: int = 1) -> None:
+        self.count += n
+        self.ns += ns
+
+    def as_json(self) -> dict:
+        return {"count": self.count, "ns": self.ns}
+
+
+class ModelStats:
+    """Per model name; survives reloads so counters never go backwards."""
+
+    def __init__(self):
+        self.success = Duration()
+        self.fail = Duration()
+        self.queue = Duration()
+        self.compute_input = Duration()
+        self.compute_infer = Duration()
+        self.compute_output = Duration()
+        self.inference_count = 0
+        self.execution_count = 0
+        self.last_inference_ms = 0
+        self.last_compute_s = 0.0
+        self.batch_stats: dict[int, list[Duration]] = {}
+
+    def record_batch(self, batch: int, input_ns: int, infer_ns: int, output_ns: int) -> None:
+        self.execution_count += 1
+        self.inference_count += batch
+        self.last_inference_ms = int(time.time() * 1000)
+        self.last_compute_s = infer_ns / 1e9
+        for d, ns in zip((self.compute_input, self.compute_infer, self.compute_output), (input_ns, infer_ns, output_ns)):
+            d.add(ns, batch)
+        per = self.batch_stats.setdefault(batch, [Duration(), Duration(), Duration()])
+        for d, ns in zip(per, (input_ns, infer_ns, output_ns)):
+            d.add(ns)
+
+    def as_json(self, name: str, version: str) -> dict:
+        return {
+            "name": name, "version": version,
+            "last_inference": self.last_inference_ms,
+            "inference_count": self.inference_count,
+            "execution_count": self.execution_count,
+            "inference_stats": {
+                "success": self.success.as_json(), "fail": self.fail.as_json(), "queue": self.queue.as_json(),
+                "compute_input": self.compute_input.as_json(), "compute_infer": self.compute_infer.as_json(),
+                "compute_output": self.compute_output.as_json(), "cache_hit": {"count": 0, "ns": 0},
+                "cache_miss": {"count": 0, "ns": 0},
+            },
+            "batch_stats": [
+                {"batch_size": b, "compute_input": d[0].as_json(), "compute_infer": d[1].as_json(),
+                 "compute_output": d[2].as_json()}
+                for b, d in sorted(self.batch_stats.items())
+            ],
+        }
+
+
+def _labels(**labels) -> str:
+    def esc(v):
+        return str(v).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+    return "{" + ",".join(f'{k}="{esc(v)}"' for k, v in labels.items()) + "}"
+
+
+class Metrics:
+    def __init__(self):
+        self.requests: dict[tuple[str, str, int], int] = defaultdict(int)   # (model, protocol, code)
+        self.request_latency: dict[str, Histogram] = defaultdict(Histogram)
+        self.queue_latency: dict[str, Histogram] = defaultdict(Histogram)
+        self.compute_latency: dict[str, Histogram] = defaultdict(Histogram)
+        self.stats: dict[str, ModelStats] = defaultdict(ModelStats)
+        self.queue_rejections: dict[str, int] = defaultdict(int)
+        self.timeouts: dict[str, int] = defaultdict(int)
+        self.load_failures: dict[str, int] = defaultdict(int)
+        self.reloads = 0
+        self.rate_limited = 0
+        self.auth_failures = 0
+        self.protocol_errors: dict[str, int] = defaultdict(int)             # protocol -> count
+
+    def count_request(self, model: str, protocol: str, code: int, seconds: float) -> None:
+        self.requests[(model, protocol, code)] += 1
+        if model:
+            self.request_latency[model].observe(seconds)
+            stats = self.stats[model]
+            (stats.success if code == 200 else stats.fail).add(int(seconds * 1e9))
+
+    def render(self, *, queue_depth: dict[str, int], load_errors: dict[str, str | None],
+               arena_bytes: dict[str, int], uptime_s: float) -> str:
+        out: list[str] = []
+
+        def family(name, kind, help_text):
+            out.append(f"# HELP {name} {help_text}")
+            out.append(f"# TYPE {name} {kind}")
+
+        family("aie_uptime_seconds", "gauge", "Seconds since the server started.")
+        out.append(f"aie_uptime_seconds {uptime_s:.3f}")
+        family("aie_requests_total", "counter", "Requests answered, by model, protocol and status code.")
+        for (model, proto, code), n in sorted(self.requests.items()):
+            out.append(f"aie_requests_total{_labels(model=model, protocol=proto, code=code)} {n}")
+        def by_model(name, kind, help_text, values: dict, label="model"):
+            family(name, kind, help_text)
+            for key, value in sorted(values.items()):
+                out.append(f"{name}{_labels(**{label: key})} {value}")
+
+        by_model("aie_inference_count_total", "counter", "Inferences run (each batch element counts once).",
+                 {m: s.inference_count for m, s in self.stats.items()})
+        by_model("aie_execution_count_total", "counter",
+                 "Model executions (batches); inferences/executions = mean batch.",
+                 {m: s.execution_count for m, s in self.stats.items()})
+        for metric, hists, help_text in (
+            ("aie_request_duration_seconds", self.request_latency, "Request latency, arrival to answer."),
+            ("aie_queue_duration_seconds", self.queue_latency, "Time a request waited in the queue."),
+            ("aie_compute_duration_seconds", self.compute_latency, "Model execution time per batch."),
+        ):
+            family(metric, "histogram", help_text)
+            for model, h in sorted(hists.items()):
+                cumulative = 0
+                for bound, n in zip(LATENCY_BUCKETS + (float("inf"),), h.counts):
+                    cumulative += n
+                    le = "+Inf" if bound == float("inf") else repr(bound)
+                    out.append(f"{metric}_bucket{_labels(model=model, le=le)} {cumulative}")
+                out.append(f"{metric}_sum{_labels(model=model)} {h.sum:.9f}")
+                out.append(f"{metric}_count{_labels(model=model)} {h.count}")
+        by_model("aie_queue_depth", "gauge", "Requests waiting in the model's queue.", queue_depth)
+        by_model("aie_queue_rejections_total", "counter", "Requests refused because the queue was full (429).",
+                 self.queue_rejections)
+        by_model("aie_request_timeouts_total", "counter", "Requests whose deadline passed before they ran.",
+                 self.timeouts)
+        by_model("aie_model_load_failures_total", "counter", "Model loads (start-up or reload) that failed.",
+                 self.load_failures)
+        by_model("aie_model_load_error", "gauge", "1 while the last load of the model failed (old version serves).",
+                 {m: 1 if err else 0 for m, err in load_errors.items()})
+        family("aie_reloads_total", "counter", "Configuration reloads (SIGHUP).")
+        out.append(f"aie_reloads_total {self.reloads}")
+        family("aie_rate_limited_total", "counter", "Requests refused by the per-client rate limit.")
+        out.append(f"aie_rate_limited_total {self.rate_limited}")
+        family("aie_auth_failures_total", "counter", "Requests refused for a missing or invalid token.")
+        out.append(f"aie_auth_failures_total {self.auth_failures}")
+        by_model("aie_protocol_errors_total", "counter", "Malformed requests or frames (connection closed).",
+                 self.protocol_errors, label="protocol")
+        by_model("aie_arena_bytes", "gauge", "Arena memory, by kind.", arena_bytes, label="kind")
+        return "\n".join(out) + "\n"

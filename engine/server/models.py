@@ -1,0 +1,174 @@
+"""A served model: its sessions (one per instance), its tensor signature in
+KServe terms, and the validation of a request's inputs against it.
+
+Sessions come from `engine.InferenceSession(path, threads=...)`. The variable
+AIE_SERVE_SESSION_FACTORY="module:callable" substitutes another factory with
+the same signature and the same three methods (run, get_inputs, get_outputs):
+the test suite uses it for a model whose run time it controls.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.errors import EngineError
+from engine.server.config import ModelConfig
+
+
+class ModelLoadError(EngineError):
+    """A model file could not be opened as a session."""
+
+
+class InvalidInput(EngineError):
+    """A request's tensors do not match the model (HTTP 400)."""
+
+
+# KServe v2 datatype <-> numpy, and the ONNX-style type strings sessions report.
+KSERVE_TO_NUMPY = {
+    "BOOL": np.dtype(np.bool_), "UINT8": np.dtype(np.uint8), "UINT16": np.dtype(np.uint16),
+    "UINT32": np.dtype(np.uint32), "UINT64": np.dtype(np.uint64), "INT8": np.dtype(np.int8),
+    "INT16": np.dtype(np.int16), "INT32": np.dtype(np.int32), "INT64": np.dtype(np.int64),
+    "FP16": np.dtype(np.float16), "FP32": np.dtype(np.float32), "FP64": np.dtype(np.float64),
+}
+NUMPY_TO_KSERVE = {v: k for k, v in KSERVE_TO_NUMPY.items()}
+_ONNX_TO_KSERVE = {
+    "tensor(bool)": "BOOL", "tensor(uint8)": "UINT8", "tensor(uint16)": "UINT16",
+    "tensor(uint32)": "UINT32", "tensor(uint64)": "UINT64", "tensor(int8)": "INT8",
+    "tensor(int16)": "INT16", "tensor(int32)": "INT32", "tensor(int64)": "INT64",
+    "tensor(float16)": "FP16", "tensor(float)": "FP32", "tensor(double)": "FP64",
+}
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    name: str
+    datatype: str             # KServe name: FP32, INT64, ...
+    shape: tuple[int, ...]    # -1 for a dynamic dimension
+
+    @property
+    def dtype(self) -> np.dtype:
+        return KSERVE_TO_NUMPY[self.datatype]
+
+    def as_json(self) -> dict:
+        return {"name": self.name, "datatype": self.datatype, "shape": list(self.shape)}
+
+
+def _spec(node, where: str) -> TensorSpec:
+    datatype = _ONNX_TO_KSERVE.get(str(node.type))
+    if datatype is None:
+        raise ModelLoadError(f"tensor {node.name!r} has type {node.type!r}, which the server cannot carry",
+                             where=where)
+    shape = tuple(d if isinstance(d, int) and d >= 0 else -1 for d in (node.shape or ()))
+    return TensorSpec(node.name, datatype, shape)
+
+
+def _factory():
+    spec = os.environ.get("AIE_SERVE_SESSION_FACTORY")
+    if not spec:
+        from engine import InferenceSession  # the runtime; imported late so config checks work without it
+
+        return InferenceSession
+    module, _, attr = spec.partition(":")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ModelLoadError(f"AIE_SERVE_SESSION_FACTORY={spec!r}: {exc}") from None
+
+
+def open_session(path: str, threads: int | None):
+    """One session over the model file at `path` (re-opened by path: a file
+    replaced by atomic rename is the new file)."""
+    try:
+        factory = _factory()
+    except ImportError as exc:
+        raise ModelLoadError(f"the runtime is not available: {exc}", where=path) from None
+    try:
+        return factory(path, threads=threads or None)
+    except EngineError as exc:
+        raise ModelLoadError(str(exc), where=path) from None
+    except FileNotFoundError:
+        raise ModelLoadError("model file not found", where=path) from None
+    except Exception as exc:  # noqa: BLE001 - any loader failure must keep the old model serving
+        raise ModelLoadError(f"{type(exc).__name__}: {exc}", where=path) from None
+
+
+class LoadedModel:
+    """Sessions for one model version plus its signature. Immutable once built;
+    a reload builds a new one beside it."""
+
+    def __init__(self, config: ModelConfig, threads: int):
+        self.config = config
+        self.sessions = [open_session(config.path, config.threads or threads) for _ in range(config.instances)]
+        first = self.sessions[0]
+        where = f"model {config.name!r} ({config.path})"
+        self.inputs = tuple(_spec(n, where) for n in first.get_inputs())
+        self.outputs = tuple(_spec(n, where) for n in first.get_outputs())
+        self._inputs_by_name = {t.name: t for t in self.inputs}
+        # Batching joins requests along dimension 0, so every input and
+        # output must have a dynamic first dimension.
+        self.batchable = config.max_batch_size > 1 and all(
+            t.shape and t.shape[0] == -1 for t in self.inputs + self.outputs)
+        self.max_batch = config.max_batch_size if self.batchable else 1
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def version(self) -> str:
+        return self.config.version
+
+    def output(self, name: str) -> TensorSpec | None:
+        return next((t for t in self.outputs if t.name == name), None)
+
+    def expects(self) -> str:
+        return ", ".join(f"{t.name} {t.datatype}{list(t.shape)}" for t in self.inputs)
+
+    def input_spec(self, name: str) -> TensorSpec:
+        spec = self._inputs_by_name.get(name)
+        if spec is None:
+            raise InvalidInput(f"model {self.name!r} has no input {name!r}; it expects: {self.expects()}")
+        return spec
+
+    def validate(self, inputs: dict[str, np.ndarray]) -> int:
+        """Check names, dtypes and shapes; return the request's batch size
+        (its dimension 0 when the model batches, else 1)."""
+        missing = [t.name for t in self.inputs if t.name not in inputs]
+        if missing:
+            raise InvalidInput(f"missing input {missing[0]!r}; model {self.name!r} expects: {self.expects()}")
+        batch = None
+        for name, arr in inputs.items():
+            spec = self.input_spec(name)
+            if arr.dtype != spec.dtype:
+                raise InvalidInput(f"input {name!r} has datatype {NUMPY_TO_KSERVE.get(arr.dtype, str(arr.dtype))}, "
+                                   f"model {self.name!r} expects {spec.datatype}")
+            shape_ok = len(arr.shape) == len(spec.shape) and all(
+                want == -1 or want == got for want, got in zip(spec.shape, arr.shape))
+            if not shape_ok:
+                raise InvalidInput(f"input {name!r} has shape {list(arr.shape)}, model {self.name!r} expects "
+                                   f"{list(spec.shape)} (-1: any size)")
+            if self.batchable:
+                if batch is None:
+                    batch = arr.shape[0]
+                elif arr.shape[0] != batch:
+                    raise InvalidInput(f"input {name!r} has batch size {arr.shape[0]}, other inputs {batch}")
+        batch = batch if batch is not None else 1
+        if self.batchable and not 1 <= batch <= self.max_batch:
+            raise InvalidInput(f"batch size {batch} outside 1..{self.max_batch} (max_batch_size of {self.name!r})")
+        return batch
+
+    def close(self) -> None:
+        for s in self.sessions:
+            close = getattr(s, "close", None)
+            if close:
+                close()
+        self.sessions = []
+
+
+def element_count(shape) -> int:
+    return math.prod(shape)

@@ -1,0 +1,325 @@
+"""Per-model dynamic batcher: a bounded queue per priority level, deadlines
+enforced by timers on the event loop, and batches executed on a thread pool
+(the kernels release the GIL), so the loop never blocks on compute.
+
+Rules, in the order they decide:
+- Priority (Triton semantics): level 1 runs first; FIFO within a level.
+- A batch starts from the oldest request of the highest non-empty level and
+  takes compatible requests (same non-batch shapes and dtypes: no padding)
+  in that order until max_batch_size; a request too large for the room left
+  is passed over for a smaller one behind it (small first among equals).
+- A lone request waits at most max_queue_delay_us for company, counted from
+  its arrival; a batch that reaches max_batch_size (or the largest preferred
+  size) leaves at once.
+- A request whose deadline passes while queued is answered with
+  DeadlineExceeded at that moment by its timer -- not when the running batch
+  ends -- and never runs. A request already running finishes.
+- A full queue refuses at once (QueueFull -> HTTP 429 + Retry-After).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import math
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from engine.server.metrics import Metrics
+from engine.server.models import LoadedModel
+
+QUEUED, RUNNING, DONE = 0, 1, 2
+
+
+class QueueFull(Exception):
+    def __init__(self, model: str, size: int, retry_after_s: int):
+        super().__init__(f"model {model!r}: queue full ({size} requests waiting); retry later")
+        self.retry_after_s = retry_after_s
+
+
+class DeadlineExceeded(Exception):
+    pass
+
+
+class SchedulerClosed(Exception):
+    pass
+
+
+class InferenceRequest:
+    __slots__ = ("inputs", "batch", "key", "priority", "deadline", "arrival", "future", "timer", "state",
+                 "queue_ns", "compute_ns", "batch_size")
+
+    def __init__(self, inputs: dict[str, np.ndarray], batch: int, priority: int, deadline: float | None,
+                 future: asyncio.Future):
+        self.inputs = inputs
+        self.batch = batch
+        # Requests join a batch only when every non-batch dimension and dtype agree.
+        self.key = tuple((n, a.dtype.str, a.shape[1:]) for n, a in sorted(inputs.items()))
+        self.priority = priority
+        self.deadline = deadline          # loop.time() seconds, or None
+        self.arrival = time.monotonic()
+        self.future = future
+        self.timer: asyncio.TimerHandle | None = None
+        self.state = QUEUED
+        self.queue_ns = 0
+        self.compute_ns = 0
+        self.batch_size = 0               # size of the batch it ran in
+
+
+class ModelScheduler:
+    def __init__(self, model: LoadedModel, metrics: Metrics):
+        self.model = model
+        self.config = model.config
+        self.metrics = metrics
+        self.levels = [collections.deque() for _ in range(self.config.priority_levels)]
+        self.queued = 0
+        self.running = 0
+        self.closing = False
+        self._arrival = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._executor = ThreadPoolExecutor(max_workers=len(model.sessions),
+                                            thread_name_prefix=f"infer-{model.name}")
+        self._workers = [asyncio.get_running_loop().create_task(self._worker(s)) for s in model.sessions]
+        self._mean_compute_s = 0.0
+        preferred = sorted(s for s in self.config.preferred_batch_sizes if s <= model.max_batch)
+        self._preferred = preferred
+        self._target = preferred[-1] if preferred else model.max_batch
+
+    # ---- admission --------------------------------------------------------
+    def resolve_priority(self, requested: int | None, ceiling: int | None = None) -> int:
+        """Triton semantics: 0/None = the model's default; 1 is the highest.
+        `ceiling` (a token's claim) is the best level the client may use."""
+        levels = self.config.priority_levels
+        p = requested or self.config.default_priority or levels
+        if not 1 <= p <= levels:
+            raise ValueError(f"priority {p} outside 1..{levels} (priority_levels of {self.model.name!r})")
+        if ceiling:
+            p = max(p, min(int(ceiling), levels))
+        return p
+
+    def resolve_timeout_us(self, requested: int | None) -> int:
+        if requested is not None and requested < 0:
+            raise ValueError(f"timeout must be >= 0 microseconds, got {requested}")
+        t = requested or self.config.default_timeout_us
+        cap = self.config.max_timeout_us
+        if cap:
+            t = min(t, cap) if t else cap
+        return t
+
+    def submit(self, inputs: dict[str, np.ndarray], batch: int, priority: int, timeout_us: int) -> InferenceRequest:
+        """Queue a validated request; its `future` resolves to {name: array}."""
+        if self.closing:
+            raise SchedulerClosed(f"model {self.model.name!r} is being unloaded")
+        if self.queued >= self.config.max_queue_size:
+            self.metrics.queue_rejections[self.model.name] += 1
+            raise QueueFull(self.model.name, self.queued, self.retry_after_s())
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_us / 1e6 if timeout_us else None
+        req = InferenceRequest(inputs, batch, priority, deadline, loop.create_future())
+        if deadline is not None:
+            req.timer = loop.call_at(deadline, self._expire, req)
+        self.levels[priority - 1].append(req)
+        self.queued += 1
+        self._idle.clear()
+        self._arrival.set()
+        return req
+
+    def retry_after_s(self) -> int:
+        # Time for the queue ahead to clear at the observed batch rate, >= 1 s
+        # because Retry-After has second resolution.
+        batches = self.queued / max(1, self._target) / max(1, len(self.model.sessions))
+        return max(1, math.ceil(batches * self._mean_compute_s))
+
+    def _expire(self, req: InferenceRequest) -> None:
+        if req.state != QUEUED:
+            return
+        req.state = DONE
+        self.queued -= 1
+        self.metrics.timeouts[self.model.name] += 1
+        if not req.future.done():
+            req.future.set_exception(DeadlineExceeded(
+                f"model {self.model.name!r}: request deadline passed after "
+                f"{(time.monotonic() - req.arrival) * 1e6:.0f} us in the queue; it did not run"))
+        self._check_idle()
+
+    # ---- batching ---------------------------------------------------------
+    def _head(self) -> InferenceRequest | None:
+        for level in self.levels:
+            while level and level[0].state != QUEUED:
+                level.popleft()
+            if level:
+                return level[0]
+        return None
+
+    def _compatible_count(self, key) -> int:
+        n = 0
+        for level in self.levels:
+            for r in level:
+                if r.state == QUEUED and r.key == key:
+                    n += r.batch
+                    if n >= self._target:
+                        return n
+        return n
+
+    def _take(self, head: InferenceRequest) -> list[InferenceRequest]:
+        if not self.model.batchable:
+            self._remove([head])
+            return [head]
+        room = self.model.max_batch
+        available = self._compatible_count(head.key)
+        if self._preferred and available < room:
+            fitting = [p for p in self._preferred if p <= available]
+            room = fitting[-1] if fitting else room
+        taken = []
+        for level in self.levels:
+            for r in level:
+                if room == 0:
+                    break
+                if r.state == QUEUED and r.key == head.key and r.batch <= room:
+                    taken.append(r)
+                    room -= r.batch
+        self._remove(taken)
+        return taken
+
+    def _remove(self, taken: list[InferenceRequest]) -> None:
+        ids = {id(r) for r in taken}
+        for i, level in enumerate(self.levels):
+            if any(id(r) in ids for r in level):
+                self.levels[i] = collections.deque(r for r in level if id(r) not in ids and r.state == QUEUED)
+        for r in taken:
+            r.state = RUNNING
+            if r.timer:
+                r.timer.cancel()
+                r.timer = None
+        self.queued -= len(taken)
+
+    async def _wait_for_company(self, head: InferenceRequest) -> None:
+        leave_at = head.arrival + self.config.max_queue_delay_us / 1e6
+        while head.state == QUEUED and self._compatible_count(head.key) < self._target:
+            remaining = leave_at - time.monotonic()
+            if remaining <= 0:
+                return
+            self._arrival.clear()
+            try:
+                await asyncio.wait_for(self._arrival.wait(), remaining)
+            except TimeoutError:
+                return
+
+    async def _worker(self, session) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            head = self._head()
+            if head is None:
+                if self.closing:
+                    return
+                self._arrival.clear()
+                await self._arrival.wait()
+                continue
+            if self.model.batchable and self.config.max_queue_delay_us:
+                await self._wait_for_company(head)
+                if head.state != QUEUED:
+                    continue  # expired, or another instance took it
+            batch = self._take(head)
+            now = loop.time()
+            live = []
+            for r in batch:
+                if r.deadline is not None and now >= r.deadline:
+                    r.state = QUEUED
+                    self.queued += 1
+                    self._expire(r)   # passed while we waited for company: never run it
+                else:
+                    live.append(r)
+            if not live:
+                continue
+            self.running += 1
+            start = time.monotonic()
+            for r in live:
+                r.queue_ns = int((start - r.arrival) * 1e9)
+            try:
+                results = await loop.run_in_executor(self._executor, _execute, session, self.model, live)
+            except Exception as exc:  # noqa: BLE001 - a failed run fails its requests, not the server
+                for r in live:
+                    r.state = DONE
+                    if not r.future.done():
+                        r.future.set_exception(exc)
+            else:
+                self._record(live, results)
+            finally:
+                self.running -= 1
+                self._check_idle()
+
+    def _record(self, live: list[InferenceRequest], results) -> None:
+        outputs, input_ns, infer_ns, output_ns = results
+        batch = sum(r.batch for r in live)
+        stats = self.metrics.stats[self.model.name]
+        stats.record_batch(batch, input_ns, infer_ns, output_ns)
+        self.metrics.compute_latency[self.model.name].observe(infer_ns / 1e9)
+        self._mean_compute_s = 0.9 * self._mean_compute_s + 0.1 * infer_ns / 1e9 if self._mean_compute_s else infer_ns / 1e9
+        for r, out in zip(live, outputs):
+            r.state = DONE
+            r.compute_ns = infer_ns
+            r.batch_size = batch
+            stats.queue.add(r.queue_ns)
+            self.metrics.queue_latency[self.model.name].observe(r.queue_ns / 1e9)
+            if not r.future.done():  # the client may have gone; the answer is dropped
+                r.future.set_result(out)
+
+    def _check_idle(self) -> None:
+        if self.queued == 0 and self.running == 0:
+            self._idle.set()
+
+    # ---- lifecycle --------------------------------------------------------
+    async def drain(self, timeout_s: float) -> bool:
+        """Stop taking new requests, finish queued and running ones. True if
+        everything finished within the timeout."""
+        self.closing = True
+        self._arrival.set()
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout_s)
+            return True
+        except TimeoutError:
+            return False
+
+    async def close(self) -> None:
+        self.closing = True
+        for level in self.levels:
+            for r in level:
+                if r.state == QUEUED and not r.future.done():
+                    r.future.set_exception(SchedulerClosed(f"model {self.model.name!r} unloaded before it ran"))
+                    r.state = DONE
+            level.clear()
+        self.queued = 0
+        self._arrival.set()
+        for w in self._workers:
+            w.cancel()
+        await asyncio.gather(*self._workers, return_exceptions=True)
+        # The executor thread may still be running a batch if drain timed out;
+        # do not wait for it on the loop.
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        self.model.close()
+
+
+def _execute(session, model: LoadedModel, batch: list[InferenceRequest]):
+    """Runs on an executor thread: join, run, split. Returns per-request outputs and timings."""
+    t0 = time.perf_counter_ns()
+    if len(batch) == 1:
+        feeds = batch[0].inputs
+    else:
+        feeds = {name: np.concatenate([r.inputs[name] for r in batch]) for name in batch[0].inputs}
+    t1 = time.perf_counter_ns()
+    results = session.run(None, feeds)
+    t2 = time.perf_counter_ns()
+    names = [t.name for t in model.outputs]
+    per_request = []
+    if len(batch) == 1:
+        per_request.append(dict(zip(names, (np.asarray(a) for a in results))))
+    else:
+        offset = 0
+        for r in batch:
+            per_request.append({n: a[offset:offset + r.batch] for n, a in zip(names, results)})
+            offset += r.batch
+    t3 = time.perf_counter_ns()
+    return per_request, t1 - t0, t2 - t1, t3 - t2

@@ -1,0 +1,146 @@
+"""The server's shared state (one object, as uvicorn's ServerState) and the
+protocol-independent inference path both front ends call."""
+
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from engine.server.auth import AuthError, Authenticator, Principal, RateLimiter
+from engine.server.config import EngineConfig
+from engine.server.logs import JsonLogger
+from engine.server.metrics import Metrics
+from engine.server.models import InvalidInput, LoadedModel
+from engine.server.registry import ModelRegistry
+from engine.server.scheduler import DeadlineExceeded, QueueFull, SchedulerClosed
+
+
+class ServeError(Exception):
+    """Any refusal, with the HTTP status it maps to (the binary protocol
+    carries the same code in its error frame)."""
+
+    def __init__(self, status: int, message: str, headers=()):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = list(headers)
+
+
+class ServerState:
+    def __init__(self, config: EngineConfig, logger: JsonLogger):
+        self.config = config
+        self.logger = logger
+        self.metrics = Metrics()
+        self.registry = ModelRegistry(self.metrics)
+        self.auth = Authenticator(config.auth)
+        self.rate_limiter = RateLimiter(config.auth.rate_limit)
+        self.started = time.time()
+        self.draining = False
+        self.in_flight = 0                    # requests accepted and not yet answered
+        # JSON (de)coding of large tensors takes milliseconds: done here, off the loop.
+        self.codec_pool = ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1)),
+                                             thread_name_prefix="codec")
+
+    # ---- admission --------------------------------------------------------
+    def authenticate(self, authorization: str | None, client: str) -> Principal:
+        try:
+            principal = self.auth.authenticate(authorization)
+        except AuthError as exc:
+            self.metrics.auth_failures += 1
+            raise ServeError(exc.status, exc.message,
+                             [("WWW-Authenticate", 'Bearer realm="ai-engine"')]) from None
+        wait = self.rate_limiter.acquire(principal.subject or client)
+        if wait:
+            self.metrics.rate_limited += 1
+            raise ServeError(429, f"rate limit of {self.rate_limiter.rate:g} requests/s exceeded for this client",
+                             [("Retry-After", str(max(1, int(wait + 0.999))))])
+        return principal
+
+    def model(self, name: str, version: str | None = None) -> LoadedModel:
+        entry = self.registry.get(name)
+        if entry is None or entry.scheduler is None:
+            known = ", ".join(sorted(self.registry.entries)) or "none"
+            raise ServeError(404, f"unknown model {name!r} (served: {known})")
+        model = entry.scheduler.model
+        if version and version != model.version:
+            raise ServeError(404, f"model {name!r} has no version {version!r} (serving version {model.version!r})")
+        return model
+
+    # ---- inference --------------------------------------------------------
+    async def infer(self, name: str, version: str | None, inputs: dict[str, np.ndarray], *,
+                    priority: int | None, timeout_us: int | None, principal: Principal, info: dict):
+        """Validate, queue and await one request; {output name: array}.
+        `info` receives batch/queue/compute figures for the request log."""
+        if self.draining:
+            raise ServeError(503, "server is shutting down; not accepting new requests",
+                             [("Retry-After", "1")])
+        model = self.model(name, version)
+        if not principal.may_infer(name):
+            raise ServeError(403, f"token lacks scope 'infer:{name}' (or 'infer')")
+        scheduler = self.registry.get(name).scheduler
+        try:
+            batch = model.validate(inputs)
+            prio = scheduler.resolve_priority(priority, principal.priority)
+            timeout = scheduler.resolve_timeout_us(timeout_us)
+            request = scheduler.submit(inputs, batch, prio, timeout)
+        except (InvalidInput, ValueError) as exc:
+            raise ServeError(400, str(exc)) from None
+        except QueueFull as exc:
+            raise ServeError(429, str(exc), [("Retry-After", str(exc.retry_after_s))]) from None
+        except SchedulerClosed as exc:
+            raise ServeError(503, str(exc), [("Retry-After", "1")]) from None
+        info["batch"] = batch
+        info["priority"] = prio
+        try:
+            outputs = await request.future
+        except DeadlineExceeded as exc:
+            raise ServeError(504, str(exc)) from None
+        except SchedulerClosed as exc:
+            raise ServeError(503, str(exc), [("Retry-After", "1")]) from None
+        except Exception as exc:  # noqa: BLE001 - the model failed; answer, do not crash
+            self.logger.error("inference_failed", model=name, error=f"{type(exc).__name__}: {exc}")
+            raise ServeError(500, f"inference failed: {type(exc).__name__}: {exc}") from None
+        info["queue_us"] = request.queue_ns // 1000
+        info["compute_us"] = request.compute_ns // 1000
+        info["batch_size"] = request.batch_size
+        return model, outputs
+
+    # ---- reporting --------------------------------------------------------
+    def queue_depth(self) -> dict[str, int]:
+        return {n: (e.scheduler.queued if e.scheduler else 0) for n, e in self.registry.entries.items()}
+
+    def load_errors(self) -> dict[str, str | None]:
+        return {n: e.error for n, e in self.registry.entries.items()}
+
+
+ARENA_BYTES = ("reserved", "in_use", "requested", "peak_in_use", "free", "largest_free")
+ARENA_COUNTS = ("live_allocations", "total_allocations", "failed_allocations")
+
+
+def arena_stats() -> dict[str, int]:
+    """Totals over the process's open arenas (engine.arena), {} without any."""
+    try:
+        from engine import arena
+    except ImportError:
+        return {}
+    try:
+        every = arena.stats_all()
+    except Exception:  # noqa: BLE001 - reporting must not fail the health check
+        return {}
+    totals: dict[str, int] = {"arenas": len(every)}
+    for stats in every:
+        for key in ARENA_BYTES + ARENA_COUNTS:
+            if isinstance(stats.get(key), int):
+                totals[key] = totals.get(key, 0) + stats[key]
+    return totals
+
+
+def rss_bytes() -> int:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return 0

@@ -1,0 +1,103 @@
+"""A small session over the real kernels (aie_sgemm with its bias + ReLU
+epilogue), with the three methods the server uses from engine.InferenceSession.
+
+The server tests use it through AIE_SERVE_SESSION_FACTORY=kernel_mlp:MLPSession
+so they control the model's size (and so its run time: the deadline test
+needs a batch that runs for a known while) without the converter. Model
+files are .npz with w0, b0, w1, b1, ... (float32, w_i of shape [in, out]);
+ReLU after every layer but the last; an optional `repeat` runs the whole
+forward pass that many times (same answer, proportionally longer run).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.kernels._lib import check, lib
+
+
+class _Epilogue(ctypes.Structure):
+    _fields_ = [("bias", ctypes.c_void_p), ("bias_kind", ctypes.c_int), ("act", ctypes.c_int),
+                ("p0", ctypes.c_float), ("p1", ctypes.c_float)]
+
+
+@dataclass(frozen=True)
+class NodeArg:
+    name: str
+    shape: list
+    type: str = "tensor(float)"
+
+
+def _sgemm():
+    f = lib().aie_sgemm
+    i64, fp = ctypes.c_int64, ctypes.c_void_p
+    f.argtypes = [ctypes.c_int, ctypes.c_int, i64, i64, i64, ctypes.c_float, fp, i64, fp, i64, ctypes.c_float, fp,
+                  i64, ctypes.POINTER(_Epilogue), fp, ctypes.c_size_t, ctypes.c_int]
+    f.restype = ctypes.c_int
+    ws = lib().aie_sgemm_workspace_size
+    ws.argtypes = [i64, i64, i64, ctypes.c_int]
+    ws.restype = ctypes.c_size_t
+    return f, ws
+
+
+class MLPSession:
+    def __init__(self, path: str, threads: int | None = None):
+        with np.load(path) as z:
+            n = len([k for k in z.files if k.startswith("w")])
+            if n == 0:
+                raise ValueError(f"{path}: no layers (w0, b0, ...)")
+            self.layers = [(np.ascontiguousarray(z[f"w{i}"], np.float32), np.ascontiguousarray(z[f"b{i}"], np.float32))
+                           for i in range(n)]
+            self.repeat = int(z["repeat"]) if "repeat" in z.files else 1
+        self.threads = threads or 1
+        self._sgemm, self._ws = _sgemm()
+
+    def get_inputs(self):
+        return [NodeArg("x", ["batch", self.layers[0][0].shape[0]])]
+
+    def get_outputs(self):
+        return [NodeArg("y", ["batch", self.layers[-1][0].shape[1]])]
+
+    def run(self, output_names, feeds):
+        for _ in range(self.repeat):
+            y = self._forward(np.ascontiguousarray(feeds["x"], dtype=np.float32))
+        return [y]
+
+    def _forward(self, x):
+        for i, (w, b) in enumerate(self.layers):
+            m, k = x.shape
+            n = w.shape[1]
+            y = np.empty((m, n), np.float32)
+            ep = _Epilogue(b.ctypes.data, 1, 1 if i < len(self.layers) - 1 else 0, 0.0, 0.0)
+            size = self._ws(m, n, k, self.threads)
+            ws = np.empty(max(1, size), np.uint8)
+            check(self._sgemm(0, 0, m, n, k, 1.0, x.ctypes.data, k, w.ctypes.data, n, 0.0, y.ctypes.data, n,
+                              ctypes.byref(ep), ws.ctypes.data, size, self.threads), "sgemm")
+            x = y
+        return x
+
+
+def write_mlp(path, sizes, seed: int, repeat: int = 1) -> None:
+    """A seeded random MLP with layer widths `sizes` (e.g. [16, 32, 4])."""
+    rng = np.random.default_rng(seed)
+    arrays = {"repeat": np.int64(repeat)}
+    for i, (a, b) in enumerate(zip(sizes, sizes[1:])):
+        arrays[f"w{i}"] = (rng.standard_normal((a, b)) / np.sqrt(a)).astype(np.float32)
+        arrays[f"b{i}"] = (rng.standard_normal(b) * 0.1).astype(np.float32)
+    with open(path, "wb") as f:
+        np.savez(f, **arrays)
+
+
+def reference(path, x: np.ndarray) -> np.ndarray:
+    """The same MLP in float64 numpy: the oracle for the kernel session."""
+    with np.load(path) as z:
+        n = len([k for k in z.files if k.startswith("w")])
+        h = x.astype(np.float64)
+        for i in range(n):
+            h = h @ z[f"w{i}"].astype(np.float64) + z[f"b{i}"].astype(np.float64)
+            if i < n - 1:
+                h = np.maximum(h, 0)
+    return h

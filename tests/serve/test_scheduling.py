@@ -1,0 +1,142 @@
+"""Dynamic batching, priorities, deadlines and bounded queues, on a live server."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from conftest import parse_prometheus, slow_model
+
+
+def infer(server, model: str, x: np.ndarray, name: str = "x", **params) -> tuple[int, dict, dict]:
+    body = {"inputs": [{"name": name, "shape": list(x.shape), "datatype": "FP32", "data": x.ravel().tolist()}]}
+    if params:
+        body["parameters"] = params
+    conn = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=60)
+    try:
+        conn.request("POST", f"/v2/models/{model}/infer", json.dumps(body), {"Content-Type": "application/json"})
+        r = conn.getresponse()
+        return r.status, json.loads(r.read()), dict(r.getheaders())
+    finally:
+        conn.close()
+
+
+def in_thread(fn, *args, **kwargs):
+    out = {}
+
+    def run():
+        out["t0"] = time.monotonic()
+        out["result"] = fn(*args, **kwargs)
+        out["t1"] = time.monotonic()
+    t = threading.Thread(target=run)
+    t.start()
+    return t, out
+
+
+def y_of(resp) -> np.ndarray:
+    o = resp["outputs"][0]
+    return np.array(o["data"], np.float32).reshape(o["shape"])
+
+
+def test_concurrent_requests_are_batched_and_answered_in_order(serve_factory, zoo_mlp):
+    server = serve_factory([{"name": "mlp", "path": str(zoo_mlp.path), "max_batch_size": 8,
+                             "max_queue_delay_us": 100_000}])
+    session = zoo_mlp.session()
+    rng = np.random.default_rng(2)
+    xs = [zoo_mlp.inputs(rng, b) for b in (1, 2, 3, 1, 1, 2, 1, 3, 1, 1, 2, 1)]
+    barrier = threading.Barrier(len(xs))
+
+    def one(x):
+        barrier.wait()
+        return infer(server, "mlp", x, name="input")
+    threads = [in_thread(one, x) for x in xs]
+    for t, _ in threads:
+        t.join(30)
+    for x, (_, out) in zip(xs, threads):
+        status, resp, _ = out["result"]
+        assert status == 200
+        np.testing.assert_allclose(y_of(resp), session.run(None, {"input": x})[0], rtol=1e-5, atol=1e-5)
+    _, body, _ = server.get("/v2/models/mlp/stats")
+    stats = json.loads(body)["model_stats"][0]
+    assert stats["inference_count"] == sum(len(x) for x in xs)
+    assert stats["execution_count"] < len(xs) / 2, stats  # batches formed
+    assert max(b["batch_size"] for b in stats["batch_stats"]) <= 8
+    # A lone request waits for company no longer than the delay.
+    t0 = time.monotonic()
+    assert infer(server, "mlp", xs[0], name="input")[0] == 200
+    assert time.monotonic() - t0 < 0.1 + 0.5
+
+
+def test_higher_priority_runs_first_fifo_within_a_level(serve_factory, tmp_path):
+    model = slow_model(tmp_path / "slow.npz", 0.5)  # the blocker must outlast the 4 submissions below
+    server = serve_factory([{"name": "slow", "path": str(model), "max_batch_size": 1, "priority_levels": 3,
+                             "default_priority": 2}])
+    x = np.full((1, 256), 0.5, np.float32)
+    done: list[str] = []
+    lock = threading.Lock()
+
+    def tagged(tag, **params):
+        status = infer(server, "slow", x, **params)[0]
+        with lock:
+            done.append(tag)
+        return status
+    blocker = in_thread(tagged, "blocker")
+    time.sleep(0.15)  # the blocker is running; the rest queue behind it
+    order = [("low", 3), ("default-a", 0), ("high", 1), ("default-b", 0)]
+    threads = []
+    for tag, prio in order:
+        threads.append(in_thread(tagged, tag, **({"priority": prio} if prio else {})))
+        time.sleep(0.03)
+    for t, out in [blocker] + threads:
+        t.join(30)
+        assert out["result"] == 200
+    assert done == ["blocker", "high", "default-a", "default-b", "low"]
+
+
+def test_deadline_fires_while_a_long_batch_runs_and_the_request_never_runs(serve_factory, tmp_path):
+    model = slow_model(tmp_path / "slow.npz", 1.5)
+    server = serve_factory([{"name": "slow", "path": str(model), "max_batch_size": 1, "max_timeout_us": 10_000_000}])
+    x = np.full((1, 256), 0.25, np.float32)
+    long_run = in_thread(infer, server, "slow", x)
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    status, resp, _ = infer(server, "slow", x, timeout=200_000)
+    waited = time.monotonic() - t0
+    assert status == 504 and "deadline" in resp["error"] and "did not run" in resp["error"]
+    assert 0.15 < waited < 0.7, waited  # answered at its deadline, not when the 1.5 s batch ends
+    long_run[0].join(30)
+    assert long_run[1]["result"][0] == 200
+    assert long_run[1]["t1"] - t0 > waited + 0.3
+    stats = json.loads(server.get("/v2/models/slow/stats")[1])["model_stats"][0]
+    assert stats["execution_count"] == 1 and stats["inference_count"] == 1  # the expired one never ran
+    m = parse_prometheus(server.get("/metrics")[1].decode())
+    assert m[("aie_request_timeouts_total", (("model", "slow"),))] == 1
+    assert m[("aie_requests_total", (("code", "504"), ("model", "slow"), ("protocol", "http")))] == 1
+
+
+def test_full_queue_rejects_at_once_with_429(serve_factory, tmp_path):
+    model = slow_model(tmp_path / "slow.npz", 0.4)
+    server = serve_factory([{"name": "slow", "path": str(model), "max_batch_size": 1, "max_queue_size": 2}])
+    x = np.full((1, 256), -0.5, np.float32)
+    blocker = in_thread(infer, server, "slow", x)
+    time.sleep(0.15)
+    queued = [in_thread(infer, server, "slow", x) for _ in range(2)]
+    time.sleep(0.1)
+    rejected = [in_thread(infer, server, "slow", x) for _ in range(4)]
+    for t, _ in rejected:
+        t.join(30)
+    for _, out in rejected:
+        status, resp, headers = out["result"]
+        assert status == 429 and "queue full" in resp["error"]
+        assert int(headers["Retry-After"]) >= 1
+        assert out["t1"] - out["t0"] < 0.3  # at once, not after the queue moved
+    for t, out in [blocker] + queued:
+        t.join(30)
+        assert out["result"][0] == 200
+    m = parse_prometheus(server.get("/metrics")[1].decode())
+    assert m[("aie_queue_rejections_total", (("model", "slow"),))] == 4
