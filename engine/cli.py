@@ -19,6 +19,7 @@ from engine.errors import EngineError
 COMMANDS: dict[str, tuple[str, str]] = {
     "isa": ("engine.commands.isa", "print the kernel ISA path this CPU selects"),
     "arena-dump": ("engine.commands.arena_dump", "create an arena and print its backing and statistics"),
+    "convert": ("engine.commands.convert", "convert an ONNX model to a .aie file and print its planned memory"),
     "serve": ("engine.commands.serve", "serve the models of an engine.yaml over HTTP (KServe v2) and TCP"),
 }
 

@@ -1,0 +1,102 @@
+"""Zoo model latency: ai-engine vs onnxruntime in the same run.
+
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/bench_models.py
+        [--models resnet18,mlp] [--batches 1,64] [--threads 1,2] [--runs 30] [--steady-state]
+
+Prints p50/p99 per (model, batch, threads) for both engines and the ratio
+(engine p50 / onnxruntime p50; <= 1.0 means faster), ResNet-18 conversion
+time and .aie load time. --steady-state adds minor page faults over 1,000
+runs and RSS before/after 10,000 runs of the MLP.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def percentiles(fn, runs: int) -> tuple[float, float]:
+    fn()  # warm-up: plans, arenas, caches
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return float(np.percentile(times, 50) * 1e3), float(np.percentile(times, 99) * 1e3)
+
+
+def rss_kib() -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS"))
+
+
+def main(argv=None) -> int:
+    import onnxruntime as ort
+
+    from engine.convert import convert_file
+    from engine.session import InferenceSession
+    from models import zoo
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--models", default=",".join(n for n in zoo.NAMES))
+    p.add_argument("--batches", default="1,64")
+    p.add_argument("--threads", default="1,2")
+    p.add_argument("--runs", type=int, default=20)
+    p.add_argument("--steady-state", action="store_true")
+    args = p.parse_args(argv)
+    tmp = Path(tempfile.mkdtemp(prefix="aie-bench-"))
+    rows = []
+    print(f"{'model':<12} {'batch':>5} {'thr':>3} {'aie p50':>9} {'aie p99':>9} {'ort p50':>9} {'ort p99':>9} {'ratio':>6}")
+    for name in args.models.split(","):
+        src = zoo.ensure(name, tmp)
+        t = time.perf_counter()
+        convert_file(src, tmp / f"{name}.aie")
+        conv_s = time.perf_counter() - t
+        t = time.perf_counter()
+        InferenceSession(tmp / f"{name}.aie", threads=1)
+        load_ms = (time.perf_counter() - t) * 1e3
+        for threads in (int(x) for x in args.threads.split(",")):
+            sess = InferenceSession(tmp / f"{name}.aie", threads=threads)
+            so = ort.SessionOptions()
+            so.intra_op_num_threads = threads
+            so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            osess = ort.InferenceSession(str(src), so, providers=["CPUExecutionProvider"])
+            for batch in (int(x) for x in args.batches.split(",")):
+                feeds = zoo.random_inputs(name, batch=batch, seed=0)
+                runs = max(3, args.runs // (4 if batch > 8 else 1))
+                a50, a99 = percentiles(lambda: sess.run(None, feeds), runs)
+                o50, o99 = percentiles(lambda: osess.run(None, feeds), runs)
+                rows.append((name, batch, threads, a50, a99, o50, o99, a50 / o50))
+                print(f"{name:<12} {batch:>5} {threads:>3} {a50:>9.3f} {a99:>9.3f} {o50:>9.3f} {o99:>9.3f} {a50 / o50:>6.2f}",
+                      flush=True)
+        print(f"{name:<12} conversion {conv_s:.2f} s, .aie load {load_ms:.1f} ms", flush=True)
+    if args.steady_state:
+        sess = InferenceSession(zoo.ensure("mlp", tmp), threads=1)
+        feeds = zoo.random_inputs("mlp", batch=8)
+        for _ in range(100):
+            sess.run(None, feeds)
+        f0, r0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt, rss_kib()
+        for _ in range(1000):
+            sess.run(None, feeds)
+        f1 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        for _ in range(9000):
+            sess.run(None, feeds)
+        print(f"steady state (mlp, batch 8): {f1 - f0} minor faults over 1,000 runs; "
+              f"RSS {r0} KiB -> {rss_kib()} KiB over 10,000 runs")
+    worst = max(rows, key=lambda r: r[-1]) if rows else None
+    if worst:
+        print(f"worst ratio: {worst[-1]:.2f} ({worst[0]} batch {worst[1]} threads {worst[2]})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+"""The one operator registry: op type -> {since_version: lowering rule}.
+
+A node resolves to the rule with the highest version <= the model's opset
+(as onnx.reference does). Every family module contributes RULES (the table)
+and ATTRS (attributes its rules understand); anything else — an unknown op,
+an opset older than every rule, an unknown attribute — is an
+UnsupportedOperatorError naming the op, the node, the opset and the list of
+supported ops.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from engine.errors import UnsupportedOperatorError
+from engine.ops import control, data, elementwise, linear, nn, recurrent, reduce
+
+_FAMILIES = (data, elementwise, linear, nn, reduce, control, recurrent)
+
+REGISTRY: dict[str, dict[int, Callable]] = {}
+KNOWN_ATTRS: dict[str, set[str]] = {}
+for _family in _FAMILIES:
+    for _op, _versions in _family.RULES.items():
+        REGISTRY.setdefault(_op, {}).update(_versions)
+    for _op, _attrs in _family.ATTRS.items():
+        KNOWN_ATTRS.setdefault(_op, set()).update(_attrs)
+
+
+def supported_ops() -> list[str]:
+    return sorted(REGISTRY)
+
+
+def resolve(node, opset: int) -> Callable:
+    versions = REGISTRY.get(node.op)
+    hint = f"supported ops: {', '.join(supported_ops())}"
+    if versions is None:
+        raise UnsupportedOperatorError(f"operator {node.op} (node {node.name!r}, opset {opset}) is not supported",
+                                       hint=hint)
+    usable = [v for v in versions if v <= opset]
+    if not usable:
+        raise UnsupportedOperatorError(
+            f"operator {node.op} (node {node.name!r}) has no rule for opset {opset} (rules from {min(versions)})",
+            hint=hint)
+    unknown = sorted(set(node.attrs) - KNOWN_ATTRS.get(node.op, set()))
+    if unknown:
+        raise UnsupportedOperatorError(
+            f"operator {node.op} (node {node.name!r}, opset {opset}): unsupported attribute(s) {', '.join(unknown)}",
+            hint=hint)
+    return versions[max(usable)]

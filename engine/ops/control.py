@@ -1,0 +1,43 @@
+"""If: a condition known at plan time inlines one branch; a run-time
+condition becomes a forward conditional jump over the flat step list, both
+branches writing the If outputs (same shapes required: memory is static)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.ops.common import X_JUMP, X_JUMP_IF_NOT
+from engine.ops.data import emit_copy
+from engine.plan import LoweringContext
+
+
+def lower_if(ctx: LoweringContext) -> None:
+    cond = ctx.input(0)
+    ctx.require_dtype(cond, (np.bool_,), "condition")
+    then_g, else_g = ctx.attr("then_branch"), ctx.attr("else_branch")
+    if cond.const is not None:
+        results = ctx.lower_subgraph(then_g if bool(cond.const.reshape(-1)[0]) else else_g)
+        for i, r in enumerate(results):
+            ctx.set_out(i, r)
+        return
+    planner = ctx.planner
+    ctx.step(X_JUMP_IF_NOT, [cond], [0])
+    jump_else = planner.steps[-1]
+    then_results = ctx.lower_subgraph(then_g)
+    outs = [ctx.out(i, r.shape, r.dtype) for i, r in enumerate(then_results)]
+    for o, r in zip(outs, then_results):
+        emit_copy(ctx, o, r)
+    ctx.step(X_JUMP, [], [0])
+    jump_end = planner.steps[-1]
+    jump_else.ints[0] = len(planner.steps)
+    else_results = ctx.lower_subgraph(else_g)
+    for o, r in zip(outs, else_results):
+        if r.shape != o.shape or r.dtype != o.dtype:
+            raise ctx.unsupported(f"branches produce different shapes ({o.shape} vs {r.shape}) for a run-time "
+                                  "condition; static memory plans need equal shapes")
+        emit_copy(ctx, o, r)
+    jump_end.ints[0] = len(planner.steps)
+
+
+RULES = {"If": {1: lower_if}}
+ATTRS = {"If": {"then_branch", "else_branch"}}

@@ -1,0 +1,30 @@
+"""Graph passes: small functions Graph -> Graph, run in DEFAULT_PASSES order.
+
+Each pass rewrites only what it can prove equivalent; the list of passes
+actually applied (changed something) is reported by the converter.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from engine.ir import Graph
+from engine.passes.cleanup import eliminate_dead_nodes
+from engine.passes.folding import fold_batchnorm, fold_constants
+from engine.passes.fusion import fuse_bias_activation, fuse_layernorm
+
+DEFAULT_PASSES: tuple[Callable[[Graph], Graph], ...] = (
+    fold_constants, eliminate_dead_nodes, fold_batchnorm, fuse_layernorm, fuse_bias_activation,
+    eliminate_dead_nodes,
+)
+
+
+def run_passes(graph: Graph, passes=DEFAULT_PASSES) -> tuple[Graph, list[str]]:
+    applied = []
+    for p in passes:
+        before = (len(graph.nodes), sum(len(n.attrs) for n in graph.nodes), len(graph.initializers))
+        graph = p(graph)
+        after = (len(graph.nodes), sum(len(n.attrs) for n in graph.nodes), len(graph.initializers))
+        if before != after and p.__name__ not in applied:
+            applied.append(p.__name__)
+    return graph, applied

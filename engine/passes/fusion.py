@@ -1,0 +1,167 @@
+"""Fusions into kernel epilogues and fused normalisation steps.
+
+fuse_bias_activation: Conv/Gemm/MatMul followed by an activation the GEMM
+epilogue implements (Relu, Clip with constant bounds, Sigmoid, HardSwish,
+HardSigmoid, LeakyRelu, Tanh, Gelu) becomes one node (attributes _act, _p0,
+_p1); MatMul + Add of a constant row vector becomes MatMul with _bias.
+fuse_layernorm: the ReduceMean-Sub-Pow-ReduceMean-Add-Sqrt-Div(-Mul-Add)
+decomposition over the last axis becomes LayerNormalization.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.ir import Graph, Node
+from engine.ops.common import (ACT_CLIP, ACT_GELU, ACT_HARDSIGMOID, ACT_HARDSWISH, ACT_LEAKY_RELU, ACT_RELU,
+                               ACT_SIGMOID, ACT_TANH)
+
+
+def _single_consumer(graph_consumers, outputs, name):
+    users = graph_consumers.get(name, [])
+    return users[0] if len(users) == 1 and name not in outputs else None
+
+
+def _activation(node: Node, inits) -> tuple[int, float, float] | None:
+    if node.op == "Relu":
+        return ACT_RELU, 0.0, 0.0
+    if node.op == "Sigmoid":
+        return ACT_SIGMOID, 0.0, 0.0
+    if node.op == "Tanh":
+        return ACT_TANH, 0.0, 0.0
+    if node.op == "HardSwish":
+        return ACT_HARDSWISH, 0.0, 0.0
+    if node.op == "HardSigmoid":
+        return ACT_HARDSIGMOID, node.attrs.get("alpha", 0.2), node.attrs.get("beta", 0.5)
+    if node.op == "LeakyRelu":
+        return ACT_LEAKY_RELU, node.attrs.get("alpha", 0.01), 0.0
+    if node.op == "Gelu" and node.attrs.get("approximate", "none") == "none":
+        return ACT_GELU, 0.0, 0.0
+    if node.op == "Clip":
+        if "min" in node.attrs or "max" in node.attrs:
+            return ACT_CLIP, node.attrs.get("min", -np.inf), node.attrs.get("max", np.inf)
+        bounds = []
+        for i, default in ((1, -np.inf), (2, np.inf)):
+            name = node.inputs[i] if len(node.inputs) > i else ""
+            if not name:
+                bounds.append(default)
+            elif name in inits and inits[name].size == 1:
+                bounds.append(float(inits[name].reshape(-1)[0]))
+            else:
+                return None
+        return ACT_CLIP, bounds[0], bounds[1]
+    return None
+
+
+def fuse_bias_activation(graph: Graph) -> Graph:
+    outputs = {t.name for t in graph.outputs}
+    inits = graph.initializers
+    drop = set()
+    consumers = graph.consumers()
+    for node in graph.nodes:
+        if node.op == "MatMul" and "_bias" not in node.attrs and "_act" not in node.attrs and node.inputs[1] in inits \
+                and inits[node.inputs[1]].ndim == 2:
+            add = _single_consumer(consumers, outputs, node.outputs[0])
+            if add is not None and add.op == "Add":
+                other = add.inputs[1] if add.inputs[0] == node.outputs[0] else add.inputs[0]
+                n = inits[node.inputs[1]].shape[1]
+                if other in inits and inits[other].dtype == np.float32 and inits[other].shape in ((n,), (1, n)):
+                    node.inputs = node.inputs[:2] + [other]
+                    node.attrs["_bias"] = 1
+                    node.outputs = list(add.outputs)
+                    drop.add(id(add))
+                    consumers = _refresh(graph, drop)
+    for node in graph.nodes:
+        if id(node) in drop or node.op not in ("Conv", "Gemm", "MatMul") or "_act" in node.attrs:
+            continue
+        user = _single_consumer(consumers, outputs, node.outputs[0])
+        if user is None or id(user) in drop:
+            continue
+        act = _activation(user, inits)
+        if act is None:
+            continue
+        node.attrs["_act"], node.attrs["_p0"], node.attrs["_p1"] = act
+        node.outputs = [user.outputs[0]]
+        drop.add(id(user))
+        consumers = _refresh(graph, drop)
+    graph.nodes = [n for n in graph.nodes if id(n) not in drop]
+    return graph
+
+
+def _refresh(graph: Graph, drop: set) -> dict:
+    g = Graph(graph.name, [n for n in graph.nodes if id(n) not in drop], graph.inputs, graph.outputs,
+              graph.initializers, graph.opset)
+    return g.consumers()
+
+
+def _scalar(inits, name, value) -> bool:
+    return name in inits and inits[name].size == 1 and float(inits[name].reshape(-1)[0]) == value
+
+
+def _last_axis_mean(node: Node, inits, rank_hint=None) -> bool:
+    if node.op != "ReduceMean" or not node.attrs.get("keepdims", 1):
+        return False
+    axes = node.attrs.get("axes")
+    if axes is None and len(node.inputs) > 1 and node.inputs[1] in inits:
+        axes = [int(a) for a in inits[node.inputs[1]].reshape(-1)]
+    return axes == [-1]
+
+
+def fuse_layernorm(graph: Graph) -> Graph:
+    """x - mean(x) = d; d / sqrt(mean(d^2) + eps) [* gamma + beta]."""
+    consumers = graph.consumers()
+    producers = graph.producers()
+    outputs = {t.name for t in graph.outputs}
+    inits = graph.initializers
+    drop = set()
+    for mean1 in graph.nodes:
+        if not _last_axis_mean(mean1, inits):
+            continue
+        x = mean1.inputs[0]
+        subs = [n for n in consumers.get(mean1.outputs[0], []) if n.op == "Sub" and n.inputs == [x, mean1.outputs[0]]]
+        if len(subs) != 1:
+            continue
+        sub = subs[0]
+        d_users = consumers.get(sub.outputs[0], [])
+        pow_ = next((n for n in d_users if n.op == "Pow" and _scalar(inits, n.inputs[1], 2.0)), None)
+        div = next((n for n in d_users if n.op == "Div" and n.inputs[0] == sub.outputs[0]), None)
+        if pow_ is None or div is None or len(d_users) != 2:
+            continue
+        mean2 = _single_consumer(consumers, outputs, pow_.outputs[0])
+        if mean2 is None or not _last_axis_mean(mean2, inits):
+            continue
+        add = _single_consumer(consumers, outputs, mean2.outputs[0])
+        if add is None or add.op != "Add":
+            continue
+        eps_name = add.inputs[1] if add.inputs[0] == mean2.outputs[0] else add.inputs[0]
+        if eps_name not in inits or inits[eps_name].size != 1:
+            continue
+        sqrt = _single_consumer(consumers, outputs, add.outputs[0])
+        if sqrt is None or sqrt.op != "Sqrt" or producers.get(div.inputs[1]) is not sqrt:
+            continue
+        if any(n in outputs for n in (mean1.outputs[0], sub.outputs[0], pow_.outputs[0], sqrt.outputs[0])):
+            continue
+        chain = [mean1, sub, pow_, mean2, add, sqrt, div]
+        out, scale, bias = div.outputs[0], "", ""
+        mul = _single_consumer(consumers, outputs, out)
+        if mul is not None and mul.op == "Mul":
+            g = mul.inputs[1] if mul.inputs[0] == out else mul.inputs[0]
+            if g in inits and inits[g].ndim == 1:
+                scale, out = g, mul.outputs[0]
+                chain.append(mul)
+                badd = _single_consumer(consumers, outputs, out)
+                if badd is not None and badd.op == "Add":
+                    b = badd.inputs[1] if badd.inputs[0] == out else badd.inputs[0]
+                    if b in inits and inits[b].ndim == 1:
+                        bias, out = b, badd.outputs[0]
+                        chain.append(badd)
+        if not scale:
+            continue  # LayerNormalization needs a scale; a bare chain stays as is
+        eps = float(inits[eps_name].reshape(-1)[0])
+        ln = Node("LayerNormalization", mean1.name + "/fused_layernorm", [x, scale] + ([bias] if bias else []), [out],
+                  {"axis": -1, "epsilon": eps})
+        idx = graph.nodes.index(chain[-1])
+        graph.nodes.insert(idx + 1, ln)
+        drop.update(id(n) for n in chain)
+    graph.nodes = [n for n in graph.nodes if id(n) not in drop]
+    return graph

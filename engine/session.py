@@ -1,0 +1,168 @@
+"""InferenceSession: the onnxruntime-shaped API over converted models.
+
+    sess = engine.InferenceSession("model.aie")   # or "model.onnx"
+    [probs] = sess.run(None, {"input": x})
+
+A run validates its inputs, looks the plan for their shapes up in a bounded
+LRU (building it on first use) and executes it in C with one foreign call
+(GIL released). Concurrent runs are safe: each takes its own arena from the
+plan's pool of arenas (grown to the peak concurrency, then reused).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from engine import aie_format
+from engine.errors import InvalidArgument, UnsupportedOperatorError
+from engine.ir import Graph, type_string
+from engine.plan import BLOB_WEIGHTS, LOC_BLOB, LOC_INPUT, Buffer, ExecPlan, NeedsValue, PlanCache, Planner, Value
+
+DEFAULT_PLAN_CACHE_SIZE = 16  # engine.plan_cache_size default (sysconfig schema)
+# Inputs whose values shape the plan (e.g. a Reshape target fed as an input)
+# are part of the cache key; larger ones would make keys unbounded.
+MAX_VALUE_KEY_ELEMENTS = 4096
+
+
+@dataclass(frozen=True)
+class NodeArg:
+    """What get_inputs()/get_outputs() return (onnxruntime's NodeArg)."""
+
+    name: str
+    shape: list
+    type: str
+
+
+def build_plan_for_graph(graph: Graph, feeds: dict[str, np.ndarray], *, nthreads: int = 1,
+                         value_inputs: frozenset = frozenset(), weights: np.ndarray | None = None) -> ExecPlan:
+    planner = Planner(graph.opset, nthreads=nthreads)
+    base = weights.ctypes.data if weights is not None and weights.size else None
+    for name, arr in graph.initializers.items():
+        v = Value(arr.shape, arr.dtype, const=arr)
+        if base is not None and arr.nbytes:
+            # Initializers are views into the weights blob: address them in place.
+            v.buf = Buffer(LOC_BLOB, arr.nbytes, index=BLOB_WEIGHTS, offset=arr.ctypes.data - base)
+        planner.define(name, v)
+    for i, t in enumerate(graph.inputs):
+        arr = feeds[t.name]
+        v = Value(arr.shape, arr.dtype, buf=Buffer(LOC_INPUT, arr.nbytes, index=i), origin=t.name)
+        if t.name in value_inputs:
+            v.const = arr.copy()
+        planner.define(t.name, v)
+    planner.lower_nodes(graph.nodes)
+    return planner.finish([planner.lookup(t.name) for t in graph.outputs])
+
+
+class InferenceSession:
+    def __init__(self, path, threads: int | None = None, plan_cache_size: int = DEFAULT_PLAN_CACHE_SIZE):
+        from engine.kernels._lib import lib
+
+        path = Path(path)
+        if path.suffix == ".onnx":
+            from engine.convert import convert_graph
+            from engine.onnx_import import import_file
+
+            graph, passes = convert_graph(import_file(path))
+            self._model = aie_format.parse(aie_format.serialize(graph, {"passes": passes}), str(path))
+        else:
+            self._model = aie_format.load(path)
+        self.path = str(path)
+        self.graph = self._model.graph
+        lib()  # load the kernels now: a missing library fails here, not mid-request
+        self.threads = int(threads) if threads else (os.cpu_count() or 1)
+        if self.threads < 1:
+            raise InvalidArgument(f"threads must be >= 1, got {threads}")
+        self._plans = PlanCache(plan_cache_size)
+        self._value_inputs: frozenset = frozenset()
+        self._lock = threading.Lock()
+        self._input_index = {t.name: i for i, t in enumerate(self.graph.inputs)}
+
+    # -- onnxruntime-compatible metadata --
+    def get_inputs(self) -> list[NodeArg]:
+        return [NodeArg(t.name, list(t.shape or []), type_string(t.dtype)) for t in self.graph.inputs]
+
+    def get_outputs(self) -> list[NodeArg]:
+        return [NodeArg(t.name, list(t.shape or []), type_string(t.dtype)) for t in self.graph.outputs]
+
+    def get_providers(self) -> list[str]:
+        return ["AIECPUExecutionProvider"]
+
+    @property
+    def plan_count(self) -> int:
+        return len(self._plans)
+
+    def plans(self) -> list[ExecPlan]:
+        return self._plans.plans()
+
+    # -- inference --
+    def _check_feeds(self, feeds: dict) -> list[np.ndarray]:
+        if not isinstance(feeds, dict):
+            raise InvalidArgument(f"input feed must be a dict {{name: ndarray}}, got {type(feeds).__name__}")
+        unknown = sorted(set(feeds) - set(self._input_index))
+        if unknown:
+            raise InvalidArgument(f"unknown input name(s) {unknown}; expected inputs: "
+                                  + ", ".join(f"{t.name} {list(t.shape or [])} {type_string(t.dtype)}"
+                                              for t in self.graph.inputs))
+        arrays = []
+        for t in self.graph.inputs:
+            if t.name not in feeds:
+                raise InvalidArgument(f"missing input {t.name!r} (shape {list(t.shape or [])}, {type_string(t.dtype)})")
+            a = feeds[t.name]
+            if not isinstance(a, np.ndarray):
+                a = np.asarray(a)
+            if a.dtype != t.dtype:
+                raise InvalidArgument(f"input {t.name!r} has dtype {type_string(a.dtype) if a.dtype in _KNOWN else a.dtype}"
+                                      f", expected {type_string(t.dtype)}")
+            if t.shape is not None:
+                ok = a.ndim == len(t.shape) and all(not isinstance(d, int) or d <= 0 or d == n
+                                                    for d, n in zip(t.shape, a.shape))
+                if not ok:
+                    raise InvalidArgument(f"input {t.name!r} has shape {list(a.shape)}, expected {list(t.shape)}")
+            arrays.append(np.asarray(a, order="C"))
+        return arrays
+
+    def _plan(self, arrays: list[np.ndarray]) -> ExecPlan:
+        while True:
+            value_inputs = self._value_inputs
+            key = tuple((a.shape, a.dtype.str) for a in arrays) + tuple(
+                arrays[self._input_index[n]].tobytes() for n in sorted(value_inputs))
+            plan = self._plans.get(key)
+            if plan is not None:
+                return plan
+            feeds = {t.name: a for t, a in zip(self.graph.inputs, arrays)}
+            try:
+                plan = build_plan_for_graph(self.graph, feeds, nthreads=self.threads, value_inputs=value_inputs,
+                                            weights=self._model.weights)
+            except NeedsValue as need:
+                arr = feeds[need.name]
+                if arr.size > MAX_VALUE_KEY_ELEMENTS or need.name in value_inputs:
+                    raise UnsupportedOperatorError(
+                        f"input {need.name!r} determines tensor shapes and has {arr.size} elements "
+                        f"(at most {MAX_VALUE_KEY_ELEMENTS} supported)") from None
+                with self._lock:
+                    self._value_inputs = self._value_inputs | {need.name}
+                continue
+            self._plans.put(key, plan)
+            return plan
+
+    def run(self, output_names, input_feed: dict, run_options=None) -> list[np.ndarray]:
+        arrays = self._check_feeds(input_feed)
+        names = [t.name for t in self.graph.outputs]
+        if output_names:
+            missing = [n for n in output_names if n not in names]
+            if missing:
+                raise InvalidArgument(f"unknown output name(s) {missing}; model outputs: {names}")
+        plan = self._plan(arrays)
+        outs = plan.run(self._model.weights_ptr, arrays, self.threads)
+        if not output_names:
+            return outs
+        return [outs[names.index(n)] for n in output_names]
+
+
+_KNOWN = set(np.dtype(d) for d in (np.float32, np.float64, np.float16, np.int8, np.int16, np.int32, np.int64,
+                                   np.uint8, np.uint16, np.uint32, np.uint64, np.bool_))

@@ -1,0 +1,53 @@
+/* Internal: one signature for every executor op (ggml-style), so exec.c
+ * dispatches them from one switch. t[] holds resolved tensor pointers (NULL
+ * for absent operands), ip/fp the step's parameters, nt/ni/nf their counts. */
+#ifndef AIE_EXEC_OPS_H
+#define AIE_EXEC_OPS_H
+
+#include "aie_exec.h"
+#include "aie_internal.h"
+
+#define AIE_MAX_RANK 8
+
+typedef struct {
+    void **t;
+    int64_t nt;
+    const int64_t *ip;
+    int64_t ni;
+    const double *fp;
+    int64_t nf;
+    int nthreads;
+} aie_step_args;
+
+typedef int (*aie_exec_fn)(const aie_step_args *a);
+
+int aie_x_copy(const aie_step_args *a);
+int aie_x_fill(const aie_step_args *a);
+int aie_x_unary(const aie_step_args *a);
+int aie_x_binary(const aie_step_args *a);
+int aie_x_cast(const aie_step_args *a);
+int aie_x_where(const aie_step_args *a);
+int aie_x_gather(const aie_step_args *a);
+int aie_x_reduce(const aie_step_args *a);
+int aie_x_softmax(const aie_step_args *a);
+int aie_x_matmul(const aie_step_args *a);
+int aie_x_conv(const aie_step_args *a);
+int aie_x_pool(const aie_step_args *a);
+int aie_x_layernorm(const aie_step_args *a);
+int aie_x_pad(const aie_step_args *a);
+int aie_x_resize(const aie_step_args *a);
+int aie_x_lstm(const aie_step_args *a);
+int aie_x_argmax(const aie_step_args *a);
+int aie_x_gather_elements(const aie_step_args *a);
+int aie_x_cumsum(const aie_step_args *a);
+int aie_x_conv_transpose(const aie_step_args *a);
+
+/* Size in bytes of a dtype code; 0 when unknown. */
+size_t aie_dtype_size(int64_t dtype);
+
+/* Read element i of an index tensor stored as int32 or int64. */
+static inline int64_t aie_load_index(const void *p, int64_t dtype, int64_t i) {
+    return dtype == AIE_DT_I32 ? (int64_t)((const int32_t *)p)[i] : ((const int64_t *)p)[i];
+}
+
+#endif

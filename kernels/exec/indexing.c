@@ -1,0 +1,98 @@
+/* Indexing executor ops: Gather, GatherElements, Pad. Indices are checked
+ * against the data shape at run time: an out-of-range index is an error, not
+ * an out-of-bounds read. */
+#include "nd_iter.h"
+
+#include <string.h>
+
+int aie_x_gather(const aie_step_args *a) {
+    size_t es = (size_t)a->ip[0];
+    int64_t outer = a->ip[1], axis_dim = a->ip[2], inner = a->ip[3], nidx = a->ip[4], idt = a->ip[5];
+    char *o = a->t[0];
+    const char *d = a->t[1];
+    const void *idx = a->t[2];
+    size_t row = (size_t)inner * es;
+    for (int64_t j = 0; j < nidx; j++) {
+        int64_t k = aie_load_index(idx, idt, j);
+        if (k < 0) k += axis_dim;
+        if (k < 0 || k >= axis_dim)
+            return aie_fail(AIE_EINVAL, "gather index %lld out of range [-%lld, %lld)",
+                            (long long)aie_load_index(idx, idt, j), (long long)axis_dim, (long long)axis_dim);
+    }
+    for (int64_t ou = 0; ou < outer; ou++)
+        for (int64_t j = 0; j < nidx; j++) {
+            int64_t k = aie_load_index(idx, idt, j);
+            if (k < 0) k += axis_dim;
+            memcpy(o + ((size_t)(ou * nidx + j)) * row, d + ((size_t)(ou * axis_dim + k)) * row, row);
+        }
+    return AIE_OK;
+}
+
+int aie_x_gather_elements(const aie_step_args *a) {
+    size_t es = (size_t)a->ip[0];
+    int64_t r = a->ip[1];
+    if (r < 1 || r > AIE_MAX_RANK) return aie_fail(AIE_EINVAL, "bad rank %lld", (long long)r);
+    const int64_t *oshape = a->ip + 2, *dshape = a->ip + 2 + r;
+    int64_t axis = a->ip[2 + 2 * r], idt = a->ip[3 + 2 * r];
+    int64_t dstr[AIE_MAX_RANK], cnt[AIE_MAX_RANK] = {0}, n = 1;
+    dstr[r - 1] = 1;
+    for (int64_t d = r - 2; d >= 0; d--) dstr[d] = dstr[d + 1] * dshape[d + 1];
+    for (int64_t d = 0; d < r; d++) n *= oshape[d];
+    char *o = a->t[0];
+    const char *src = a->t[1];
+    for (int64_t i = 0; i < n; i++) {
+        int64_t k = aie_load_index(a->t[2], idt, i);
+        if (k < 0) k += dshape[axis];
+        if (k < 0 || k >= dshape[axis]) return aie_fail(AIE_EINVAL, "gather_elements index out of range");
+        int64_t off = 0;
+        for (int64_t d = 0; d < r; d++) off += (d == axis ? k : cnt[d]) * dstr[d];
+        memcpy(o + (size_t)i * es, src + (size_t)off * es, es);
+        for (int64_t d = r - 1; d >= 0; d--) {
+            if (++cnt[d] < oshape[d]) break;
+            cnt[d] = 0;
+        }
+    }
+    return AIE_OK;
+}
+
+/* Source index of output coordinate i along a padded dim, or -1 for "fill". */
+static int64_t pad_src(int64_t i, int64_t begin, int64_t n, int64_t mode) {
+    int64_t s = i - begin;
+    if (s >= 0 && s < n) return s;
+    if (mode == 0) return -1;
+    if (mode == 2) return s < 0 ? 0 : n - 1;
+    if (n == 1) return 0;
+    /* reflect without repeating the edge: period 2(n-1) */
+    int64_t p = 2 * (n - 1);
+    s %= p;
+    if (s < 0) s += p;
+    return s < n ? s : p - s;
+}
+
+int aie_x_pad(const aie_step_args *a) {
+    size_t es = (size_t)a->ip[0];
+    int64_t r = a->ip[1];
+    if (r < 1 || r > AIE_MAX_RANK) return aie_fail(AIE_EINVAL, "bad rank %lld", (long long)r);
+    const int64_t *ishape = a->ip + 2, *oshape = a->ip + 2 + r, *begin = a->ip + 2 + 2 * r;
+    int64_t mode = a->ip[2 + 3 * r];
+    const int64_t *value = &a->ip[3 + 3 * r];
+    int64_t istr[AIE_MAX_RANK], cnt[AIE_MAX_RANK] = {0}, n = 1;
+    istr[r - 1] = 1;
+    for (int64_t d = r - 2; d >= 0; d--) istr[d] = istr[d + 1] * ishape[d + 1];
+    for (int64_t d = 0; d < r; d++) n *= oshape[d];
+    char *o = a->t[0];
+    const char *x = a->t[1];
+    for (int64_t i = 0; i < n; i++) {
+        int64_t off = 0;
+        for (int64_t d = 0; d < r && off >= 0; d++) {
+            int64_t s = pad_src(cnt[d], begin[d], ishape[d], mode);
+            off = s < 0 ? -1 : off + s * istr[d];
+        }
+        memcpy(o + (size_t)i * es, off < 0 ? (const char *)value : x + (size_t)off * es, es);
+        for (int64_t d = r - 1; d >= 0; d--) {
+            if (++cnt[d] < oshape[d]) break;
+            cnt[d] = 0;
+        }
+    }
+    return AIE_OK;
+}

@@ -1,0 +1,62 @@
+/* Internal: row-wise walk over an N-d index space for up to four strided
+ * operands. The converter collapses mergeable dims first, so the innermost
+ * dim is long and the per-row index arithmetic is amortised. */
+#ifndef AIE_ND_ITER_H
+#define AIE_ND_ITER_H
+
+#include "exec_ops.h"
+
+typedef struct {
+    int rank;
+    int nops;
+    int64_t shape[AIE_MAX_RANK];
+    int64_t st[4][AIE_MAX_RANK]; /* element strides per operand */
+} aie_nd;
+
+/* Parse `rank, shape[rank], strides[nops][rank]` from ip; returns the number
+ * of words consumed or -1 when the rank is out of range. */
+static inline int64_t aie_nd_parse(aie_nd *nd, const int64_t *ip, int nops) {
+    int64_t r = ip[0];
+    if (r < 1 || r > AIE_MAX_RANK) return -1;
+    nd->rank = (int)r;
+    nd->nops = nops;
+    for (int d = 0; d < r; d++) nd->shape[d] = ip[1 + d];
+    for (int o = 0; o < nops; o++)
+        for (int d = 0; d < r; d++) nd->st[o][d] = ip[1 + r * (1 + o) + d];
+    return 1 + r * (1 + nops);
+}
+
+static inline int64_t aie_nd_rows(const aie_nd *nd) {
+    int64_t rows = 1;
+    for (int d = 0; d < nd->rank - 1; d++) rows *= nd->shape[d];
+    return rows;
+}
+
+static inline int64_t aie_nd_numel(const aie_nd *nd) { return aie_nd_rows(nd) * nd->shape[nd->rank - 1]; }
+
+/* Element offsets of row `row` (the index over every dim but the last). */
+static inline void aie_nd_row_offsets(const aie_nd *nd, int64_t row, int64_t *off) {
+    for (int o = 0; o < nd->nops; o++) off[o] = 0;
+    for (int d = nd->rank - 2; d >= 0; d--) {
+        int64_t i = row % nd->shape[d];
+        row /= nd->shape[d];
+        for (int o = 0; o < nd->nops; o++) off[o] += i * nd->st[o][d];
+    }
+}
+
+/* Split [0, n) into contiguous chunks for parallel_for task `task`. */
+static inline void aie_chunk(int64_t n, int64_t task, int64_t ntasks, int64_t *lo, int64_t *hi) {
+    *lo = n * task / ntasks;
+    *hi = n * (task + 1) / ntasks;
+}
+
+/* Tasks worth running for `work` elements: small tensors stay on one thread
+ * (a pool wake-up costs more than ~32 K simple element ops). */
+static inline int64_t aie_tasks_for(int64_t work, int64_t rows, int nthreads) {
+    int64_t t = nthreads > 0 ? nthreads : aie_threads_get();
+    if (work < 32768) t = 1;
+    if (t > rows) t = rows;
+    return t < 1 ? 1 : t;
+}
+
+#endif
