@@ -1,0 +1,118 @@
+"""SGEMM benchmark: engine.kernels.matmul against numpy's OpenBLAS, same run.
+
+Run (unset the OpenBLAS tuning variables only for this command):
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/bench_gemm.py
+
+Prints a markdown table (paste into docs/PERFORMANCE.md): GFLOPS of both at
+1 and 2 threads, the ratio ours/OpenBLAS, and ours as % of the theoretical
+peak (FLOP/cycle/core x nominal MHz x threads). Each cell is the median of
+repeated calls; ours and OpenBLAS alternate call by call so load from other
+processes hits both alike. This is a benchmark, not a test: it asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import statistics
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+from threadpoolctl import threadpool_info, threadpool_limits
+
+from engine import kernels
+
+SQUARE = [64, 128, 256, 512, 1024, 2048]
+INFERENCE = [(1, 4096, 4096), (64, 512, 784), (128, 1024, 256), (196, 256, 2304)]
+# Two 512-bit FMA units x 16 lanes x 2 FLOP (Sapphire/Emerald Rapids Xeon); 16 per AVX2-FMA unit pair.
+FLOP_PER_CYCLE = {"avx512": 64, "avx2": 32, "scalar": 8}
+
+
+def cpu_model() -> str:
+    out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        if line.startswith("Model name:"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown"
+
+
+def nominal_mhz() -> float:
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("cpu MHz"):
+                return float(line.split(":")[1])
+    return float("nan")
+
+
+def commit() -> str:
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True)
+    return proc.stdout.strip() or "unknown"
+
+
+def openblas_description() -> str:
+    for info in threadpool_info():
+        if info.get("internal_api") == "openblas":
+            return (f"OpenBLAS {info.get('version')} ({info.get('filepath', '?').rsplit('/', 1)[-1]}), "
+                    f"kernel architecture {info.get('architecture')}, threading {info.get('threading_layer')}")
+    return "no OpenBLAS found by threadpoolctl"
+
+
+def time_pair(ours, theirs, budget_s: float, min_reps: int) -> tuple[float, float]:
+    """Median seconds per call of each, alternating calls."""
+    ours(), theirs()  # warm caches, pool threads, page faults
+    t_ours, t_theirs = [], []
+    start = time.perf_counter()
+    while len(t_ours) < min_reps or (time.perf_counter() - start < budget_s and len(t_ours) < 1000):
+        t0 = time.perf_counter()
+        ours()
+        t1 = time.perf_counter()
+        theirs()
+        t2 = time.perf_counter()
+        t_ours.append(t1 - t0)
+        t_theirs.append(t2 - t1)
+    return statistics.median(t_ours), statistics.median(t_theirs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
+    parser.add_argument("--budget", type=float, default=0.6, help="seconds of timing per cell (default 0.6)")
+    parser.add_argument("--min-reps", type=int, default=5, help="minimum calls per cell (default 5)")
+    parser.add_argument("--quick", action="store_true", help="square sizes up to 512 and the inference shapes only")
+    args = parser.parse_args()
+    threads = [int(t) for t in args.threads.split(",")]
+    shapes = [(n, n, n) for n in SQUARE if not (args.quick and n > 512)] + INFERENCE
+
+    isa = kernels.isa()
+    mhz = nominal_mhz()
+    peak_core = FLOP_PER_CYCLE[isa] * mhz / 1e3  # GFLOPS
+    print(f"date: {datetime.date.today().isoformat()}, commit: {commit()}, machine: {cpu_model()}, "
+          f"{len(os.sched_getaffinity(0))} CPUs usable, nominal {mhz:.0f} MHz")
+    print(f"ai-engine ISA: {isa}; numpy {np.__version__} with {openblas_description()}")
+    print(f"peak: {FLOP_PER_CYCLE[isa]} FLOP/cycle/core x {mhz:.0f} MHz = {peak_core:.1f} GFLOPS per core (theoretical)")
+    print()
+    print("| M x N x K | threads | ai-engine GFLOPS | OpenBLAS GFLOPS | ratio | ai-engine % of peak |")
+    print("|---|---:|---:|---:|---:|---:|")
+    rng = np.random.default_rng(0)
+    for m, n, k in shapes:
+        a = rng.standard_normal((m, k), dtype=np.float32)
+        b = rng.standard_normal((k, n), dtype=np.float32)
+        c_ours = np.empty((m, n), np.float32)
+        c_np = np.empty((m, n), np.float32)
+        flops = 2.0 * m * n * k
+        for nt in threads:
+            with threadpool_limits(limits=nt, user_api="blas"):
+                t_ours, t_np = time_pair(lambda: kernels.matmul(a, b, out=c_ours, threads=nt),
+                                         lambda: np.matmul(a, b, out=c_np), args.budget, args.min_reps)
+            g_ours, g_np = flops / t_ours / 1e9, flops / t_np / 1e9
+            print(f"| {m} x {n} x {k} | {nt} | {g_ours:.1f} | {g_np:.1f} | {g_ours / g_np:.2f} | "
+                  f"{100 * g_ours / (peak_core * nt):.0f}% |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

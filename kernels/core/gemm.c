@@ -1,0 +1,388 @@
+/*
+ * SGEMM driver (contract in include/aie_gemm.h, design in gemm_internal.h):
+ * argument checks, path choice, cache blocking, threading, epilogue and the
+ * weight pre-packing API. The arithmetic lives in the per-ISA kernels.
+ *
+ * Paths:
+ *  - small: M <= GEMM_SMALL_M (GEMV and the like): no packing; B rows (or,
+ *    for B stored N x K, dot products along K) are streamed once.
+ *  - blocked: BLIS loops jc (NC) -> pc (KC) -> ic (MC) -> jr (NR) -> ir (MR)
+ *    around the packed micro-kernel.
+ * Threading splits C into nthreads column ranges (or row ranges when C is
+ * tall and narrow); each task packs into its own slice of the workspace.
+ * Every element's arithmetic (K order, KC split, epilogue) depends only on
+ * the shape and the ISA, never on the split, so results are bitwise equal
+ * for any thread count.
+ */
+#include <string.h>
+
+#include "gemm_internal.h"
+
+/* Below ~0.5 MFLOP per thread the wake-up of a pool worker (a few us) costs
+ * more than the work it would take over. */
+#define GEMM_MIN_FLOPS_PER_THREAD (1 << 19)
+/* Column ranges of the small path are cut at multiples of this (a full
+ * m = 1 tile of the AVX-512 kernel is 128 columns). */
+#define GEMM_SMALL_SPLIT_UNIT 128
+
+#define PACKED_MAGIC "AIEPKB1"
+typedef struct {
+    char magic[8];
+    int32_t isa, nr;
+    int64_t K, N;
+    uint8_t reserved[32];
+} packed_b_header;
+_Static_assert(sizeof(packed_b_header) == 64, "the packed data starts one cache line in");
+
+const gemm_kernels *aie_gemm_kernels_for(aie_isa isa) {
+#ifdef AIE_HAVE_X86
+    if (isa == AIE_ISA_AVX512) return &aie_gemm_kernels_avx512;
+    if (isa == AIE_ISA_AVX2) return &aie_gemm_kernels_avx2;
+#endif
+    (void)isa;
+    return &aie_gemm_kernels_scalar;
+}
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* Split n into the fewest pieces of at most `block`, of near-equal size
+ * rounded up to `unit` (so K = 784 runs as 4 x 196, not 3 x 256 + 16). */
+static int64_t even_block(int64_t n, int64_t block, int64_t unit) {
+    if (n <= 0) return unit;
+    int64_t pieces = (n + block - 1) / block;
+    return AIE_ROUND_UP((n + pieces - 1) / pieces, unit);
+}
+
+typedef struct {
+    int64_t mc, kc, nc;
+} gemm_blocking;
+
+static gemm_blocking blocking_for(const gemm_kernels *kt, int64_t M, int64_t N, int64_t K) {
+    gemm_blocking b = {even_block(M, GEMM_MC, kt->mr), even_block(K, GEMM_KC, 1), even_block(N, GEMM_NC, kt->nr)};
+    return b;
+}
+
+/* Workspace of one task: a packed A block, then (unless B is pre-packed) a packed B block. */
+static size_t task_bytes(const gemm_kernels *kt, int64_t M, int64_t N, int64_t K, int pack_b) {
+    gemm_blocking b = blocking_for(kt, M, N, K);
+    size_t a_bytes = AIE_ROUND_UP((size_t)b.mc * (size_t)b.kc * sizeof(float), AIE_ALIGN);
+    size_t b_bytes = pack_b ? AIE_ROUND_UP((size_t)b.nc * (size_t)b.kc * sizeof(float), AIE_ALIGN) : 0;
+    return a_bytes + b_bytes;
+}
+
+size_t aie_sgemm_workspace_size(int64_t M, int64_t N, int64_t K, int nthreads) {
+    if (M <= 0 || N <= 0 || K <= 0) return 0;
+    if (nthreads <= 0) nthreads = aie_threads_get();
+    /* The largest over every compiled ISA, so a size queried before an
+     * aie_set_isa() still fits after it. */
+    size_t per_task = 0;
+    for (int isa = 0; isa < AIE_ISA_COUNT; isa++) {
+        size_t t = task_bytes(aie_gemm_kernels_for((aie_isa)isa), M, N, K, 1);
+        if (t > per_task) per_task = t;
+    }
+    return per_task * (size_t)nthreads + AIE_ALIGN;
+}
+
+/* ---- argument checks ---------------------------------------------------- */
+
+static int check_epilogue(const char *fn, const aie_epilogue *ep) {
+    if (!ep) return AIE_OK;
+    if (ep->bias_kind < AIE_BIAS_NONE || ep->bias_kind > AIE_BIAS_ROW)
+        return aie_fail(AIE_EINVAL, "%s: epilogue bias_kind=%d is not an aie_bias_kind (0 none, 1 col, 2 row)", fn,
+                        ep->bias_kind);
+    if (ep->bias_kind != AIE_BIAS_NONE && !ep->bias)
+        return aie_fail(AIE_EINVAL, "%s: epilogue bias_kind=%s but bias is NULL", fn,
+                        ep->bias_kind == AIE_BIAS_COL ? "col" : "row");
+    if (ep->act < AIE_ACT_NONE || ep->act > AIE_ACT_TANH)
+        return aie_fail(AIE_EINVAL, "%s: epilogue act=%d is not an aie_activation (0..%d)", fn, ep->act,
+                        AIE_ACT_TANH);
+    return AIE_OK;
+}
+
+static int check_matrix(const char *fn, const char *name, const void *p, int64_t rows, int64_t cols, int64_t ld,
+                        int trans) {
+    /* rows x cols is the stored matrix; ld is its row stride */
+    if (rows > 0 && cols > 0 && !p) return aie_fail(AIE_EINVAL, "%s: %s is NULL for a %lldx%lld operand", fn, name,
+                                                    (long long)rows, (long long)cols);
+    if (ld < max64(1, cols))
+        return aie_fail(AIE_EINVAL, "%s: ld%s=%lld is less than the row length %lld of the stored %s%s", fn, name,
+                        (long long)ld, (long long)max64(1, cols), name, trans ? " (transposed)" : "");
+    return AIE_OK;
+}
+
+static int check_common(const char *fn, int64_t M, int64_t N, int64_t K, int trans_a, const float *A, int64_t lda,
+                        float *C, int64_t ldc, const aie_epilogue *ep) {
+    if (M < 0 || N < 0 || K < 0)
+        return aie_fail(AIE_EINVAL, "%s: dimensions must be >= 0, got M=%lld N=%lld K=%lld", fn, (long long)M,
+                        (long long)N, (long long)K);
+    int rc = check_matrix(fn, "A", A, trans_a ? K : M, trans_a ? M : K, lda, trans_a);
+    if (rc == AIE_OK) rc = check_matrix(fn, "C", C, M, N, ldc, 0);
+    if (rc == AIE_OK) rc = check_epilogue(fn, ep);
+    return rc;
+}
+
+/* ---- the job shared by all tasks of one call ---------------------------- */
+
+typedef struct {
+    const gemm_kernels *kt;
+    int trans_a, trans_b, small;
+    int64_t M, N, K;
+    float alpha, beta;
+    const float *A;
+    int64_t lda;
+    const float *B; /* unpacked B, or NULL when bpacked is set */
+    int64_t ldb;
+    const float *bpacked; /* K x nr panels of a pre-packed B */
+    float *C;
+    int64_t ldc;
+    const aie_epilogue *ep; /* NULL when there is nothing to apply */
+    gemm_blocking blk;
+    char *ws;
+    size_t task_bytes;
+    int split_n;
+    int64_t chunk; /* columns (split_n) or rows per task */
+} gemm_job;
+
+static void apply_epilogue(const gemm_job *j, float *c, int64_t m, int64_t n, int64_t row0, int64_t col0) {
+    const aie_epilogue *ep = j->ep;
+    j->kt->epilogue(c, j->ldc, m, n, ep->bias_kind == AIE_BIAS_COL ? ep->bias + col0 : NULL,
+                    ep->bias_kind == AIE_BIAS_ROW ? ep->bias + row0 : NULL, ep->act, ep->p0, ep->p1);
+}
+
+static void run_small(const gemm_job *j, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+    const gemm_kernels *kt = j->kt;
+    for (int64_t i0 = m0; i0 < m1; i0 += GEMM_SMALL_M) {
+        int64_t m = min64(GEMM_SMALL_M, m1 - i0);
+        const float *a = j->trans_a ? j->A + i0 : j->A + i0 * j->lda;
+        float *c = j->C + i0 * j->ldc;
+        if (j->bpacked) { /* a K x nr panel is a B of nr columns with ldb = nr */
+            for (int64_t p0 = n0; p0 < n1; p0 += kt->nr) {
+                int64_t cols = min64(kt->nr, n1 - p0);
+                kt->small(m, 0, cols, j->K, j->alpha, j->trans_a, a, j->lda, j->bpacked + (p0 / kt->nr) * j->K * kt->nr,
+                          kt->nr, j->beta, c + p0, j->ldc);
+            }
+        } else if (!j->trans_b) {
+            kt->small(m, n0, n1, j->K, j->alpha, j->trans_a, a, j->lda, j->B, j->ldb, j->beta, c, j->ldc);
+        } else {
+            kt->small_bt(m, n0, n1, j->K, j->alpha, a, j->lda, j->B, j->ldb, j->beta, c, j->ldc);
+        }
+        if (j->ep) apply_epilogue(j, c + n0, m, n1 - n0, i0, n0);
+    }
+}
+
+static void run_blocked(const gemm_job *j, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float *pa, float *pb) {
+    const gemm_kernels *kt = j->kt;
+    const int mr = kt->mr, nr = kt->nr;
+    for (int64_t jc = n0; jc < n1; jc += j->blk.nc) {
+        int64_t nc = min64(j->blk.nc, n1 - jc);
+        for (int64_t pc = 0; pc < j->K; pc += j->blk.kc) {
+            int64_t kc = min64(j->blk.kc, j->K - pc);
+            const float *bp;
+            int64_t panel_stride;
+            if (j->bpacked) {
+                bp = j->bpacked + (jc / nr) * j->K * nr + pc * nr;
+                panel_stride = j->K * nr;
+            } else {
+                aie_gemm_pack_b(j->trans_b, j->B, j->ldb, pc, kc, jc, nc, nr, pb, kc * nr);
+                bp = pb;
+                panel_stride = kc * nr;
+            }
+            /* beta applies once, on the first K slice; later slices accumulate */
+            float beta = pc == 0 ? j->beta : 1.0f;
+            int last = pc + kc >= j->K;
+            for (int64_t ic = m0; ic < m1; ic += j->blk.mc) {
+                int64_t mc = min64(j->blk.mc, m1 - ic);
+                aie_gemm_pack_a(j->trans_a, j->A, j->lda, ic, mc, pc, kc, mr, pa);
+                for (int64_t jr = 0; jr < nc; jr += nr) {
+                    int n = (int)min64(nr, nc - jr);
+                    const float *bpanel = bp + (jr / nr) * panel_stride;
+                    for (int64_t ir = 0; ir < mc; ir += mr) {
+                        int m = (int)min64(mr, mc - ir);
+                        float *c = j->C + (ic + ir) * j->ldc + jc + jr;
+                        kt->ukernel(kc, pa + ir * kc, bpanel, c, j->ldc, m, n, j->alpha, beta);
+                        if (last && j->ep) apply_epilogue(j, c, m, n, ic + ir, jc + jr);
+                    }
+                }
+            }
+        }
+    }
+}
+
+static void gemm_task(void *ctx, int64_t t, int64_t ntasks) {
+    const gemm_job *j = ctx;
+    (void)ntasks;
+    int64_t m0 = 0, m1 = j->M, n0 = 0, n1 = j->N;
+    if (j->split_n) {
+        n0 = t * j->chunk;
+        n1 = min64(j->N, n0 + j->chunk);
+    } else {
+        m0 = t * j->chunk;
+        m1 = min64(j->M, m0 + j->chunk);
+    }
+    if (m0 >= m1 || n0 >= n1) return;
+    if (j->small) {
+        run_small(j, m0, m1, n0, n1);
+        return;
+    }
+    float *pa = (float *)(j->ws + (size_t)t * j->task_bytes);
+    float *pb = pa + AIE_ROUND_UP((size_t)j->blk.mc * (size_t)j->blk.kc, AIE_ALIGN / sizeof(float));
+    run_blocked(j, m0, m1, n0, n1, pa, pb);
+}
+
+/* C = beta * C, then the epilogue: what is left when K == 0 or alpha == 0
+ * (BLAS semantics: A and B are then not read). */
+static void scale_only(const gemm_job *j) {
+    for (int64_t i = 0; i < j->M; i++) {
+        float *row = j->C + i * j->ldc;
+        if (j->beta == 0.0f) memset(row, 0, (size_t)j->N * sizeof(float));
+        else if (j->beta != 1.0f)
+            for (int64_t x = 0; x < j->N; x++) row[x] *= j->beta;
+    }
+    if (j->ep) apply_epilogue(j, j->C, j->M, j->N, 0, 0);
+}
+
+static int has_work(const aie_epilogue *ep) {
+    return ep && (ep->bias_kind != AIE_BIAS_NONE || ep->act != AIE_ACT_NONE);
+}
+
+/* Shared by aie_sgemm and aie_sgemm_packed once the arguments are valid. */
+static int run_job(const char *fn, gemm_job *j, void *workspace, size_t workspace_size, int nthreads) {
+    if (j->M == 0 || j->N == 0) return AIE_OK;
+    if (j->K == 0 || j->alpha == 0.0f) {
+        scale_only(j);
+        return AIE_OK;
+    }
+    int nt = nthreads <= 0 ? aie_threads_get() : nthreads;
+    double flops = 2.0 * (double)j->M * (double)j->N * (double)j->K;
+    if (flops / GEMM_MIN_FLOPS_PER_THREAD < nt) nt = (int)max64(1, (int64_t)(flops / GEMM_MIN_FLOPS_PER_THREAD));
+
+    j->small = j->M <= GEMM_SMALL_M && (j->bpacked || !j->trans_b || !j->trans_a);
+    if (j->small) {
+        int64_t unit = j->bpacked ? j->kt->nr : GEMM_SMALL_SPLIT_UNIT;
+        j->split_n = 1;
+        j->chunk = AIE_ROUND_UP((j->N + nt - 1) / nt, unit);
+    } else {
+        j->blk = blocking_for(j->kt, j->M, j->N, j->K);
+        j->task_bytes = task_bytes(j->kt, j->M, j->N, j->K, j->bpacked == NULL);
+        char *base = workspace ? (char *)AIE_ROUND_UP((uintptr_t)workspace, AIE_ALIGN) : NULL;
+        size_t usable = base && (size_t)(base - (char *)workspace) <= workspace_size
+                            ? workspace_size - (size_t)(base - (char *)workspace) : 0;
+        if (usable < j->task_bytes)
+            return aie_fail(AIE_ENOMEM,
+                            "%s: workspace too small for M=%lld N=%lld K=%lld: need %zu bytes for one thread "
+                            "(aie_sgemm_workspace_size(M, N, K, nthreads) gives the size), got %zu",
+                            fn, (long long)j->M, (long long)j->N, (long long)j->K, j->task_bytes + AIE_ALIGN,
+                            workspace_size);
+        if ((size_t)nt > usable / j->task_bytes) nt = (int)(usable / j->task_bytes);
+        j->ws = base;
+        /* Split the longer side; a range must hold whole micro-tiles. */
+        j->split_n = j->N >= j->M || j->M < (int64_t)nt * j->kt->mr;
+        int64_t len = j->split_n ? j->N : j->M, unit = j->split_n ? j->kt->nr : j->kt->mr;
+        j->chunk = AIE_ROUND_UP((len + nt - 1) / nt, unit);
+    }
+    int64_t len = j->split_n ? j->N : j->M;
+    int64_t ntasks = (len + j->chunk - 1) / j->chunk;
+    if (ntasks <= 1) gemm_task(j, 0, 1);
+    else aie_parallel_for(ntasks, (int)ntasks, gemm_task, j);
+    return AIE_OK;
+}
+
+int aie_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+              const float *B, int64_t ldb, float beta, float *C, int64_t ldc, const aie_epilogue *ep,
+              void *workspace, size_t workspace_size, int nthreads) {
+    const char *fn = "aie_sgemm";
+    int rc = aie_ensure_init();
+    if (rc != AIE_OK) return aie_init();
+    rc = check_common(fn, M, N, K, trans_a, A, lda, C, ldc, ep);
+    if (rc == AIE_OK) rc = check_matrix(fn, "B", B, trans_b ? N : K, trans_b ? K : N, ldb, trans_b);
+    if (rc != AIE_OK) return rc;
+    gemm_job j = {
+        .kt = aie_gemm_kernels_for(aie_selected_isa()),
+        .trans_a = trans_a != 0,
+        .trans_b = trans_b != 0,
+        .M = M, .N = N, .K = K,
+        .alpha = alpha, .beta = beta,
+        .A = A, .lda = lda, .B = B, .ldb = ldb,
+        .C = C, .ldc = ldc,
+        .ep = has_work(ep) ? ep : NULL,
+    };
+    return run_job(fn, &j, workspace, workspace_size, nthreads);
+}
+
+/* ---- pre-packed B --------------------------------------------------------- */
+
+size_t aie_sgemm_packed_b_size(int64_t K, int64_t N) {
+    if (K < 0 || N < 0) return 0;
+    int nr = 0; /* the widest NR of any ISA: a buffer sized now fits any path */
+    for (int isa = 0; isa < AIE_ISA_COUNT; isa++) {
+        int r = aie_gemm_kernels_for((aie_isa)isa)->nr;
+        if (r > nr) nr = r;
+    }
+    return sizeof(packed_b_header) + (size_t)K * (size_t)AIE_ROUND_UP(N, nr) * sizeof(float);
+}
+
+int aie_sgemm_pack_b(int trans_b, int64_t K, int64_t N, const float *B, int64_t ldb, void *packed,
+                     size_t packed_size) {
+    const char *fn = "aie_sgemm_pack_b";
+    int rc = aie_ensure_init();
+    if (rc != AIE_OK) return aie_init();
+    if (K < 0 || N < 0)
+        return aie_fail(AIE_EINVAL, "%s: dimensions must be >= 0, got K=%lld N=%lld", fn, (long long)K, (long long)N);
+    rc = check_matrix(fn, "B", B, trans_b ? N : K, trans_b ? K : N, ldb, trans_b);
+    if (rc != AIE_OK) return rc;
+    if (!packed) return aie_fail(AIE_EINVAL, "%s: packed buffer is NULL", fn);
+    if ((uintptr_t)packed % sizeof(float))
+        return aie_fail(AIE_EINVAL, "%s: packed buffer %p is not 4-byte aligned", fn, packed);
+    size_t need = aie_sgemm_packed_b_size(K, N);
+    if (packed_size < need)
+        return aie_fail(AIE_ENOMEM, "%s: packed buffer too small for K=%lld N=%lld: need %zu bytes "
+                        "(aie_sgemm_packed_b_size), got %zu", fn, (long long)K, (long long)N, need, packed_size);
+    const gemm_kernels *kt = aie_gemm_kernels_for(aie_selected_isa());
+    packed_b_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, PACKED_MAGIC, sizeof PACKED_MAGIC);
+    h.isa = kt->isa;
+    h.nr = kt->nr;
+    h.K = K;
+    h.N = N;
+    memcpy(packed, &h, sizeof h);
+    if (K > 0 && N > 0)
+        aie_gemm_pack_b(trans_b, B, ldb, 0, K, 0, N, kt->nr, (float *)((char *)packed + sizeof h), K * kt->nr);
+    return AIE_OK;
+}
+
+int aie_sgemm_packed(int trans_a, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                     const void *packed_b, float beta, float *C, int64_t ldc, const aie_epilogue *ep,
+                     void *workspace, size_t workspace_size, int nthreads) {
+    const char *fn = "aie_sgemm_packed";
+    int rc = aie_ensure_init();
+    if (rc != AIE_OK) return aie_init();
+    rc = check_common(fn, M, N, K, trans_a, A, lda, C, ldc, ep);
+    if (rc != AIE_OK) return rc;
+    if (!packed_b) return aie_fail(AIE_EINVAL, "%s: packed_b is NULL", fn);
+    if ((uintptr_t)packed_b % sizeof(float))
+        return aie_fail(AIE_EINVAL, "%s: packed_b %p is not 4-byte aligned", fn, packed_b);
+    packed_b_header h;
+    memcpy(&h, packed_b, sizeof h);
+    if (memcmp(h.magic, PACKED_MAGIC, sizeof PACKED_MAGIC) != 0)
+        return aie_fail(AIE_EINVAL, "%s: packed_b was not written by aie_sgemm_pack_b (bad magic)", fn);
+    const gemm_kernels *kt = aie_gemm_kernels_for(aie_selected_isa());
+    if (h.isa != (int32_t)kt->isa || h.nr != kt->nr)
+        return aie_fail(AIE_EINVAL, "%s: packed_b was packed for ISA %s but the selected ISA is %s: pack it again", fn,
+                        aie_isa_name((aie_isa)h.isa), aie_isa_name(kt->isa));
+    if (h.K != K || h.N != N)
+        return aie_fail(AIE_EINVAL, "%s: packed_b holds a %lldx%lld B (KxN) but the call has K=%lld N=%lld", fn,
+                        (long long)h.K, (long long)h.N, (long long)K, (long long)N);
+    gemm_job j = {
+        .kt = kt,
+        .trans_a = trans_a != 0,
+        .M = M, .N = N, .K = K,
+        .alpha = alpha, .beta = beta,
+        .A = A, .lda = lda,
+        .bpacked = (const float *)((const char *)packed_b + sizeof h),
+        .C = C, .ldc = ldc,
+        .ep = has_work(ep) ? ep : NULL,
+    };
+    return run_job(fn, &j, workspace, workspace_size, nthreads);
+}

@@ -1,0 +1,86 @@
+/*
+ * SGEMM internals shared by the driver (core/gemm.c), the packing routines
+ * (core/gemm_pack.c) and the per-ISA kernels (scalar/, avx2/, avx512/).
+ *
+ * Structure (BLIS/GotoBLAS): C is cut into NC-wide column blocks, K into
+ * KC-deep slices, rows into MC-tall blocks. For each (NC, KC) pair B is
+ * packed into NR-wide micro-panels (k-major: panel[k*NR + j]); for each MC
+ * block A is packed into MR-tall micro-panels (panel[k*MR + i]); the
+ * micro-kernel multiplies one MR x KC panel by one KC x NR panel into an
+ * MR x NR tile of C held in registers. Packing zero-pads ragged edges, so
+ * the micro-kernel always runs a full tile and masks only its stores.
+ */
+#ifndef AIE_GEMM_INTERNAL_H
+#define AIE_GEMM_INTERNAL_H
+
+#include "aie_internal.h"
+
+/* Cache blocking, in one place, for every ISA.
+ * KC = 256: a KC x NR micro-panel of B (32 KiB at NR = 32) stays in the 48 KiB
+ *   L1d of Sapphire/Emerald Rapids (32 KiB L1d on older cores: NR = 16 there).
+ * MC = 336: the packed A block (336 x 256 x 4 B = 336 KiB) stays in L2 (2 MiB);
+ *   336 is a multiple of every MR (4, 6, 14).
+ * NC = 4096: the packed B block (4 MiB) lives in L3; columns beyond it loop. */
+#define GEMM_KC 256
+#define GEMM_MC 336
+#define GEMM_NC 4096
+/* Problems with M <= GEMM_SMALL_M run packing-free (GEMV-like) kernels. */
+#define GEMM_SMALL_M 8
+
+/* C[0:m, 0:n] = alpha * (packed A panel x packed B panel) + beta * C;
+ * beta == 0 means C is not read. m <= MR, n <= NR. */
+typedef void (*gemm_ukernel_fn)(int64_t kc, const float *pa, const float *pb, float *c, int64_t ldc, int m, int n,
+                                float alpha, float beta);
+
+/* Packing-free small-M kernel, columns [n0, n1) of all m rows (m <= GEMM_SMALL_M):
+ * C = alpha * op(A) * B + beta * C with B not transposed (row k of B is contiguous);
+ * A(i, k) is A[i*lda + k], or A[k*lda + i] when trans_a. */
+typedef void (*gemm_small_fn)(int64_t m, int64_t n0, int64_t n1, int64_t K, float alpha, int trans_a,
+                              const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                              int64_t ldc);
+
+/* Packing-free small-M kernel for B transposed (B stored N x K) and A not
+ * transposed: C[i][j] = alpha * dot(A row i, B row j) + beta * C[i][j]. */
+typedef void (*gemm_small_bt_fn)(int64_t m, int64_t n0, int64_t n1, int64_t K, float alpha, const float *A,
+                                 int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+
+/* Epilogue on an m x n tile of C: add bias_col[j] (if not NULL), bias_row[i]
+ * (if not NULL), then apply act with parameters p0/p1. */
+typedef void (*gemm_epilogue_fn)(float *c, int64_t ldc, int64_t m, int64_t n, const float *bias_col,
+                                 const float *bias_row, int act, float p0, float p1);
+
+typedef struct {
+    aie_isa isa;
+    int mr, nr;
+    const char *ukernel_name; /* e.g. "ukernel_avx512_14x32", for reports */
+    gemm_ukernel_fn ukernel;
+    gemm_small_fn small;
+    gemm_small_bt_fn small_bt;
+    gemm_epilogue_fn epilogue;
+} gemm_kernels;
+
+/* Per-ISA tables (scalar/gemm_scalar.c, avx2/gemm_avx2.c, avx512/gemm_avx512.c). */
+extern const gemm_kernels aie_gemm_kernels_scalar;
+#ifdef AIE_HAVE_X86
+extern const gemm_kernels aie_gemm_kernels_avx2;
+extern const gemm_kernels aie_gemm_kernels_avx512;
+#endif
+
+/* The table for an ISA (falls back to scalar for ISAs not compiled in). */
+const gemm_kernels *aie_gemm_kernels_for(aie_isa isa);
+
+/* Packing (core/gemm_pack.c); panels are zero-padded to full MR / NR. */
+void aie_gemm_pack_a(int trans_a, const float *A, int64_t lda, int64_t i0, int64_t mc, int64_t k0, int64_t kc,
+                     int mr, float *dst);
+/* Packs columns [j0, j0+nc) of rows [k0, k0+kc) of op(B); micro-panel p starts
+ * at dst + p * panel_stride (panel_stride >= kc * nr). */
+void aie_gemm_pack_b(int trans_b, const float *B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0, int64_t nc,
+                     int nr, float *dst, int64_t panel_stride);
+
+/* Naive reference (scalar/gemm_ref.c): the same contract as aie_sgemm with
+ * double accumulation, no blocking, no workspace. For tests. */
+int aie_sgemm_naive(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                    int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
+                    const aie_epilogue *ep);
+
+#endif /* AIE_GEMM_INTERNAL_H */

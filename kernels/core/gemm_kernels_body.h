@@ -1,0 +1,234 @@
+/*
+ * The SGEMM compute kernels written once over a per-ISA vector type, and
+ * instantiated by scalar/gemm_scalar.c, avx2/gemm_avx2.c and
+ * avx512/gemm_avx512.c (each compiled with its own ISA flags). The including
+ * file defines, before including this:
+ *
+ *   vf, VL                       vector type and its lanes (float/1 for scalar)
+ *   vf_zero/vf_set1/vf_load/vf_loadn/vf_store/vf_storen/vf_fma/vf_mul/
+ *   vf_add/vf_hsum               static inline wrappers (loadn/storen touch
+ *                                only the first n lanes, 0 <= n <= VL)
+ *   act_row(x, n, act, p0, p1)   the matching act_*.h row function
+ *   GEMM_MR, GEMM_NV             micro-tile: MR rows x NV vectors (NR = NV*VL)
+ *   GEMM_UKERNEL                 its name, e.g. ukernel_avx512_14x32
+ *   GEMM_SMALL_NV_1..8           vectors per row block in the small-M kernel
+ *                                for m = 1..8 rows (m * NV accumulators)
+ *   GEMM_BT_RB                   rows per tile of the dot-product kernel
+ *   GEMM_ISA_ID, GEMM_TABLE      the aie_isa and the table's symbol name
+ *
+ * The loops below have compile-time trip counts and are fully unrolled, so
+ * the accumulator arrays live in registers (checked in the generated code:
+ * no stack traffic in the k loops).
+ */
+#include "gemm_internal.h"
+
+#define GEMM_NR (GEMM_NV * VL)
+#define GEMM_STR2(x) #x
+#define GEMM_STR(x) GEMM_STR2(x)
+
+#define GEMM_INLINE static inline __attribute__((always_inline))
+#define GEMM_SMALL_PREFETCH 8 /* rows: ~8 x 100 ns of DRAM latency at one row per ~100 ns */
+
+/* r = alpha * acc (+ beta * c unless beta == 0), stored to the first n lanes. */
+GEMM_INLINE void store_vec(float *c, vf acc, int n, vf valpha, float beta, vf vbeta) {
+    vf r = vf_mul(acc, valpha);
+    if (n >= VL) {
+        if (beta != 0.0f) r = vf_fma(vf_load(c), vbeta, r);
+        vf_store(c, r);
+    } else if (n > 0) {
+        if (beta != 0.0f) r = vf_fma(vf_loadn(c, n), vbeta, r);
+        vf_storen(c, r, n);
+    }
+}
+
+static void GEMM_UKERNEL(int64_t kc, const float *restrict pa, const float *restrict pb, float *restrict c,
+                         int64_t ldc, int m, int n, float alpha, float beta) {
+    vf acc[GEMM_MR][GEMM_NV];
+#pragma GCC unroll 16
+    for (int i = 0; i < GEMM_MR; i++)
+#pragma GCC unroll 8
+        for (int v = 0; v < GEMM_NV; v++) acc[i][v] = vf_zero();
+    /* The C tile's rows are ldc apart (often a page or more): start fetching
+     * them now so the stores at the end do not wait on ~MR misses. */
+#pragma GCC unroll 16
+    for (int i = 0; i < GEMM_MR; i++)
+        if (i < m) __builtin_prefetch(c + i * ldc, 1), __builtin_prefetch(c + i * ldc + GEMM_NR - 1, 1);
+
+#pragma GCC unroll 4
+    for (int64_t k = 0; k < kc; k++) {
+        vf b[GEMM_NV];
+#pragma GCC unroll 8
+        for (int v = 0; v < GEMM_NV; v++) b[v] = vf_load(pb + v * VL);
+#pragma GCC unroll 16
+        for (int i = 0; i < GEMM_MR; i++) {
+            vf a = vf_set1(pa[i]);
+#pragma GCC unroll 8
+            for (int v = 0; v < GEMM_NV; v++) acc[i][v] = vf_fma(a, b[v], acc[i][v]);
+        }
+        pa += GEMM_MR;
+        pb += GEMM_NR;
+    }
+
+    vf valpha = vf_set1(alpha), vbeta = vf_set1(beta);
+#pragma GCC unroll 16
+    for (int i = 0; i < GEMM_MR; i++) {
+        if (i >= m) break;
+#pragma GCC unroll 8
+        for (int v = 0; v < GEMM_NV; v++) store_vec(c + i * ldc + v * VL, acc[i][v], n - v * VL, valpha, beta, vbeta);
+    }
+}
+
+/* One tile of the small-M kernel: MR_ rows x NV_ vectors of columns starting
+ * at C column j (B and C already offset). ncols < NV_*VL only for the tail. */
+GEMM_INLINE void small_tile(const int MR_, const int NV_, const int full, int ncols, int64_t K, float alpha,
+                            int trans_a, const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                            float *C, int64_t ldc) {
+    vf acc[GEMM_SMALL_M][8];
+#pragma GCC unroll 8
+    for (int i = 0; i < MR_; i++)
+#pragma GCC unroll 8
+        for (int v = 0; v < NV_; v++) acc[i][v] = vf_zero();
+    /* A(i, k) walks k with stride sa, rows with stride si */
+    const int64_t sa = trans_a ? lda : 1, si = trans_a ? 1 : lda;
+    for (int64_t k = 0; k < K; k++) {
+        const float *brow = B + k * ldb;
+        /* B rows are ldb apart, one page or more for wide B: the hardware
+         * prefetchers lose the stream, so fetch GEMM_SMALL_PREFETCH rows ahead
+         * (a prefetch past the end of B is harmless: it cannot fault). */
+        if (full)
+#pragma GCC unroll 8
+            for (int o = 0; o < NV_ * VL; o += 16) __builtin_prefetch(brow + GEMM_SMALL_PREFETCH * ldb + o);
+        vf b[8];
+#pragma GCC unroll 8
+        for (int v = 0; v < NV_; v++) b[v] = full ? vf_load(brow + v * VL) : vf_loadn(brow + v * VL, ncols - v * VL);
+#pragma GCC unroll 8
+        for (int i = 0; i < MR_; i++) {
+            vf a = vf_set1(A[k * sa + i * si]);
+#pragma GCC unroll 8
+            for (int v = 0; v < NV_; v++) acc[i][v] = vf_fma(a, b[v], acc[i][v]);
+        }
+    }
+    vf valpha = vf_set1(alpha), vbeta = vf_set1(beta);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR_; i++)
+#pragma GCC unroll 8
+        for (int v = 0; v < NV_; v++)
+            store_vec(C + i * ldc + v * VL, acc[i][v], full ? VL : ncols - v * VL, valpha, beta, vbeta);
+}
+
+GEMM_INLINE void small_rows(const int MR_, const int NV_, int64_t n0, int64_t n1, int64_t K, float alpha,
+                            int trans_a, const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                            float *C, int64_t ldc) {
+    int64_t j = n0;
+    for (; j + NV_ * VL <= n1; j += NV_ * VL)
+        small_tile(MR_, NV_, 1, NV_ * VL, K, alpha, trans_a, A, lda, B + j, ldb, beta, C + j, ldc);
+    for (; j < n1; j += VL) { /* ragged tail, one vector at a time */
+        int64_t left = n1 - j;
+        small_tile(MR_, 1, 0, (int)(left < VL ? left : VL), K, alpha, trans_a, A, lda, B + j, ldb, beta, C + j,
+                   ldc);
+    }
+}
+
+static void gemm_small(int64_t m, int64_t n0, int64_t n1, int64_t K, float alpha, int trans_a, const float *A,
+                       int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    switch (m) {
+    case 1: small_rows(1, GEMM_SMALL_NV_1, n0, n1, K, alpha, trans_a, A, lda, B, ldb, beta, C, ldc); break;
+    case 2: small_rows(2, GEMM_SMALL_NV_2, n0, n1, K, alpha, trans_a, A, lda, B, ldb, beta, C, ldc); break;
+    case 3: small_rows(3, GEMM_SMALL_NV_3, n0, n1, K, alpha, trans_a, A, lda, B, ldb, beta, C, ldc); break;
+    case 4: small_rows(4, GEMM_SMALL_NV_4, n0, n1, K, alpha, trans_a, A, lda, B, ldb, beta, C, ldc); break;
+    case 5: small_rows(5, GEMM_SMALL_NV_5, n0, n1, K, alpha, trans_a, A, lda, B, ldb, beta, C, ldc); break;
+    case 6: small_rows(6, GEMM_SMALL_NV_6, n0, n1, K, alpha, trans_a, A, lda, B, ldb, beta, C, ldc); break;
+    case 7: small_rows(7, GEMM_SMALL_NV_7, n0, n1, K, alpha, trans_a, A, lda, B, ldb, beta, C, ldc); break;
+    case 8: small_rows(8, GEMM_SMALL_NV_8, n0, n1, K, alpha, trans_a, A, lda, B, ldb, beta, C, ldc); break;
+    default: break; /* the driver never asks for more than GEMM_SMALL_M rows */
+    }
+}
+
+/* Dot-product kernel for B stored N x K: a tile of RB rows x 4 columns keeps
+ * RB*4 vector accumulators along k, reduced horizontally at the end. Rows or
+ * columns past the edge reuse a valid pointer and are not stored. */
+#define BT_QB 4
+static void gemm_small_bt(int64_t m, int64_t n0, int64_t n1, int64_t K, float alpha, const float *A, int64_t lda,
+                          const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    for (int64_t i0 = 0; i0 < m; i0 += GEMM_BT_RB) {
+        int rows = (int)(m - i0 < GEMM_BT_RB ? m - i0 : GEMM_BT_RB);
+        const float *a[GEMM_BT_RB];
+        for (int r = 0; r < GEMM_BT_RB; r++) a[r] = A + (i0 + (r < rows ? r : 0)) * lda;
+        for (int64_t j0 = n0; j0 < n1; j0 += BT_QB) {
+            int cols = (int)(n1 - j0 < BT_QB ? n1 - j0 : BT_QB);
+            const float *b[BT_QB];
+            for (int q = 0; q < BT_QB; q++) b[q] = B + (j0 + (q < cols ? q : 0)) * ldb;
+            vf acc[GEMM_BT_RB][BT_QB];
+#pragma GCC unroll 8
+            for (int r = 0; r < GEMM_BT_RB; r++)
+#pragma GCC unroll 4
+                for (int q = 0; q < BT_QB; q++) acc[r][q] = vf_zero();
+            int64_t k = 0;
+            for (; k + VL <= K; k += VL) {
+                vf bv[BT_QB];
+#pragma GCC unroll 4
+                for (int q = 0; q < BT_QB; q++) bv[q] = vf_load(b[q] + k);
+#pragma GCC unroll 8
+                for (int r = 0; r < GEMM_BT_RB; r++) {
+                    vf av = vf_load(a[r] + k);
+#pragma GCC unroll 4
+                    for (int q = 0; q < BT_QB; q++) acc[r][q] = vf_fma(av, bv[q], acc[r][q]);
+                }
+            }
+            if (k < K) {
+                int left = (int)(K - k);
+                vf bv[BT_QB];
+#pragma GCC unroll 4
+                for (int q = 0; q < BT_QB; q++) bv[q] = vf_loadn(b[q] + k, left);
+#pragma GCC unroll 8
+                for (int r = 0; r < GEMM_BT_RB; r++) {
+                    vf av = vf_loadn(a[r] + k, left);
+#pragma GCC unroll 4
+                    for (int q = 0; q < BT_QB; q++) acc[r][q] = vf_fma(av, bv[q], acc[r][q]);
+                }
+            }
+            for (int r = 0; r < rows; r++)
+                for (int q = 0; q < cols; q++) {
+                    float *c = C + (i0 + r) * ldc + j0 + q;
+                    float s = alpha * vf_hsum(acc[r][q]);
+                    *c = beta != 0.0f ? beta * *c + s : s;
+                }
+        }
+    }
+}
+
+static void gemm_epilogue(float *c, int64_t ldc, int64_t m, int64_t n, const float *bias_col,
+                          const float *bias_row, int act, float p0, float p1) {
+    for (int64_t i = 0; i < m; i++) {
+        float *row = c + i * ldc;
+        if (bias_col || bias_row) {
+            vf vrow = vf_set1(bias_row ? bias_row[i] : 0.0f);
+            int64_t j = 0;
+            for (; j + VL <= n; j += VL) {
+                vf x = vf_load(row + j);
+                if (bias_col) x = vf_add(x, vf_load(bias_col + j));
+                if (bias_row) x = vf_add(x, vrow);
+                vf_store(row + j, x);
+            }
+            if (j < n) {
+                int left = (int)(n - j);
+                vf x = vf_loadn(row + j, left);
+                if (bias_col) x = vf_add(x, vf_loadn(bias_col + j, left));
+                if (bias_row) x = vf_add(x, vrow);
+                vf_storen(row + j, x, left);
+            }
+        }
+        act_row(row, n, act, p0, p1);
+    }
+}
+
+const gemm_kernels GEMM_TABLE = {
+    .isa = GEMM_ISA_ID,
+    .mr = GEMM_MR,
+    .nr = GEMM_NR,
+    .ukernel_name = GEMM_STR(GEMM_UKERNEL),
+    .ukernel = GEMM_UKERNEL,
+    .small = gemm_small,
+    .small_bt = gemm_small_bt,
+    .epilogue = gemm_epilogue,
+};

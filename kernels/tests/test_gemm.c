@@ -1,0 +1,281 @@
+/*
+ * SGEMM tests: every ISA path this CPU runs (aie_set_isa) against a float64
+ * naive reference, by error normalised to sum |alpha * a * b| + |beta * c|:
+ * odd sizes, all transposes, alpha/beta, every epilogue, leading dimensions
+ * larger than the rows, the small-M and blocked paths, pre-packed B,
+ * NaN/Inf propagation, thread-count determinism and the error codes.
+ */
+#include <string.h>
+
+#include "act_scalar.h"
+#include "aie_kernels.h"
+#include "gemm_internal.h"
+#include "kernel_test.h"
+
+#ifdef __SANITIZE_ADDRESS__
+#define BIG 255 /* the sanitized build is ~5x slower */
+#else
+#define BIG 1023
+#endif
+
+typedef struct {
+    int ta, tb;
+    int64_t M, N, K;
+    float alpha, beta;
+    int64_t pad; /* extra elements per stored row (ld > row length) */
+    aie_epilogue ep;
+    int threads;
+    int packed;
+} gemm_case;
+
+static void *xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "out of memory (%zu bytes)\n", n);
+        exit(2);
+    }
+    return p;
+}
+
+/* Runs one case on the selected ISA; returns the max normalised error. */
+static double run_case(const gemm_case *g, uint64_t seed, float *out_copy) {
+    int64_t ar = g->ta ? g->K : g->M, ac = g->ta ? g->M : g->K;
+    int64_t br = g->tb ? g->N : g->K, bc = g->tb ? g->K : g->N;
+    int64_t lda = ac + g->pad, ldb = bc + g->pad, ldc = g->N + g->pad;
+    if (lda < 1) lda = 1;
+    if (ldb < 1) ldb = 1;
+    if (ldc < 1) ldc = 1;
+    float *A = xmalloc((size_t)(ar * lda) * sizeof(float));
+    float *B = xmalloc((size_t)(br * ldb) * sizeof(float));
+    float *C = xmalloc((size_t)(g->M * ldc) * sizeof(float));
+    float *C0 = xmalloc((size_t)(g->M * ldc) * sizeof(float));
+    kt_fill(A, (size_t)(ar * lda), seed);
+    kt_fill(B, (size_t)(br * ldb), seed + 1);
+    kt_fill(C0, (size_t)(g->M * ldc), seed + 2);
+    memcpy(C, C0, (size_t)(g->M * ldc) * sizeof(float));
+
+    size_t wss = aie_sgemm_workspace_size(g->M, g->N, g->K, g->threads);
+    void *ws = xmalloc(wss);
+    int rc;
+    if (g->packed) {
+        size_t ps = aie_sgemm_packed_b_size(g->K, g->N);
+        void *pb = xmalloc(ps);
+        rc = aie_sgemm_pack_b(g->tb, g->K, g->N, B, ldb, pb, ps);
+        KT_CHECK(rc == AIE_OK, "pack_b: %s", aie_last_error());
+        rc = aie_sgemm_packed(g->ta, g->M, g->N, g->K, g->alpha, A, lda, pb, g->beta, C, ldc, &g->ep, ws, wss,
+                              g->threads);
+        free(pb);
+    } else {
+        rc = aie_sgemm(g->ta, g->tb, g->M, g->N, g->K, g->alpha, A, lda, B, ldb, g->beta, C, ldc, &g->ep, ws, wss,
+                       g->threads);
+    }
+    KT_CHECK(rc == AIE_OK, "sgemm rc=%d: %s", rc, aie_last_error());
+
+    double worst = 0.0;
+    for (int64_t i = 0; i < g->M; i++)
+        for (int64_t j = 0; j < g->N; j++) {
+            double s = 0.0, mag = 0.0;
+            for (int64_t k = 0; k < g->K; k++) {
+                double a = g->ta ? A[k * lda + i] : A[i * lda + k];
+                double b = g->tb ? B[j * ldb + k] : B[k * ldb + j];
+                s += a * b;
+                mag += fabs(a * b);
+            }
+            double ref = g->alpha * s, scale = fabs(g->alpha) * mag + 1e-30;
+            if (g->beta != 0.0f) {
+                ref += (double)g->beta * C0[i * ldc + j];
+                scale += fabs((double)g->beta * C0[i * ldc + j]);
+            }
+            if (g->ep.bias_kind == AIE_BIAS_COL) ref += g->ep.bias[j], scale += fabs(g->ep.bias[j]);
+            if (g->ep.bias_kind == AIE_BIAS_ROW) ref += g->ep.bias[i], scale += fabs(g->ep.bias[i]);
+            /* the activation is applied to the float result; its own accuracy is
+             * tested in test_act.c, here the GEMM error passes through it */
+            double want = aie_act_s(g->ep.act, (float)ref, g->ep.p0, g->ep.p1);
+            double err = fabs(C[i * ldc + j] - want) / scale;
+            if (!(err <= worst)) worst = err; /* NaN counts as the worst */
+        }
+    /* the padding between rows of C is never written */
+    for (int64_t i = 0; i < g->M; i++)
+        for (int64_t j = g->N; j < ldc; j++)
+            if (C[i * ldc + j] != C0[i * ldc + j]) worst = INFINITY;
+    if (out_copy) memcpy(out_copy, C, (size_t)(g->M * ldc) * sizeof(float));
+    free(A), free(B), free(C), free(C0), free(ws);
+    return worst;
+}
+
+/* Tolerance: K-term float sums in blocks, with an activation slope <= ~1.5. */
+static double tol_for(const gemm_case *g) { return 4e-7 * (double)(g->K + 8); }
+
+static void check_case(const gemm_case *g, uint64_t seed) {
+    double err = run_case(g, seed, NULL);
+    KT_CHECK(err <= tol_for(g), "isa=%s M=%lld N=%lld K=%lld ta=%d tb=%d alpha=%g beta=%g pad=%lld act=%d bias=%d "
+             "threads=%d packed=%d: normalised error %.3g > %.3g",
+             aie_isa_name(aie_selected_isa()), (long long)g->M, (long long)g->N, (long long)g->K, g->ta, g->tb,
+             g->alpha, g->beta, (long long)g->pad, g->ep.act, g->ep.bias_kind, g->threads, g->packed, err,
+             tol_for(g));
+}
+
+static void test_shapes(void) {
+    static const int64_t sizes[] = {1, 3, 7, 17, 31, 64, 100};
+    const int ns = (int)(sizeof sizes / sizeof sizes[0]);
+    static const float alphas[] = {1.0f, -0.5f, 2.0f}, betas[] = {0.0f, 1.0f, -1.5f};
+    int n = 0;
+    for (int a = 0; a < ns; a++)
+        for (int b = 0; b < ns; b++)
+            for (int c = 0; c < ns; c++, n++) {
+                gemm_case g = {.ta = n & 1, .tb = (n >> 1) & 1, .M = sizes[a], .N = sizes[b], .K = sizes[c],
+                               .alpha = alphas[n % 3], .beta = betas[(n / 3) % 3], .pad = n % 5 == 0 ? 5 : 0,
+                               .threads = 1 + n % 2};
+                check_case(&g, (uint64_t)n);
+            }
+    /* one large dimension at a time, every transpose */
+    static const int64_t big[][3] = {{BIG, 31, 17}, {17, BIG, 100}, {3, 100, BIG}, {64, 64, BIG}, {1, BIG, 64},
+                                     {100, 7, BIG}};
+    for (int i = 0; i < (int)(sizeof big / sizeof big[0]); i++)
+        for (int t = 0; t < 4; t++) {
+            gemm_case g = {.ta = t & 1, .tb = t >> 1, .M = big[i][0], .N = big[i][1], .K = big[i][2], .alpha = 1.0f,
+                           .beta = t == 3 ? 0.5f : 0.0f, .pad = t == 2 ? 3 : 0, .threads = 2};
+            check_case(&g, 1000u + (uint64_t)(i * 4 + t));
+        }
+}
+
+static void test_epilogues(void) {
+    float bias[128];
+    kt_fill(bias, 128, 77);
+    static const int64_t shapes[][3] = {{33, 45, 29}, {3, 70, 40}, {1, 17, 5}};
+    for (int s = 0; s < 3; s++)
+        for (int act = AIE_ACT_NONE; act <= AIE_ACT_TANH; act++)
+            for (int bk = AIE_BIAS_NONE; bk <= AIE_BIAS_ROW; bk++) {
+                gemm_case g = {.ta = act & 1, .tb = (act >> 1) & 1, .M = shapes[s][0], .N = shapes[s][1],
+                               .K = shapes[s][2], .alpha = 1.5f, .beta = bk == 2 ? 0.5f : 0.0f, .pad = 1,
+                               .threads = 2, .packed = act % 3 == 0};
+                g.ep.bias = bk ? bias : NULL;
+                g.ep.bias_kind = bk;
+                g.ep.act = act;
+                g.ep.p0 = act == AIE_ACT_CLIP ? -0.3f : act == AIE_ACT_HARDSIGMOID ? 0.2f : 0.1f;
+                g.ep.p1 = act == AIE_ACT_CLIP ? 0.4f : 0.5f;
+                check_case(&g, 500u + (uint64_t)(act * 3 + bk));
+            }
+}
+
+static void test_packed(void) {
+    static const int64_t shapes[][3] = {{1, 100, 31}, {5, 33, 64}, {64, 100, 300}, {100, 64, 17}};
+    for (int s = 0; s < 4; s++)
+        for (int t = 0; t < 4; t++) {
+            gemm_case g = {.ta = t & 1, .tb = t >> 1, .M = shapes[s][0], .N = shapes[s][1], .K = shapes[s][2],
+                           .alpha = 1.0f, .beta = t == 1 ? 1.0f : 0.0f, .threads = 1 + t % 2, .packed = 1};
+            check_case(&g, 700u + (uint64_t)(s * 4 + t));
+        }
+}
+
+/* Results do not depend on the thread count, and repeat bitwise. */
+static void test_determinism(void) {
+    static const int64_t shapes[][3] = {{200, 300, 400}, {5, 1000, 300}, {300, 40, 100}};
+    for (int s = 0; s < 3; s++) {
+        gemm_case g = {.M = shapes[s][0], .N = shapes[s][1], .K = shapes[s][2], .alpha = 1.0f, .beta = 0.0f};
+        size_t n = (size_t)(g.M * g.N);
+        float *r1 = xmalloc(n * sizeof(float)), *r2 = xmalloc(n * sizeof(float)), *r3 = xmalloc(n * sizeof(float));
+        g.threads = 1;
+        run_case(&g, 42, r1);
+        g.threads = 2;
+        run_case(&g, 42, r2);
+        run_case(&g, 42, r3);
+        KT_CHECK(memcmp(r1, r2, n * sizeof(float)) == 0, "threads 1 vs 2 differ (%lldx%lldx%lld)", (long long)g.M,
+                 (long long)g.N, (long long)g.K);
+        KT_CHECK(memcmp(r2, r3, n * sizeof(float)) == 0, "two runs with 2 threads differ");
+        free(r1), free(r2), free(r3);
+    }
+}
+
+static void test_nan_inf(void) {
+    for (int small = 0; small < 2; small++) {
+        int64_t M = small ? 4 : 40, N = 37, K = 50;
+        float *A = xmalloc((size_t)(M * K) * sizeof(float)), *B = xmalloc((size_t)(K * N) * sizeof(float));
+        float *C = xmalloc((size_t)(M * N) * sizeof(float));
+        kt_fill(A, (size_t)(M * K), 9);
+        kt_fill(B, (size_t)(K * N), 10);
+        for (int64_t i = 0; i < M * N; i++) C[i] = NAN; /* beta == 0: never read */
+        A[2 * K + 7] = NAN;      /* row 2 of C becomes NaN */
+        B[11 * N + 5] = INFINITY; /* column 5 becomes +-Inf (NaN in row 2) */
+        size_t wss = aie_sgemm_workspace_size(M, N, K, 1);
+        void *ws = xmalloc(wss);
+        int rc = aie_sgemm(0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, C, N, NULL, ws, wss, 1);
+        KT_CHECK(rc == AIE_OK, "nan test: %s", aie_last_error());
+        int ok = 1;
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                float c = C[i * N + j];
+                if (i == 2) ok &= isnan(c);
+                else if (j == 5) ok &= isinf(c);
+                else ok &= isfinite(c);
+            }
+        KT_CHECK(ok, "NaN/Inf did not propagate as IEEE says (isa=%s, %s path)", aie_isa_name(aie_selected_isa()),
+                 small ? "small" : "blocked");
+        free(A), free(B), free(C), free(ws);
+    }
+}
+
+static void test_errors(void) {
+    float a[64], b[64], c[64];
+    kt_fill(a, 64, 1), kt_fill(b, 64, 2);
+    char ws[4096];
+    KT_CHECK(aie_sgemm(0, 0, -1, 4, 4, 1, a, 4, b, 4, 0, c, 4, NULL, ws, sizeof ws, 1) == AIE_EINVAL, "M<0");
+    KT_CHECK(strstr(aie_last_error(), "M=-1") != NULL, "message names M: %s", aie_last_error());
+    KT_CHECK(aie_sgemm(0, 0, 4, 4, 4, 1, NULL, 4, b, 4, 0, c, 4, NULL, ws, sizeof ws, 1) == AIE_EINVAL, "A NULL");
+    KT_CHECK(aie_sgemm(0, 0, 4, 4, 4, 1, a, 3, b, 4, 0, c, 4, NULL, ws, sizeof ws, 1) == AIE_EINVAL, "lda < K");
+    KT_CHECK(strstr(aie_last_error(), "ldA=3") != NULL, "message names lda: %s", aie_last_error());
+    KT_CHECK(aie_sgemm(0, 1, 4, 4, 8, 1, a, 8, b, 4, 0, c, 4, NULL, ws, sizeof ws, 1) == AIE_EINVAL, "ldb < K (tb)");
+    KT_CHECK(aie_sgemm(0, 0, 4, 8, 4, 1, a, 4, b, 8, 0, c, 7, NULL, ws, sizeof ws, 1) == AIE_EINVAL, "ldc < N");
+    aie_epilogue ep = {.bias = NULL, .bias_kind = AIE_BIAS_COL};
+    KT_CHECK(aie_sgemm(0, 0, 4, 4, 4, 1, a, 4, b, 4, 0, c, 4, &ep, ws, sizeof ws, 1) == AIE_EINVAL, "bias NULL");
+    ep = (aie_epilogue){.act = 99};
+    KT_CHECK(aie_sgemm(0, 0, 4, 4, 4, 1, a, 4, b, 4, 0, c, 4, &ep, ws, sizeof ws, 1) == AIE_EINVAL, "bad act");
+    /* blocked path (M > GEMM_SMALL_M) with a too-small workspace */
+    static float big[100 * 100], out[100 * 100];
+    kt_fill(big, 100 * 100, 3);
+    KT_CHECK(aie_sgemm(0, 0, 100, 100, 100, 1, big, 100, big, 100, 0, out, 100, NULL, ws, 16, 1) == AIE_ENOMEM,
+             "small workspace");
+    KT_CHECK(strstr(aie_last_error(), "need") != NULL, "message gives the size: %s", aie_last_error());
+    KT_CHECK(aie_sgemm(0, 0, 100, 100, 100, 1, big, 100, big, 100, 0, out, 100, NULL, NULL, 0, 1) == AIE_ENOMEM,
+             "NULL workspace");
+    /* empty problems are fine and touch nothing */
+    KT_CHECK(aie_sgemm(0, 0, 0, 4, 4, 1, NULL, 4, b, 4, 0, NULL, 4, NULL, NULL, 0, 1) == AIE_OK, "M=0");
+    c[0] = 3.0f;
+    KT_CHECK(aie_sgemm(0, 0, 1, 1, 0, 1, NULL, 1, NULL, 1, 2.0f, c, 1, NULL, NULL, 0, 1) == AIE_OK && c[0] == 6.0f,
+             "K=0 scales C by beta");
+    /* pre-packed B: size, magic, shape and ISA checks */
+    size_t ps = aie_sgemm_packed_b_size(8, 8);
+    char *pb = xmalloc(ps);
+    KT_CHECK(aie_sgemm_pack_b(0, 8, 8, b, 8, pb, ps - 1) == AIE_ENOMEM, "packed too small");
+    KT_CHECK(aie_sgemm_pack_b(0, 8, 8, b, 8, pb, ps) == AIE_OK, "pack: %s", aie_last_error());
+    KT_CHECK(aie_sgemm_packed(0, 8, 8, 7, 1, a, 8, pb, 0, c, 8, NULL, ws, sizeof ws, 1) == AIE_EINVAL, "K mismatch");
+    KT_CHECK(strstr(aie_last_error(), "K=7") != NULL, "message: %s", aie_last_error());
+    aie_isa isa = aie_selected_isa();
+    if (isa != AIE_ISA_SCALAR) {
+        aie_set_isa(AIE_ISA_SCALAR);
+        KT_CHECK(aie_sgemm_packed(0, 8, 8, 8, 1, a, 8, pb, 0, c, 8, NULL, ws, sizeof ws, 1) == AIE_EINVAL,
+                 "ISA mismatch");
+        KT_CHECK(strstr(aie_last_error(), "pack it again") != NULL, "message: %s", aie_last_error());
+        aie_set_isa(isa);
+    }
+    pb[0] ^= 1;
+    KT_CHECK(aie_sgemm_packed(0, 8, 8, 8, 1, a, 8, pb, 0, c, 8, NULL, ws, sizeof ws, 1) == AIE_EINVAL, "bad magic");
+    free(pb);
+}
+
+int main(void) {
+    for (int isa = AIE_ISA_SCALAR; isa <= (int)aie_best_isa(); isa++) {
+        if (aie_set_isa((aie_isa)isa) != AIE_OK) {
+            KT_CHECK(0, "aie_set_isa(%s): %s", aie_isa_name((aie_isa)isa), aie_last_error());
+            continue;
+        }
+        printf("isa %s: %s\n", aie_isa_name((aie_isa)isa), aie_gemm_kernels_for((aie_isa)isa)->ukernel_name);
+        test_shapes();
+        test_epilogues();
+        test_packed();
+        test_determinism();
+        test_nan_inf();
+        test_errors();
+    }
+    return kt_report("test_gemm");
+}
