@@ -52,3 +52,9 @@ def use_isa(name: str):
 __all__ = ["isa", "best_isa", "available_isas", "set_isa", "use_isa", "library_path"]
 
 # Op-family modules append their imports below (one line each).
+from engine.kernels.conv import *  # noqa: E402,F401,F403  conv2d, conv_transpose2d, pooling
+from engine.kernels.eltwise import *  # noqa: E402,F401,F403
+from engine.kernels.reduce import *  # noqa: E402,F401,F403
+from engine.kernels.norm import *  # noqa: E402,F401,F403
+from engine.kernels.layout import *  # noqa: E402,F401,F403
+from engine.kernels.gemm import PackedB, get_threads, matmul, matmul_packed, pack_b, set_threads  # noqa: E402,F401

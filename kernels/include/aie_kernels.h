@@ -71,5 +71,12 @@ void aie_parallel_for(int64_t ntasks, int nthreads, aie_task_fn fn, void *ctx);
 #endif
 
 #include "aie_gemm.h"
+#include "aie_conv.h"
+#include "aie_pool.h"
+#include "aie_arena.h"
+#include "aie_eltwise.h"
+#include "aie_reduce.h"
+#include "aie_norm.h"
+#include "aie_layout.h"
 
 #endif /* AIE_KERNELS_H */

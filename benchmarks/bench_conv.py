@@ -1,0 +1,172 @@
+"""Convolution speed: engine.kernels.conv2d_packed vs onnxruntime running the same
+single-Conv ONNX model (ORT_ENABLE_ALL, the same intra-op thread count).
+
+Shapes: ResNet-18's convolutions (stem 7x7 s2, 3x3 s1 at 64/128/256/512
+channels, the stage-entry 3x3 s2, the 1x1 s2 downsamples) and MobileNetV2's
+depthwise 3x3 and a few pointwise 1x1 layers, batch 1, 1 and 2 threads. Each
+side runs in its native layout (engine NHWC with weights packed once, ORT
+NCHW); the two alternate in timed blocks of iterations, and the table gives
+the median per-call time of each and the median of the per-block ratios.
+
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/bench_conv.py
+    ... --quick            (fewer repeats, for a smoke run)
+    ... --filter dw        (only shapes whose name contains "dw")
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import statistics
+import subprocess
+import time
+
+import numpy as np
+
+# name, (H, W, C), K, (R, S), stride, pad, group
+SHAPES = [
+    ("resnet stem 7x7 s2", (224, 224, 3), 64, (7, 7), 2, 3, 1),
+    ("resnet 3x3 64@56", (56, 56, 64), 64, (3, 3), 1, 1, 1),
+    ("resnet 3x3 s2 64->128@56", (56, 56, 64), 128, (3, 3), 2, 1, 1),
+    ("resnet 3x3 128@28", (28, 28, 128), 128, (3, 3), 1, 1, 1),
+    ("resnet 3x3 256@14", (14, 14, 256), 256, (3, 3), 1, 1, 1),
+    ("resnet 3x3 512@7", (7, 7, 512), 512, (3, 3), 1, 1, 1),
+    ("resnet 1x1 s2 64->128@56", (56, 56, 64), 128, (1, 1), 2, 0, 1),
+    ("resnet 1x1 s2 256->512@14", (14, 14, 256), 512, (1, 1), 2, 0, 1),
+    ("mbv2 dw 32@112", (112, 112, 32), 32, (3, 3), 1, 1, 32),
+    ("mbv2 dw s2 96@112", (112, 112, 96), 96, (3, 3), 2, 1, 96),
+    ("mbv2 dw 144@56", (56, 56, 144), 144, (3, 3), 1, 1, 144),
+    ("mbv2 dw 192@28", (28, 28, 192), 192, (3, 3), 1, 1, 192),
+    ("mbv2 dw 384@14", (14, 14, 384), 384, (3, 3), 1, 1, 384),
+    ("mbv2 dw s2 576@14", (14, 14, 576), 576, (3, 3), 2, 1, 576),
+    ("mbv2 dw 960@7", (7, 7, 960), 960, (3, 3), 1, 1, 960),
+    ("mbv2 pw 1x1 16->96@112", (112, 112, 16), 96, (1, 1), 1, 0, 1),
+    ("mbv2 pw 1x1 144->24@56", (56, 56, 144), 24, (1, 1), 1, 0, 1),
+    ("mbv2 pw 1x1 960->160@7", (7, 7, 960), 160, (1, 1), 1, 0, 1),
+]
+
+
+def _ort_session(x_shape_nchw, w, b, stride, pad, group, threads):
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], strides=[stride, stride], pads=[pad] * 4,
+                            group=group, kernel_shape=list(w.shape[2:]))
+    graph = helper.make_graph(
+        [node], "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape_nchw))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        initializer=[numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+
+
+def _paired_seconds(fn_a, fn_b, repeats: int, budget_s: float) -> tuple[float, float, float]:
+    """Median per-call times of fn_a and fn_b and the median of their per-repeat
+    ratio. The two alternate block by block, so load from other processes on a
+    shared machine hits both sides alike instead of skewing the ratio."""
+    iters = []
+    for fn in (fn_a, fn_b):
+        fn()
+        t0 = time.perf_counter()
+        fn()
+        one = max(time.perf_counter() - t0, 1e-6)
+        iters.append(max(1, int(budget_s / 2 / repeats / one)))
+    a, b = [], []
+    for _ in range(repeats):
+        for fn, n, out in ((fn_a, iters[0], a), (fn_b, iters[1], b)):
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            out.append((time.perf_counter() - t0) / n)
+    return statistics.median(a), statistics.median(b), statistics.median(x / y for x, y in zip(a, b))
+
+
+def run(threads_list=(1, 2), repeats=11, budget_s=2.0, name_filter=""):
+    from engine import kernels
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for name, (h, w_, c), k, (r, s), stride, pad, group in SHAPES:
+        if name_filter and name_filter not in name:
+            continue
+        x = rng.standard_normal((1, h, w_, c), dtype=np.float32)
+        wt = (rng.standard_normal((k, c // group, r, s), dtype=np.float32) * 0.1).astype(np.float32)
+        b = rng.standard_normal(k, dtype=np.float32)
+        packed = kernels.pack_conv_weights(wt, group=group)
+        x_nchw = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+        p = (h + 2 * pad - r) // stride + 1
+        q = (w_ + 2 * pad - s) // stride + 1
+        flops = 2.0 * p * q * k * (c // group) * r * s
+        out = np.empty((1, p, q, k), np.float32)
+        for nt in threads_list:
+            sess = _ort_session(x_nchw.shape, wt, b, stride, pad, group, nt)
+            feed = {"x": x_nchw}
+            want = sess.run(None, feed)[0].transpose(0, 2, 3, 1)
+            kw = dict(strides=(stride, stride), pads=(pad,) * 4, threads=nt, out=out)
+            got = kernels.conv2d_packed(x, packed, b, **kw)
+            err = float(np.max(np.abs(got - want)) / (np.max(np.abs(want)) + 1e-30))
+            t_ours, t_ort, ratio = _paired_seconds(lambda: kernels.conv2d_packed(x, packed, b, **kw),
+                                                   lambda: sess.run(None, feed), repeats, budget_s)
+            rows.append(dict(name=name, threads=nt, ours_ms=t_ours * 1e3, ort_ms=t_ort * 1e3,
+                             ratio=ratio, gflops=flops / t_ours / 1e9, ort_gflops=flops / t_ort / 1e9, err=err))
+            print(f"  {name:28s} t={nt}  ours {t_ours * 1e3:8.3f} ms  ort {t_ort * 1e3:8.3f} ms  "
+                  f"ratio {ratio:5.2f}  max rel err {err:.1e}", flush=True)
+    return rows
+
+
+def markdown(rows) -> str:
+    lines = ["| layer | threads | engine ms | onnxruntime ms | ratio (engine/ORT) | engine GFLOP/s | ORT GFLOP/s |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['name']} | {r['threads']} | {r['ours_ms']:.3f} | {r['ort_ms']:.3f} | "
+                     f"{r['ratio']:.2f} | {r['gflops']:.1f} | {r['ort_gflops']:.1f} |")
+    for nt in sorted({r["threads"] for r in rows}):
+        ratios = [r["ratio"] for r in rows if r["threads"] == nt]
+        geo = float(np.exp(np.mean(np.log(ratios))))
+        lines.append(f"\nGeometric mean ratio at {nt} thread(s): {geo:.2f} over {len(ratios)} layers.")
+    return "\n".join(lines)
+
+
+def header() -> str:
+    from engine import kernels
+
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                check=False).stdout.strip() or "unknown"
+    except OSError:
+        commit = "unknown"
+    cpu = "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    import onnxruntime
+
+    return (f"Date {datetime.date.today()}, commit {commit}, {cpu} ({os.cpu_count()} CPUs), "
+            f"{platform.python_version()}, ISA {kernels.isa()}, onnxruntime {onnxruntime.__version__}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
+    ap.add_argument("--quick", action="store_true", help="5 repeats, ~0.6 s per case")
+    ap.add_argument("--filter", default="", help="only layers whose name contains this text")
+    args = ap.parse_args()
+    threads = tuple(int(t) for t in args.threads.split(","))
+    repeats, budget = (5, 0.6) if args.quick else (11, 2.0)
+    rows = run(threads, repeats, budget, args.filter)
+    print()
+    print(header())
+    print()
+    print(markdown(rows))
+
+
+if __name__ == "__main__":
+    main()

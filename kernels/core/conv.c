@@ -1,0 +1,311 @@
+/*
+ * aie_conv2d driver: validates params, packs weights, picks the algorithm
+ * (depthwise direct / 1x1 GEMM / im2col-tile GEMM, see aie_conv.h) and
+ * splits the work over threads. The arithmetic lives in the GEMM and in the
+ * per-ISA depthwise kernels.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "conv_kernels.h"
+#include "conv_pack.h"
+
+/* im2col tile budget per thread: 512 KiB keeps the tile plus the GEMM's
+ * packed A panel inside a 1-2 MiB L2 (Zen 4: 1 MiB, Sapphire Rapids: 2 MiB)
+ * while leaving room for a slice of the packed weights. */
+#define CONV_TILE_BYTES (512u * 1024u)
+#define CONV_TILE_MIN_ROWS 16
+#define CONV_TILE_MAX_ROWS 1024
+
+int aie_conv_check_params(const aie_conv2d_params *p, const char *op) {
+    if (!p) return aie_fail(AIE_EINVAL, "%s: params is NULL", op);
+    if (p->N < 0 || p->H < 1 || p->W < 1 || p->C < 1 || p->K < 1 || p->R < 1 || p->S < 1)
+        return aie_fail(AIE_EINVAL,
+                        "%s: bad shape N=%lld H=%lld W=%lld C=%lld K=%lld R=%lld S=%lld (expected N >= 0, others >= 1)",
+                        op, (long long)p->N, (long long)p->H, (long long)p->W, (long long)p->C, (long long)p->K,
+                        (long long)p->R, (long long)p->S);
+    if (p->stride_h < 1 || p->stride_w < 1 || p->dil_h < 1 || p->dil_w < 1)
+        return aie_fail(AIE_EINVAL, "%s: strides (%lld, %lld) and dilations (%lld, %lld) must be >= 1", op,
+                        (long long)p->stride_h, (long long)p->stride_w, (long long)p->dil_h, (long long)p->dil_w);
+    if (p->pad_top < 0 || p->pad_left < 0 || p->pad_bottom < 0 || p->pad_right < 0)
+        return aie_fail(AIE_EINVAL, "%s: pads (%lld, %lld, %lld, %lld) must be >= 0", op, (long long)p->pad_top,
+                        (long long)p->pad_left, (long long)p->pad_bottom, (long long)p->pad_right);
+    if (p->groups < 1 || p->C % p->groups || p->K % p->groups)
+        return aie_fail(AIE_EINVAL, "%s: groups=%lld must be >= 1 and divide C=%lld and K=%lld", op,
+                        (long long)p->groups, (long long)p->C, (long long)p->K);
+    return AIE_OK;
+}
+
+int aie_conv2d_output_shape(const aie_conv2d_params *p, int64_t *P, int64_t *Q) {
+    int rc = aie_conv_check_params(p, "conv2d");
+    if (rc) return rc;
+    int64_t span_h = (p->R - 1) * p->dil_h + 1, span_w = (p->S - 1) * p->dil_w + 1;
+    int64_t in_h = p->H + p->pad_top + p->pad_bottom, in_w = p->W + p->pad_left + p->pad_right;
+    if (span_h > in_h || span_w > in_w)
+        return aie_fail(AIE_EINVAL, "conv2d: dilated kernel %lldx%lld is larger than the padded input %lldx%lld",
+                        (long long)span_h, (long long)span_w, (long long)in_h, (long long)in_w);
+    if (P) *P = (in_h - span_h) / p->stride_h + 1;
+    if (Q) *Q = (in_w - span_w) / p->stride_w + 1;
+    return AIE_OK;
+}
+
+static int is_depthwise(const aie_conv2d_params *p) { return p->groups == p->C && p->groups == p->K && p->C > 1; }
+
+static int is_pointwise(const aie_conv2d_params *p) {
+    return p->R == 1 && p->S == 1 && p->stride_h == 1 && p->stride_w == 1 && p->pad_top == 0 && p->pad_left == 0 &&
+           p->pad_bottom == 0 && p->pad_right == 0;
+}
+
+/* ---- packing ------------------------------------------------------------ */
+
+static int64_t gemm_rows(const aie_conv2d_params *p) { return p->R * p->S * (p->C / p->groups); }
+
+size_t aie_conv2d_packed_size(const aie_conv2d_params *p) {
+    if (aie_conv_check_params(p, "conv2d_packed_size")) return 0;
+    size_t body;
+    if (is_depthwise(p)) {
+        body = (size_t)(p->R * p->S * p->C) * sizeof(float);
+    } else {
+        body = AIE_ROUND_UP(aie_sgemm_packed_b_size(gemm_rows(p), p->K / p->groups), AIE_ALIGN) * (size_t)p->groups;
+    }
+    return sizeof(aie_conv_pack_header) + body;
+}
+
+int aie_conv2d_pack_weights(const aie_conv2d_params *p, const float *w, void *packed, size_t packed_size) {
+    int rc = aie_conv_check_params(p, "conv2d_pack_weights");
+    if (rc) return rc;
+    if (!w || !packed) return aie_fail(AIE_EINVAL, "conv2d_pack_weights: NULL weights or destination");
+    size_t need = aie_conv2d_packed_size(p);
+    if (packed_size < need)
+        return aie_fail(AIE_ENOMEM, "conv2d_pack_weights: destination holds %zu bytes, need %zu", packed_size, need);
+    aie_conv_pack_header *h = packed;
+    aie_conv_pack_header_fill(h, p, is_depthwise(p) ? AIE_CONV_PACK_DEPTHWISE : AIE_CONV_PACK_GEMM);
+    char *body = (char *)packed + sizeof *h;
+    const int64_t RS = p->R * p->S, Cg = p->C / p->groups, Kg = p->K / p->groups;
+    if (h->kind == AIE_CONV_PACK_DEPTHWISE) {
+        /* OIHW with I = 1 -> [tap][channel]: one vector load per tap */
+        float *dw = (float *)body;
+        for (int64_t c = 0; c < p->C; c++)
+            for (int64_t t = 0; t < RS; t++) dw[t * p->C + c] = w[c * RS + t];
+        return AIE_OK;
+    }
+    /* B of group g: rows (r, s, c) — the im2col row order, taps outer so
+     * each tap is one contiguous NHWC channel run — columns k of the group. */
+    const int64_t rows = gemm_rows(p);
+    float *b = malloc((size_t)(rows * Kg) * sizeof(float));
+    if (!b) return aie_fail(AIE_ENOMEM, "conv2d_pack_weights: cannot allocate %lld floats", (long long)(rows * Kg));
+    rc = AIE_OK;
+    for (int64_t g = 0; g < p->groups && rc == AIE_OK; g++) {
+        for (int64_t k = 0; k < Kg; k++)
+            for (int64_t c = 0; c < Cg; c++)
+                for (int64_t t = 0; t < RS; t++) b[(t * Cg + c) * Kg + k] = w[((g * Kg + k) * Cg + c) * RS + t];
+        rc = aie_sgemm_pack_b(0, rows, Kg, b, Kg, body + (size_t)g * h->group_bytes, h->group_bytes);
+    }
+    free(b);
+    return rc;
+}
+
+/* ---- workspace ---------------------------------------------------------- */
+
+static int eff_threads(int nthreads) {
+    int pool = aie_threads_get();
+    return nthreads <= 0 ? (pool > 0 ? pool : 1) : nthreads;
+}
+
+/* Rows of the im2col tile: fill the budget, but give every thread work. */
+static int64_t tile_rows(const aie_conv2d_params *p, int64_t M, int nt) {
+    int64_t kd = gemm_rows(p);
+    int64_t rows = (int64_t)(CONV_TILE_BYTES / ((size_t)kd * sizeof(float)));
+    int64_t per_thread = (M + nt - 1) / nt;
+    if (rows > per_thread) rows = per_thread;
+    if (rows > CONV_TILE_MAX_ROWS) rows = CONV_TILE_MAX_ROWS;
+    if (rows < CONV_TILE_MIN_ROWS) rows = CONV_TILE_MIN_ROWS;
+    return rows;
+}
+
+typedef struct {
+    size_t tile_bytes, gemm_bytes, slot_bytes;
+    int64_t rows;
+} conv_ws_plan;
+
+static conv_ws_plan plan_workspace(const aie_conv2d_params *p, int64_t P, int64_t Q, int nt) {
+    conv_ws_plan w = {0, 0, 0, 0};
+    int64_t M = p->N * P * Q;
+    if (is_depthwise(p)) return w;
+    if (is_pointwise(p)) {
+        w.gemm_bytes = aie_sgemm_workspace_size(M, p->K / p->groups, p->C / p->groups, nt);
+        w.slot_bytes = AIE_ROUND_UP(w.gemm_bytes, AIE_ALIGN);
+        return w;
+    }
+    w.rows = tile_rows(p, M, nt);
+    w.tile_bytes = AIE_ROUND_UP((size_t)(w.rows * gemm_rows(p)) * sizeof(float), AIE_ALIGN);
+    w.gemm_bytes = AIE_ROUND_UP(aie_sgemm_workspace_size(w.rows, p->K / p->groups, gemm_rows(p), 1), AIE_ALIGN);
+    w.slot_bytes = w.tile_bytes + w.gemm_bytes;
+    return w;
+}
+
+static size_t workspace_total(const conv_ws_plan *w, const aie_conv2d_params *p, int nt) {
+    if (w->slot_bytes == 0) return 0;
+    /* + AIE_ALIGN: the caller's pointer may be unaligned; slots start aligned */
+    return (is_pointwise(p) ? w->slot_bytes : w->slot_bytes * (size_t)nt) + AIE_ALIGN;
+}
+
+size_t aie_conv2d_workspace_size(const aie_conv2d_params *p, int nthreads) {
+    int64_t P, Q;
+    if (aie_conv2d_output_shape(p, &P, &Q)) return 0;
+    int nt = eff_threads(nthreads);
+    conv_ws_plan w = plan_workspace(p, P, Q, nt);
+    return workspace_total(&w, p, nt);
+}
+
+/* ---- execution ---------------------------------------------------------- */
+
+typedef struct {
+    const aie_conv2d_params *p;
+    int64_t P, Q, M;
+    const float *x;
+    const char *wbody;
+    size_t group_bytes;
+    const float *bias;
+    aie_epilogue ep;
+    float beta;
+    float *y;
+    char *ws;
+    conv_ws_plan plan;
+    int nt;
+    int status; /* first failure of any task (tasks only ever store errors) */
+} conv_gemm_ctx;
+
+/* im2col of output pixels [m0, m0 + rows) for group g: row = (tap, channel).
+ * With one group and no horizontal dilation the S taps of a kernel row are
+ * one contiguous run of S*C input floats (NHWC), copied in one go: the stem's
+ * 7x7x3 row is then 7 copies of 21 floats instead of 49 of 3. */
+static void im2col_tile(const conv_gemm_ctx *c, int64_t g, int64_t m0, int64_t rows, float *tile) {
+    const aie_conv2d_params *p = c->p;
+    const int64_t Cg = p->C / p->groups, kd = gemm_rows(p);
+    const int runs = p->groups == 1 && p->dil_w == 1;
+    for (int64_t i = 0; i < rows; i++) {
+        int64_t m = m0 + i, q = m % c->Q, np = m / c->Q, pp = np % c->P, n = np / c->P;
+        float *dst = tile + i * kd;
+        const int64_t w0 = q * p->stride_w - p->pad_left;
+        for (int64_t r = 0; r < p->R; r++) {
+            int64_t h = pp * p->stride_h - p->pad_top + r * p->dil_h;
+            if (h < 0 || h >= p->H) {
+                memset(dst, 0, (size_t)(p->S * Cg) * sizeof(float));
+                dst += p->S * Cg;
+                continue;
+            }
+            const float *xrow = c->x + (n * p->H + h) * p->W * p->C + g * Cg;
+            if (runs) {
+                int64_t s0 = w0 < 0 ? -w0 : 0, s1 = p->W - w0 < p->S ? p->W - w0 : p->S;
+                if (s1 < s0) s1 = s0;
+                memset(dst, 0, (size_t)(s0 * Cg) * sizeof(float));
+                memcpy(dst + s0 * Cg, xrow + (w0 + s0) * p->C, (size_t)((s1 - s0) * Cg) * sizeof(float));
+                memset(dst + s1 * Cg, 0, (size_t)((p->S - s1) * Cg) * sizeof(float));
+                dst += p->S * Cg;
+                continue;
+            }
+            for (int64_t s = 0; s < p->S; s++, dst += Cg) {
+                int64_t w = w0 + s * p->dil_w;
+                if (w < 0 || w >= p->W)
+                    memset(dst, 0, (size_t)Cg * sizeof(float));
+                else
+                    memcpy(dst, xrow + w * p->C, (size_t)Cg * sizeof(float));
+            }
+        }
+    }
+}
+
+static void conv_tile_task(void *ctx, int64_t task, int64_t ntasks) {
+    conv_gemm_ctx *c = ctx;
+    const aie_conv2d_params *p = c->p;
+    const int64_t Kg = p->K / p->groups, kd = gemm_rows(p), rows = c->plan.rows;
+    char *slot = c->ws + (size_t)task * c->plan.slot_bytes;
+    float *tile = (float *)slot;
+    void *gws = slot + c->plan.tile_bytes;
+    int64_t ntiles = (c->M + rows - 1) / rows;
+    /* contiguous tile ranges per task: neighbouring pixels share input rows */
+    int64_t t0 = ntiles * task / ntasks, t1 = ntiles * (task + 1) / ntasks;
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t m0 = t * rows, mr = c->M - m0 < rows ? c->M - m0 : rows;
+        for (int64_t g = 0; g < p->groups; g++) {
+            im2col_tile(c, g, m0, mr, tile);
+            aie_epilogue ep = c->ep;
+            ep.bias = c->bias ? c->bias + g * Kg : NULL;
+            ep.bias_kind = c->bias ? AIE_BIAS_COL : AIE_BIAS_NONE;
+            int rc = aie_sgemm_packed(0, mr, Kg, kd, 1.f, tile, kd, c->wbody + (size_t)g * c->group_bytes, c->beta,
+                                      c->y + m0 * p->K + g * Kg, p->K, &ep, gws, c->plan.gemm_bytes, 1);
+            if (rc) __atomic_store_n(&c->status, rc, __ATOMIC_RELAXED);
+        }
+    }
+}
+
+static void dw_task(void *ctx, int64_t task, int64_t ntasks) {
+    const aie_dwconv_args *a = ctx;
+    int64_t rows = a->p->N * a->P;
+    int64_t r0 = rows * task / ntasks, r1 = rows * (task + 1) / ntasks;
+    static const aie_dwconv_fn table[AIE_ISA_COUNT] = {
+        aie_dwconv_rows_scalar,
+#ifdef AIE_HAVE_X86
+        aie_dwconv_rows_avx2, aie_dwconv_rows_avx512,
+#else
+        aie_dwconv_rows_scalar, aie_dwconv_rows_scalar,
+#endif
+    };
+    if (r0 < r1) table[aie_selected_isa()](a, r0, r1);
+}
+
+int aie_conv2d(const aie_conv2d_params *p, const float *x, const void *packed_w, const float *bias,
+               const float *residual, const aie_epilogue *ep, float *y, void *workspace, size_t workspace_size,
+               int nthreads) {
+    int64_t P, Q;
+    int rc = aie_ensure_init();
+    if (rc) return aie_init();
+    if ((rc = aie_conv2d_output_shape(p, &P, &Q))) return rc;
+    if (p->N == 0) return AIE_OK;
+    aie_epilogue e;
+    if ((rc = aie_conv_check_call(p, x, packed_w, y, ep,
+                                  is_depthwise(p) ? AIE_CONV_PACK_DEPTHWISE : AIE_CONV_PACK_GEMM, "conv2d", &e)))
+        return rc;
+    const aie_conv_pack_header *h = packed_w;
+    const char *body = (const char *)packed_w + sizeof *h;
+    int nt = eff_threads(nthreads);
+    const int64_t M = p->N * P * Q;
+
+    if (is_depthwise(p)) {
+        aie_dwconv_args a = {p, P, Q, x, (const float *)body, bias, residual, &e, y};
+        int64_t rows = p->N * P;
+        aie_parallel_for(rows < nt ? rows : nt, nt, dw_task, &a);
+        return AIE_OK;
+    }
+
+    conv_ws_plan plan = plan_workspace(p, P, Q, nt);
+    size_t need = workspace_total(&plan, p, nt);
+    if (need && (!workspace || workspace_size < need))
+        return aie_fail(AIE_ENOMEM, "conv2d: workspace of %zu bytes, need %zu (aie_conv2d_workspace_size)",
+                        workspace ? workspace_size : 0, need);
+    char *ws = need ? (char *)AIE_ROUND_UP((uintptr_t)workspace, AIE_ALIGN) : NULL;
+
+    /* The residual rides on GEMM's beta: y holds the residual, beta = 1, and
+     * the epilogue (bias, activation) runs after alpha/beta. */
+    float beta = 0.f;
+    if (residual) {
+        if (residual != y) memcpy(y, residual, (size_t)(M * p->K) * sizeof(float));
+        beta = 1.f;
+    }
+    const int64_t Cg = p->C / p->groups, Kg = p->K / p->groups;
+    if (is_pointwise(p)) {
+        for (int64_t g = 0; g < p->groups; g++) {
+            e.bias = bias ? bias + g * Kg : NULL;
+            e.bias_kind = bias ? AIE_BIAS_COL : AIE_BIAS_NONE;
+            rc = aie_sgemm_packed(0, M, Kg, Cg, 1.f, x + g * Cg, p->C, body + (size_t)g * h->group_bytes, beta,
+                                  y + g * Kg, p->K, &e, ws, plan.gemm_bytes, nt);
+            if (rc) return rc;
+        }
+        return AIE_OK;
+    }
+    conv_gemm_ctx c = {p, P, Q, M, x, body, h->group_bytes, bias, e, beta, y, ws, plan, nt, AIE_OK};
+    int64_t ntiles = (M + plan.rows - 1) / plan.rows;
+    aie_parallel_for(ntiles < nt ? ntiles : nt, nt, conv_tile_task, &c);
+    return c.status;
+}

@@ -1,0 +1,79 @@
+/* Internal: the per-ISA direct kernels behind aie_conv.h / aie_pool.h and
+ * the pieces their drivers share (not installed). Each kernel has a scalar
+ * reference (scalar/) and avx2/avx512 variants with the same signature; the
+ * drivers pick one through a table indexed by aie_selected_isa(). */
+#ifndef AIE_CONV_KERNELS_H
+#define AIE_CONV_KERNELS_H
+
+#include <math.h>
+
+#include "act_scalar.h" /* the GEMM epilogue's activations: one definition per ISA */
+#include "aie_internal.h"
+
+/* Depthwise conv (groups == C == K) over output rows [row0, row1) of the
+ * flattened (n, p) range. w: R*S x C (tap-major, channel-contiguous). bias,
+ * residual may be NULL; ep is never NULL here (drivers pass a zeroed one). */
+typedef struct {
+    const aie_conv2d_params *p;
+    int64_t P, Q;
+    const float *x, *w, *bias, *residual;
+    const aie_epilogue *ep;
+    float *y;
+} aie_dwconv_args;
+
+typedef void (*aie_dwconv_fn)(const aie_dwconv_args *a, int64_t row0, int64_t row1);
+void aie_dwconv_rows_scalar(const aie_dwconv_args *a, int64_t row0, int64_t row1);
+void aie_dwconv_rows_avx2(const aie_dwconv_args *a, int64_t row0, int64_t row1);
+void aie_dwconv_rows_avx512(const aie_dwconv_args *a, int64_t row0, int64_t row1);
+
+/* Pooling over output rows [row0, row1) of the flattened (n, p) range. */
+typedef struct {
+    const aie_pool2d_params *p;
+    int64_t P, Q;
+    int kind;
+    const float *x;
+    float *y;
+} aie_pool_args;
+
+typedef void (*aie_pool_fn)(const aie_pool_args *a, int64_t row0, int64_t row1);
+void aie_pool_rows_scalar(const aie_pool_args *a, int64_t row0, int64_t row1);
+void aie_pool_rows_avx2(const aie_pool_args *a, int64_t row0, int64_t row1);
+void aie_pool_rows_avx512(const aie_pool_args *a, int64_t row0, int64_t row1);
+
+/* Global pooling of images [n0, n1): x N x HW x C -> y N x C. */
+typedef void (*aie_gpool_fn)(int kind, int64_t HW, int64_t C, const float *x, float *y, int64_t n0, int64_t n1);
+void aie_gpool_scalar(int kind, int64_t HW, int64_t C, const float *x, float *y, int64_t n0, int64_t n1);
+void aie_gpool_avx2(int kind, int64_t HW, int64_t C, const float *x, float *y, int64_t n0, int64_t n1);
+void aie_gpool_avx512(int kind, int64_t HW, int64_t C, const float *x, float *y, int64_t n0, int64_t n1);
+
+/* Window of one pooling/conv output coordinate along one axis: the taps
+ * i in [i0, i1) land inside [0, in); `count` is the divisor for an average. */
+typedef struct {
+    int64_t i0, i1, count_all;
+} aie_window;
+
+static inline aie_window aie_pool_window(int64_t o, int64_t stride, int64_t pad_begin, int64_t pad_end, int64_t k,
+                                         int64_t dil, int64_t in) {
+    int64_t start = o * stride - pad_begin;
+    aie_window w = {0, 0, 0};
+    /* taps inside [-pad_begin, in + pad_end): the ceil-mode tail is excluded */
+    for (int64_t i = 0; i < k; i++) {
+        int64_t h = start + i * dil;
+        if (h < in + pad_end) w.count_all++;
+    }
+    /* first tap with h >= 0, first tap with h >= in */
+    w.i0 = start >= 0 ? 0 : (-start + dil - 1) / dil;
+    w.i1 = start >= in ? 0 : (in - start + dil - 1) / dil;
+    if (w.i1 > k) w.i1 = k;
+    if (w.i0 > w.i1) w.i0 = w.i1;
+    return w;
+}
+
+/* Epilogue row helper: v[i] = act(v[i] + residual[i]) for n floats, scalar. */
+static inline void aie_act_row_scalar(float *v, const float *residual, int64_t n, const aie_epilogue *ep) {
+    if (residual)
+        for (int64_t i = 0; i < n; i++) v[i] += residual[i];
+    aie_act_row_s(v, n, ep->act, ep->p0, ep->p1);
+}
+
+#endif

@@ -1,0 +1,104 @@
+/*
+ * 2-D convolution and transposed convolution, float32.
+ *
+ * Layout contract: activations are NHWC (x[n][h][w][c], y[n][p][q][k]).
+ * Why NHWC and not NCHW or a blocked layout:
+ *   - channels are contiguous, so a 1x1 stride-1 convolution IS a plain GEMM
+ *     (M = N*H*W pixels, K = C, N = output channels) over the input buffer
+ *     itself: no copy, no re-layout;
+ *   - a general convolution's im2col row for one output pixel is R runs of
+ *     S*C contiguous floats (one copy per kernel row: the S taps of a row are
+ *     neighbours in NHWC), and the GEMM output rows land directly in y;
+ *   - depthwise convolution and pooling vectorise over C with unit-stride
+ *     loads, and every tap of a window is one vector load per channel block;
+ *   - one layout for every op means the runtime never inserts transposes
+ *     between layers (the converter transposes the model inputs once).
+ *
+ * Weights come in ONNX order — Conv: OIHW (K, C/groups, R, S); ConvTranspose:
+ * (C, K/groups, R, S) — and are packed once by aie_conv2d_pack_weights /
+ * aie_conv_transpose2d_pack_weights into a private layout tagged with the ISA
+ * it was packed for (aie_conv2d rejects a mismatch, and a blob packed for
+ * other params). The packed blob is position-independent bytes (offsets, no
+ * pointers): the converter stores it in the model file and the runtime maps
+ * it back at any address. Give it 64-byte alignment for full speed.
+ *
+ * Algorithms (chosen from the params, the same for every call):
+ *   - depthwise (groups == C == K > 1): a direct kernel vectorised over
+ *     channels, per ISA (3x3 has a register-blocked row kernel);
+ *   - 1x1, stride 1, no padding: aie_sgemm_packed straight on x;
+ *   - anything else: im2col of a tile of output pixels into the caller's
+ *     workspace (one tile per thread), then aie_sgemm_packed on the tile;
+ *     grouped convolution runs one GEMM per group.
+ * Epilogue (fused): y = act(conv + bias + residual). `bias` is NULL or K
+ * floats; `residual` is NULL or an NHWC tensor shaped like y (it may be y
+ * itself — ResNet's Add + Relu in place — but not overlap it otherwise); the
+ * activation comes from ep->act/p0/p1 (ep may be NULL; ep->bias must be NULL:
+ * the bias is the separate argument). x must not overlap y.
+ * Threads: aie_parallel_for over a fixed split; bitwise deterministic for a
+ * given (ISA, nthreads). Accuracy: as aie_sgemm, ~R*S*C/groups * 2^-24
+ * relative to a float64 reference.
+ */
+#ifndef AIE_CONV_H
+#define AIE_CONV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "aie_gemm.h" /* aie_epilogue */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    int64_t N, H, W, C;            /* input, NHWC */
+    int64_t K;                     /* output channels */
+    int64_t R, S;                  /* kernel height, width */
+    int64_t stride_h, stride_w;    /* >= 1 */
+    int64_t dil_h, dil_w;          /* >= 1 */
+    int64_t pad_top, pad_left, pad_bottom, pad_right; /* >= 0 */
+    int64_t groups;                /* >= 1, divides C and K */
+    /* ConvTranspose only (ignored by aie_conv2d): extra rows/cols added at
+     * the bottom/right of the output, each < its stride or dilation. */
+    int64_t out_pad_h, out_pad_w;
+} aie_conv2d_params;
+
+/* Output spatial size (P rows, Q cols). AIE_EINVAL, with the reason, on bad
+ * params (non-positive stride, groups not dividing C and K, a window larger
+ * than the padded input, ...). */
+int aie_conv2d_output_shape(const aie_conv2d_params *p, int64_t *P, int64_t *Q);
+
+/* Packed weight size in bytes for the selected ISA (0 on bad params). Only
+ * C, K, R, S and groups (and the ISA) shape the packing: N, H, W, strides,
+ * pads and dilations may be anything valid. */
+size_t aie_conv2d_packed_size(const aie_conv2d_params *p);
+/* w_oihw: K x C/groups x R x S floats. Packing may allocate a temporary (it
+ * runs at conversion time, not per inference). */
+int aie_conv2d_pack_weights(const aie_conv2d_params *p, const float *w_oihw, void *packed, size_t packed_size);
+
+/* Bytes of scratch aie_conv2d needs for these params and thread count
+ * (nthreads <= 0: the pool's size). 0 for depthwise and 1x1 stride-1 convs
+ * when the GEMM needs none. */
+size_t aie_conv2d_workspace_size(const aie_conv2d_params *p, int nthreads);
+
+int aie_conv2d(const aie_conv2d_params *p, const float *x, const void *packed_w, const float *bias,
+               const float *residual, const aie_epilogue *ep, float *y, void *workspace,
+               size_t workspace_size, int nthreads);
+
+/* ConvTranspose 2-D (ONNX semantics, explicit pads): output
+ *   P = stride_h*(H-1) + out_pad_h + (R-1)*dil_h + 1 - pad_top - pad_bottom
+ * (Q likewise). Weights (C, K/groups, R, S). Computed per image as a GEMM
+ * (x times the packed weights, into a H*W x R*S*K scratch) and a gather;
+ * the scratch comes from the workspace. Deterministic for any thread count. */
+int aie_conv_transpose2d_output_shape(const aie_conv2d_params *p, int64_t *P, int64_t *Q);
+size_t aie_conv_transpose2d_packed_size(const aie_conv2d_params *p);
+int aie_conv_transpose2d_pack_weights(const aie_conv2d_params *p, const float *w_ckrs, void *packed,
+                                      size_t packed_size);
+size_t aie_conv_transpose2d_workspace_size(const aie_conv2d_params *p, int nthreads);
+int aie_conv_transpose2d(const aie_conv2d_params *p, const float *x, const void *packed_w, const float *bias,
+                         const aie_epilogue *ep, float *y, void *workspace, size_t workspace_size, int nthreads);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* AIE_CONV_H */
