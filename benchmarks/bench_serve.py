@@ -10,6 +10,12 @@ all driven by the same asyncio load generator pinned to its own core.
 Prints a markdown table (and the JSON-vs-binary codec comparison); paste
 into docs/PERFORMANCE.md "Serving". Every cell runs for --duration seconds
 after a warm-up; each server's first answer is checked against onnxruntime.
+
+On a shared machine the load of other jobs drifts over seconds, which once
+made cells measured one after the other look different for no reason of
+their own. So each cell's time is cut into --slices slices, and the slices of
+all cells of a model are taken round-robin: every cell sees the same mix of
+quiet and busy moments, and differences between cells are the servers'.
 """
 
 from __future__ import annotations
@@ -127,11 +133,14 @@ async def _tcp_conn(port: int, model: str, x_name: str, x: np.ndarray, stop: flo
         writer.close()
 
 
-def run_cell(kind: str, port: int, model: str, x_name: str, x: np.ndarray, concurrency: int, duration: float,
-             warmup: float) -> dict:
+def measure(kind: str, port: int, model: str, x_name: str, x: np.ndarray, concurrency: int, duration: float,
+            warmup: float) -> dict:
+    """One slice of one cell: raw latencies (s), error count, elapsed s, first answer."""
     async def main():
         results = {}
         for phase, secs in (("warmup", warmup), ("measure", duration)):
+            if secs <= 0:
+                continue
             lat, errors, first = [], [], []
             stop = time.monotonic() + secs
             if kind == "tcp":
@@ -145,11 +154,22 @@ def run_cell(kind: str, port: int, model: str, x_name: str, x: np.ndarray, concu
             results = {"lat": lat, "errors": len(errors), "elapsed": time.monotonic() - t0,
                        "first": first[0] if first else None}
         return results
-    r = asyncio.run(main())
-    lat = np.sort(np.array(r["lat"])) * 1e3
+    return asyncio.run(main())
+
+
+def summarize(slices: list[dict]) -> dict:
+    lat = np.sort(np.concatenate([np.asarray(s["lat"], float) for s in slices])) * 1e3
+    elapsed = sum(s["elapsed"] for s in slices)
     q = (lambda p: float(np.percentile(lat, p))) if len(lat) else (lambda p: float("nan"))
-    return {"rps": len(lat) / r["elapsed"], "p50": q(50), "p99": q(99), "p999": q(99.9), "n": len(lat),
-            "errors": r["errors"], "first": r["first"]}
+    first = next((s["first"] for s in slices if s["first"] is not None), None)
+    return {"rps": len(lat) / elapsed, "p50": q(50), "p99": q(99), "p999": q(99.9), "n": len(lat),
+            "errors": sum(s["errors"] for s in slices), "first": first}
+
+
+def run_cell(kind: str, port: int, model: str, x_name: str, x: np.ndarray, concurrency: int, duration: float,
+             warmup: float) -> dict:
+    """One cell measured in one piece (the tests' and probes' entry point)."""
+    return summarize([measure(kind, port, model, x_name, x, concurrency, duration, warmup)])
 
 
 # ---- codec micro-benchmark -------------------------------------------------------
@@ -174,6 +194,32 @@ def codec_comparison(x: np.ndarray, reps: int = 20) -> dict:
     return {"json_ms": j, "binary_ms": b, "speedup": j / b}
 
 
+def _commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            name = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "cpu")
+    except OSError:
+        name = "cpu"
+    return f"{name} x{os.cpu_count()}"
+
+
+def _isa() -> str:
+    try:
+        from engine import kernels
+
+        return kernels.isa()
+    except Exception:  # noqa: BLE001 - a label only
+        return "unknown"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default="mlp,resnet18")
@@ -182,9 +228,13 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup", type=float, default=1.0, help="seconds of warm-up per cell")
     ap.add_argument("--max-batch", type=int, default=16)
     ap.add_argument("--queue-delay-us", type=int, default=1000)
+    ap.add_argument("--slices", type=int, default=4, help="slices per cell, taken round-robin across cells")
+    ap.add_argument("--servers", default="ai-engine,ort+uvicorn", help="servers to measure")
+    ap.add_argument("--protocols", default="http-json,http-binary,tcp", help="protocols to measure")
     args = ap.parse_args(argv)
     models = args.models.split(",")
     concs = [int(c) for c in args.concurrency.split(",")]
+    servers, protocols = set(args.servers.split(",")), set(args.protocols.split(","))
 
     from engine.convert import convert_file
     from models import zoo
@@ -222,24 +272,34 @@ def main(argv=None) -> int:
                                        "--no-access-log"], preexec_fn=pinned, stdout=log, stderr=log, env=env))
         wait_http(f"http://127.0.0.1:{http_port}/v2/health/ready")
         wait_http(f"http://127.0.0.1:{peer_port}/")
-        print(f"cores: load generator {gen_cpus}, servers {server_cpus}; {args.duration:g} s per cell", flush=True)
+        print(f"# {time.strftime('%Y-%m-%d')}, commit {_commit()}, {_cpu_model()}, kernel ISA {_isa()}", flush=True)
+        print(f"cores: load generator {gen_cpus}, servers {server_cpus}; {args.duration:g} s per cell in "
+              f"{args.slices} round-robin slices", flush=True)
         rows = []
         for m in models:
             x = zoo.random_inputs(m, batch=1, seed=0)
             x_name, x = next(iter(x.items()))
             x = np.ascontiguousarray(x, np.float32)
             want = ort.InferenceSession(str(onnx_paths[m]), providers=["CPUExecutionProvider"]).run(None, {x_name: x})[0]
-            cells = [("ai-engine", "http-json", http_port), ("ai-engine", "http-binary", http_port),
-                     ("ai-engine", "tcp", tcp_port), ("ort+uvicorn", "http-json", peer_port),
-                     ("ort+uvicorn", "http-binary", peer_port)]
-            for server, kind, port in cells:
-                for c in concs:
-                    r = run_cell(kind, port, m, x_name, x, c, args.duration, args.warmup)
-                    ok = r["first"] is not None and np.allclose(r["first"], want, rtol=1e-3, atol=1e-3)
-                    rows.append((m, server, kind, c, r, ok))
-                    print(f"{m:9s} {server:12s} {kind:12s} c={c:3d} {r['rps']:8.1f} req/s  p50 {r['p50']:7.2f}  "
-                          f"p99 {r['p99']:7.2f}  p999 {r['p999']:7.2f} ms  errors {r['errors']}  "
-                          f"{'ok' if ok else 'WRONG ANSWER'}", flush=True)
+            cells = [(server, kind, port, c) for server, kind, port in
+                     [("ai-engine", "http-json", http_port), ("ai-engine", "http-binary", http_port),
+                      ("ai-engine", "tcp", tcp_port), ("ort+uvicorn", "http-json", peer_port),
+                      ("ort+uvicorn", "http-binary", peer_port)]
+                     if server in servers and kind in protocols for c in concs]
+            slices: dict[tuple, list] = {cell: [] for cell in cells}
+            for i in range(max(1, args.slices)):
+                for cell in cells:
+                    server, kind, port, c = cell
+                    slices[cell].append(measure(kind, port, m, x_name, x, c, args.duration / max(1, args.slices),
+                                                args.warmup if i == 0 else 0.0))
+            for cell in cells:
+                server, kind, port, c = cell
+                r = summarize(slices[cell])
+                ok = r["first"] is not None and np.allclose(r["first"], want, rtol=1e-3, atol=1e-3)
+                rows.append((m, server, kind, c, r, ok))
+                print(f"{m:9s} {server:12s} {kind:12s} c={c:3d} {r['rps']:8.1f} req/s  p50 {r['p50']:7.2f}  "
+                      f"p99 {r['p99']:7.2f}  p999 {r['p999']:7.2f} ms  errors {r['errors']}  "
+                      f"{'ok' if ok else 'WRONG ANSWER'}", flush=True)
         print("\n| model | server | protocol | conc. | req/s | p50 ms | p99 ms | p999 ms | errors |")
         print("|---|---|---|---:|---:|---:|---:|---:|---:|")
         for m, server, kind, c, r, ok in rows:

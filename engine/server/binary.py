@@ -27,6 +27,7 @@ import zlib
 import numpy as np
 
 from engine.errors import EngineError
+from engine.server.http import set_nodelay
 
 MAGIC = int.from_bytes(b"AIEB", "little")
 VERSION = 1
@@ -201,6 +202,7 @@ class BinaryConnection(asyncio.BufferedProtocol):
     # ---- asyncio callbacks ------------------------------------------------
     def connection_made(self, transport):
         self.transport = transport
+        set_nodelay(transport.get_extra_info("socket"))
         peer = transport.get_extra_info("peername") or ("?", 0)
         self.client = f"{peer[0]}:{peer[1]}"
         self.server.connections.add(self)
@@ -282,6 +284,7 @@ class BinaryConnection(asyncio.BufferedProtocol):
             st.metrics.count_request(log.get("model", ""), "binary", status, elapsed)
             st.logger.info("request", protocol="binary", client=self.client, request_id=rid,
                            model=log.get("model"), batch=log.get("batch"), batch_size=log.get("batch_size"),
+                           instance=log.get("instance"),
                            queue_us=log.get("queue_us"), compute_us=log.get("compute_us"), status=status,
                            latency_us=int(elapsed * 1e6))
             self.server.connection_idle()

@@ -78,8 +78,8 @@ class ModelConfig:
     default_timeout_us: int = 0      # 0 = no deadline unless the request sets one
     max_timeout_us: int = 0          # 0 = requests may ask for any deadline
     max_queue_size: int = 1024       # queued requests; beyond -> 429
-    instances: int = 1               # sessions running batches concurrently
-    threads: int = 0                 # intra-op threads per instance; 0 = engine threads
+    instances: int = 0               # sessions running batches concurrently; 0 = auto (engine.server.placement)
+    threads: int = 0                 # intra-op threads per instance; 0 = auto (engine threads / instances)
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,7 @@ def _scalar(tp, value, where: str):
             raise ConfigError(f"expected true or false, got {value!r}", where=where)
         return value
     if tp is int:
-        if value == "auto" and where.endswith("threads"):
+        if value == "auto" and where.endswith(("threads", "instances")):
             return 0
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(f"expected an integer, got {value!r}", where=where)
@@ -198,7 +198,7 @@ def _check_model(m: ModelConfig, where: str) -> None:
         bad("version", f"version {m.version!r} must be 1-128 of [A-Za-z0-9_.-]")
     if m.max_batch_size < 0:
         bad("max_batch_size", f"must be >= 0, got {m.max_batch_size}")
-    for key in ("max_queue_delay_us", "default_timeout_us", "max_timeout_us", "threads"):
+    for key in ("max_queue_delay_us", "default_timeout_us", "max_timeout_us", "threads", "instances"):
         if getattr(m, key) < 0:
             bad(key, f"must be >= 0, got {getattr(m, key)}")
     for s in m.preferred_batch_sizes:
@@ -212,8 +212,6 @@ def _check_model(m: ModelConfig, where: str) -> None:
         bad("default_timeout_us", f"{m.default_timeout_us} exceeds max_timeout_us {m.max_timeout_us}")
     if m.max_queue_size < 1:
         bad("max_queue_size", f"must be >= 1 (the queue is bounded), got {m.max_queue_size}")
-    if m.instances < 1:
-        bad("instances", f"must be >= 1, got {m.instances}")
 
 
 def _check(cfg: EngineConfig) -> None:
@@ -236,6 +234,8 @@ def _check(cfg: EngineConfig) -> None:
                           hint="one of " + ", ".join(_LOG_LEVELS))
     if cfg.threads < 0:
         raise ConfigError(f"must be >= 0 (0 = auto), got {cfg.threads}", where="engine.threads")
+    if cfg.plan_cache_size < 1:
+        raise ConfigError(f"must be >= 1, got {cfg.plan_cache_size}", where="engine.plan_cache_size")
     lim = cfg.limits
     for key in ("max_body", "max_header_bytes", "max_headers"):
         if getattr(lim, key) < 1:

@@ -298,7 +298,7 @@ class KServeApp:
             return {"name": t.name, "data_type": "TYPE_" + t.datatype, "dims": list(t.shape[batch_dim:])}
         return {"name": model.name, "platform": "ai-engine", "max_batch_size": model.max_batch if model.batchable
                 else 0, "input": [dims(t) for t in model.inputs], "output": [dims(t) for t in model.outputs],
-                "dynamic_batching": dyn, "instance_group": [{"count": c.instances, "kind": "KIND_CPU"}]}
+                "dynamic_batching": dyn, "instance_group": [{"count": model.placement.instances, "kind": "KIND_CPU"}]}
 
     def health(self) -> dict:
         st = self.state
@@ -315,6 +315,9 @@ class KServeApp:
                          "queue_length": e.scheduler.queued if e.scheduler else 0,
                          "last_inference_latency_ms": round(stats.last_compute_s * 1e3, 3),
                          "inference_count": stats.inference_count, "execution_count": stats.execution_count,
+                         "instances": e.model.placement.instances if e.model else None,
+                         "threads_per_instance": e.model.placement.threads if e.model else None,
+                         "plan_cache_size": e.model.plan_cache_size if e.model else None,
                          "load_error": e.error}
         healthy = st.registry.ready() and not any(st.load_errors().values())
         return {"status": "draining" if st.draining else ("ok" if healthy else "degraded"),

@@ -10,6 +10,7 @@ the test suite uses it for a model whose run time it controls.
 from __future__ import annotations
 
 import importlib
+import inspect
 import math
 import os
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ import numpy as np
 
 from engine.errors import EngineError
 from engine.server.config import ModelConfig
+from engine.server.placement import place
 
 
 class ModelLoadError(EngineError):
@@ -80,15 +82,27 @@ def _factory():
         raise ModelLoadError(f"AIE_SERVE_SESSION_FACTORY={spec!r}: {exc}") from None
 
 
-def open_session(path: str, threads: int | None):
+def accepts_plan_cache_size(factory) -> bool:
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return False
+    return "plan_cache_size" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def open_session(path: str, threads: int | None, plan_cache_size: int | None = None):
     """One session over the model file at `path` (re-opened by path: a file
-    replaced by atomic rename is the new file)."""
+    replaced by atomic rename is the new file). `plan_cache_size` is passed
+    when the session class takes it."""
     try:
         factory = _factory()
     except ImportError as exc:
         raise ModelLoadError(f"the runtime is not available: {exc}", where=path) from None
+    kwargs = {"threads": threads or None}
+    if plan_cache_size and accepts_plan_cache_size(factory):
+        kwargs["plan_cache_size"] = plan_cache_size
     try:
-        return factory(path, threads=threads or None)
+        return factory(path, **kwargs)
     except EngineError as exc:
         raise ModelLoadError(str(exc), where=path) from None
     except FileNotFoundError:
@@ -101,9 +115,19 @@ class LoadedModel:
     """Sessions for one model version plus its signature. Immutable once built;
     a reload builds a new one beside it."""
 
-    def __init__(self, config: ModelConfig, threads: int):
+    def __init__(self, config: ModelConfig, threads: int, plan_cache_size: int | None = None):
         self.config = config
-        self.sessions = [open_session(config.path, config.threads or threads) for _ in range(config.instances)]
+        # instances/threads of 0 are "auto": engine.server.placement says how they resolve.
+        self.placement = place(config.instances, config.threads, threads)
+        self.sessions = []
+        try:
+            for _ in range(self.placement.instances):
+                self.sessions.append(open_session(config.path, self.placement.threads, plan_cache_size))
+        except BaseException:
+            self.close()  # a half-built version must not keep the instances it did open
+            raise
+        # What the sessions were given (None: the session class takes no plan cache size).
+        self.plan_cache_size = plan_cache_size if plan_cache_size and accepts_plan_cache_size(_factory()) else None
         first = self.sessions[0]
         where = f"model {config.name!r} ({config.path})"
         self.inputs = tuple(_spec(n, where) for n in first.get_inputs())

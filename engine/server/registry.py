@@ -37,16 +37,17 @@ class ModelRegistry:
     def ready(self) -> bool:
         return bool(self.entries) and all(e.scheduler is not None for e in self.entries.values())
 
-    async def load_model(self, mcfg: ModelConfig, threads: int) -> LoadedModel:
+    async def load_model(self, mcfg: ModelConfig, threads: int, plan_cache_size: int) -> LoadedModel:
         # Opening a model reads and maps files: keep it off the event loop.
-        return await asyncio.get_running_loop().run_in_executor(None, LoadedModel, mcfg, threads)
+        return await asyncio.get_running_loop().run_in_executor(None, LoadedModel, mcfg, threads, plan_cache_size)
 
     async def apply(self, config: EngineConfig, drain_timeout_s: float) -> dict[str, str]:
         """Load every model of `config` beside the current ones, then switch
         each that loaded; a failed one keeps its old version. Models no longer
         listed are drained and removed. Returns {model: error} for failures."""
         errors: dict[str, str] = {}
-        results = await asyncio.gather(*(self.load_model(m, config.threads) for m in config.models),
+        results = await asyncio.gather(*(self.load_model(m, config.threads, config.plan_cache_size)
+                                         for m in config.models),
                                        return_exceptions=True)
         for mcfg, result in zip(config.models, results):
             entry = self.entries.setdefault(mcfg.name, ModelEntry(mcfg.name))

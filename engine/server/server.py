@@ -22,9 +22,9 @@ import time
 from engine.errors import EngineError
 from engine.server.binary import BinaryConnection
 from engine.server.config import EngineConfig
-from engine.server.http import ClientGone, HttpError, read_request, render_response
+from engine.server.http import ClientGone, HttpError, read_request, render_response, set_nodelay
 from engine.server.kserve import KServeApp, error_response, trace_context
-from engine.server.logs import JsonLogger
+from engine.server.logs import JsonLogger, open_log_dir
 from engine.server.reload import reload_config
 from engine.server.state import ServerState
 
@@ -47,7 +47,11 @@ class Server:
                  logger: JsonLogger | None = None):
         self.config_path = config_path
         self.root = root
-        self.logger = logger or JsonLogger(config.log_level)
+        self._log_note = None
+        if logger is None:
+            log_file, self._log_note = open_log_dir(config.log_dir)
+            logger = JsonLogger(config.log_level, file=log_file)
+        self.logger = logger
         self.state = ServerState(config, self.logger)
         self.app = KServeApp(self.state)
         self.connections: set = set()
@@ -94,9 +98,11 @@ class Server:
             loop = asyncio.get_running_loop()
             self.listeners.append(await loop.create_server(lambda: BinaryConnection(self), cfg.listen,
                                                            cfg.binary_port, reuse_address=True, backlog=1024))
+        log_file = self.logger.file.path if self.logger.file else None
         self.logger.info("started", pid=os.getpid(), listen=cfg.listen, http_port=cfg.http_port,
                          binary_port=cfg.binary_port, models=[m.name for m in cfg.models],
-                         loop=type(asyncio.get_running_loop()).__module__)
+                         loop=type(asyncio.get_running_loop()).__module__, log_file=log_file,
+                         **({"log_file_skipped": self._log_note} if self._log_note else {}))
 
     async def main_loop(self) -> None:
         await self.should_exit.wait()
@@ -127,6 +133,7 @@ class Server:
                          drain_s=round(time.monotonic() - t0, 3))
         if st.in_flight:
             self.exit_code = 1
+        self.logger.close()
 
     def connection_idle(self) -> None:
         if self.state.in_flight == 0:
@@ -157,6 +164,7 @@ class Server:
         self._reloading = asyncio.get_running_loop().create_task(self._reload())
 
     async def _reload(self) -> None:
+        self.logger.reopen()
         while True:
             self._reload_again = False
             await reload_config(self.state, self.config_path, self.root)
@@ -167,6 +175,7 @@ class Server:
     async def _http_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername") or ("?", 0)
         client = f"{peer[0]}:{peer[1]}"
+        set_nodelay(writer.get_extra_info("socket"))
         conn = HttpConnection(writer, client)
         self.connections.add(conn)
         st = self.state
@@ -231,7 +240,8 @@ class Server:
         if protocol == "http" or resp.status >= 400:
             st.logger.info("request", trace_id=trace_id, span_id=span_id, parent_id=parent, client=req.client,
                            method=req.method, path=req.path, model=model or None, batch=log.get("batch"),
-                           batch_size=log.get("batch_size"), priority=log.get("priority"),
+                           batch_size=log.get("batch_size"), instance=log.get("instance"),
+                           priority=log.get("priority"),
                            queue_us=log.get("queue_us"), compute_us=log.get("compute_us"), status=resp.status,
                            latency_us=int(elapsed * 1e6))
         return req.keep_alive

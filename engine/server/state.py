@@ -106,6 +106,7 @@ class ServerState:
         info["queue_us"] = request.queue_ns // 1000
         info["compute_us"] = request.compute_ns // 1000
         info["batch_size"] = request.batch_size
+        info["instance"] = request.instance
         return model, outputs
 
     # ---- reporting --------------------------------------------------------

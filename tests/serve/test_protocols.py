@@ -175,3 +175,37 @@ def test_binary_malformed_frames_get_error_frame_and_close(server):
     # The server is unharmed.
     with Client("127.0.0.1", server.binary_port) as client:
         assert client.infer("mlp", {"input": np.ones((1, 784), np.float32)})["logits"].shape == (1, 10)
+
+
+def test_binary_client_pipelines_requests_on_one_connection(server, zoo_mlp):
+    session = zoo_mlp.session()
+    rng = np.random.default_rng(33)
+    xs = [zoo_mlp.inputs(rng, int(b)) for b in rng.integers(1, 4, size=40)]
+    before = json.loads(server.get("/v2/models/mlp/stats")[1])["model_stats"][0]
+    with Client("127.0.0.1", server.binary_port) as client:
+        outs = client.infer_many("mlp", [{"input": x} for x in xs], window=16)
+        assert client.in_flight == 0
+        for x, out in zip(xs, outs):
+            np.testing.assert_allclose(out["logits"], session.run(None, {"input": x})[0], rtol=1e-5, atol=1e-5)
+        after = json.loads(server.get("/v2/models/mlp/stats")[1])["model_stats"][0]
+        runs = after["execution_count"] - before["execution_count"]
+        assert after["inference_count"] - before["inference_count"] == sum(len(x) for x in xs)
+        assert runs <= len(xs) // 2, runs  # in flight together, so they shared batches
+        # A refused request in the middle is answered by its own id; the rest succeed.
+        bad = rng.standard_normal((1, 15)).astype(np.float32)
+        mixed = [{"input": xs[0]}, {"input": bad}, {"input": xs[1]}]
+        got = client.infer_many("mlp", mixed, return_errors=True)
+        assert isinstance(got[1], ServerError) and got[1].status == 400 and "expects [-1, 784]" in got[1].message
+        np.testing.assert_allclose(got[2]["logits"], session.run(None, {"input": xs[1]})[0], rtol=1e-5, atol=1e-5)
+        with pytest.raises(ServerError) as err:
+            client.infer_many("mlp", mixed)
+        assert err.value.status == 400
+        # send/receive by hand, with a blocking infer() in between that keeps the others' answers.
+        ids = {client.send("mlp", {"input": x}): i for i, x in enumerate(xs[:3])}
+        np.testing.assert_allclose(client.infer("mlp", {"input": xs[3]})["logits"],
+                                   session.run(None, {"input": xs[3]})[0], rtol=1e-5, atol=1e-5)
+        for _ in range(3):
+            rid, out = client.receive()
+            i = ids.pop(rid)
+            np.testing.assert_allclose(out["logits"], session.run(None, {"input": xs[i]})[0], rtol=1e-5, atol=1e-5)
+        assert not ids and client.in_flight == 0

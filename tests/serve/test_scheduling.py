@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 import threading
 import time
 
@@ -140,3 +141,51 @@ def test_full_queue_rejects_at_once_with_429(serve_factory, tmp_path):
         assert out["result"][0] == 200
     m = parse_prometheus(server.get("/metrics")[1].decode())
     assert m[("aie_queue_rejections_total", (("model", "slow"),))] == 4
+
+
+def test_deadline_fires_while_its_batch_runs_and_the_result_is_discarded(serve_factory, tmp_path):
+    from kernel_mlp import reference
+
+    from engine.server import binary as wire
+
+    model = slow_model(tmp_path / "slow.npz", 0.8)
+    server = serve_factory([{"name": "slow", "path": str(model), "max_batch_size": 2,
+                             "max_queue_delay_us": 100_000, "max_timeout_us": 10_000_000}])
+    rng = np.random.default_rng(5)
+    xa, xb = (rng.standard_normal((1, 256)).astype(np.float32) for _ in range(2))
+    # One write carrying both frames: the server reads them in one go, so they
+    # share one batch; B's deadline (0.3 s) passes while that batch runs.
+    frames = wire.encode_infer(1, "slow", {"x": xa}) + wire.encode_infer(2, "slow", {"x": xb}, timeout_us=300_000)
+    answers = {}
+    with socket.create_connection(("127.0.0.1", server.binary_port), timeout=30) as s:
+        t0 = time.monotonic()
+        s.sendall(b"".join(frames))
+        f = s.makefile("rb")
+        for _ in range(2):
+            op, length, _ = wire.parse_header(f.read(16), 1 << 30)
+            payload = memoryview(f.read(length))
+            at = time.monotonic() - t0
+            if op == wire.OP_ERROR:
+                rid, status, message = wire.decode_error(payload)
+                answers[rid] = (at, status, message)
+            else:
+                rid, outputs = wire.decode_result(payload)
+                answers[rid] = (at, 200, outputs["y"])
+    b_at, b_status, b_message = answers[2]
+    a_at, a_status, a_y = answers[1]
+    assert b_status == 504 and "while its batch was running" in b_message, b_message
+    assert 0.25 < b_at < 0.3 + 0.35, b_at      # at its deadline ...
+    assert a_at > b_at + 0.2, (a_at, b_at)     # ... not when the batch it was part of ended
+    assert a_status == 200
+    np.testing.assert_allclose(a_y, reference(model, xa), rtol=1e-4, atol=1e-4)
+    stats = json.loads(server.get("/v2/models/slow/stats")[1])["model_stats"][0]
+    assert stats["execution_count"] == 1 and stats["inference_count"] == 2, stats  # B did run, with A
+    m = parse_prometheus(server.get("/metrics")[1].decode())
+    assert m[("aie_request_timeouts_total", (("model", "slow"),))] == 1
+    assert m[("aie_requests_total", (("code", "504"), ("model", "slow"), ("protocol", "binary")))] == 1
+    # Over HTTP, a lone request on an idle server starts at once and still gets its 504 at the deadline.
+    t0 = time.monotonic()
+    status, resp, _ = infer(server, "slow", xa, timeout=300_000)
+    waited = time.monotonic() - t0
+    assert status == 504 and "while its batch was running" in resp["error"], resp
+    assert 0.25 < waited < 0.3 + 0.35, waited
