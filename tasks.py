@@ -100,7 +100,141 @@ def zoo(c, name=None, out="build/models", force=False):
         raise Exit(code=rc)
 
 
+_SPEC_HELP = "spec file; repeat to overlay site files on a base (later wins). Default: sysconfig/spec.yaml"
+_HOST_HELP = "only this host of the spec's hosts list; repeat for several (default: all)"
+
+
+def _deploy_options(spec, host, **kw):
+    from engine.deploy.pipeline import Options
+
+    return Options(specs=[Path(s) for s in spec or []], hosts=list(host or []), **kw)
+
+
+@task(
+    iterable=["spec", "host"],
+    help={
+        "spec": _SPEC_HELP,
+        "host": _HOST_HELP,
+        "parallel": "hosts deployed at once (default: the spec's deploy.parallel)",
+        "version": "release version to stamp (default: a hash of the bundle's content)",
+        "bundle": "deploy this bundle (from `invoke bundle`, e.g. a CI artifact) instead of building one",
+    },
+)
+def deploy(c, spec=None, host=None, parallel=0, version=None, bundle=None):
+    """Render, build kernels, convert, bundle, then install + start + verify on every host (rollback on failure)."""
+    from engine.deploy.commands import deploy as run_deploy
+
+    rc = run_deploy(_deploy_options(spec, host, parallel=parallel or None, version=version,
+                                    bundle=Path(bundle) if bundle else None))
+    if rc:
+        raise Exit(code=rc)
+
+
+@task(
+    iterable=["spec"],
+    help={"spec": _SPEC_HELP, "version": "release version to stamp (default: a hash of the bundle's content)"},
+)
+def bundle(c, spec=None, version=None):
+    """Build the release bundle only (build/bundles/ai-engine-<version>-<arch>.tar.gz), reproducibly."""
+    from engine.deploy.commands import bundle as run_bundle
+
+    rc = run_bundle(_deploy_options(spec, None, version=version))
+    if rc:
+        raise Exit(code=rc)
+
+
+@task(iterable=["spec", "host"], help={"spec": _SPEC_HELP, "host": _HOST_HELP})
+def stop(c, spec=None, host=None):
+    """Stop the engine on the hosts (SIGTERM, SIGKILL after deploy's stop timeout)."""
+    from engine.deploy.commands import operate
+
+    rc = operate(_deploy_options(spec, host), "stop")
+    if rc:
+        raise Exit(code=rc)
+
+
+@task(iterable=["spec", "host"], help={"spec": _SPEC_HELP, "host": _HOST_HELP})
+def status(c, spec=None, host=None):
+    """Per host: active release, pid, health, uptime, installed releases."""
+    from engine.deploy.commands import operate
+
+    rc = operate(_deploy_options(spec, host), "status")
+    if rc:
+        raise Exit(code=rc)
+
+
+@task(
+    iterable=["spec", "host"],
+    help={"spec": _SPEC_HELP, "host": _HOST_HELP, "lines": "how many of the last log lines to print (default 50)",
+          "follow": "keep printing new lines until Ctrl-C (one host only)"},
+)
+def logs(c, spec=None, host=None, lines=50, follow=False):
+    """Print the engine log of each host (ROOT/var/log/ai-engine/engine.log)."""
+    from engine.deploy.commands import logs as run_logs
+
+    rc = run_logs(_deploy_options(spec, host), lines=lines, follow=follow)
+    if rc:
+        raise Exit(code=rc)
+
+
+@task(
+    iterable=["spec", "host"],
+    help={"spec": _SPEC_HELP, "host": _HOST_HELP,
+          "to": "release version to activate (default: the one active before the current one)"},
+)
+def rollback(c, spec=None, host=None, to=None):
+    """Switch hosts back to their previous release: config, current symlink, restart, verify."""
+    from engine.deploy.commands import operate
+
+    rc = operate(_deploy_options(spec, host), "rollback", *(["--to", to] if to else []))
+    if rc:
+        raise Exit(code=rc)
+
+
+@task(
+    iterable=["spec"],
+    help={"spec": "spec file(s), later ones layered on top (default: sysconfig/spec.yaml)",
+          "out": "output directory for the .aie files (default: build/models)"},
+)
+def convert(c, spec=None, out="build/models"):
+    """Convert every model in the spec's engine.models to OUT/<name>.aie and print planned memory."""
+    from engine.convert import convert_spec_models
+    from engine.errors import EngineError
+
+    try:
+        for summary in convert_spec_models(_specs(spec), ROOT / out, progress=print):
+            print("\n".join(summary.lines()))
+    except EngineError as exc:
+        raise Exit(f"convert: {exc}", code=1) from None
+
+
+@task(
+    iterable=["spec"],
+    help={
+        "spec": _SPEC_HELP,
+        "host": "the host to load (default: the spec's first host)",
+        "rate": "steady-state requests per second; warm-up runs at 50%, the spike at 150% (default 200)",
+        "warmup-s": "warm-up phase length in seconds (default 5)",
+        "steady-s": "steady phase length in seconds (default 20)",
+        "spike-s": "spike phase length in seconds (default 10)",
+        "workers": "client threads, each with a keep-alive connection (default 32)",
+        "model": "model to load (default: the spec's first model)",
+        "out": "report directory (default: build/reports)",
+    },
+)
+def bench(c, spec=None, host=None, rate=200, warmup_s=5, steady_s=20, spike_s=10, workers=32, model=None,
+          out="build/reports"):
+    """Three-phase load (warm-up, steady, 150% spike) on a deployed engine; markdown + PNG plots in build/reports."""
+    from engine.deploy.commands import bench as run_bench
+
+    rc = run_bench(_deploy_options(spec, [host] if host else None), rate=float(rate), warmup_s=float(warmup_s),
+                   steady_s=float(steady_s), spike_s=float(spike_s), workers=int(workers), model=model,
+                   out_dir=ROOT / out)
+    if rc:
+        raise Exit(code=rc)
+
+
 # --- tasks added by later work go above this line ---------------------------
 
-ns = Collection(test, build_kernels, render, provision, zoo)
+ns = Collection(test, build_kernels, render, provision, zoo, convert, deploy, bundle, stop, status, logs, rollback, bench)
 ns.configure({"run": {"echo": True}})

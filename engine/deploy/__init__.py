@@ -1,0 +1,23 @@
+"""Deploy: build a release bundle and roll it out to the spec's hosts.
+
+Two halves with a hard boundary between them:
+
+* deployer side (this machine, the repo's .venv): pipeline (steps with
+  content-hash skipping), bundle (reproducible tarball), targets (local root
+  and SSH fleet), report (progress and the per-host table), bench.
+* host side, shipped inside the bundle and run with the host's bare python3
+  (stdlib only, nothing else may be imported): remote (the command line),
+  install (releases, venv, config, switch, rollback), supervise (pidfile
+  process when systemd is not in charge), verify (health wait, smoke inference).
+
+This module and engine.errors are imported on both sides, so they stay
+stdlib-only too.
+"""
+
+from __future__ import annotations
+
+from engine.errors import EngineError
+
+
+class DeployError(EngineError):
+    """A deploy step cannot go on. One line for the user: where, what, hint."""

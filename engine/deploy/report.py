@@ -1,0 +1,80 @@
+"""What a person watching a deploy sees: one line per pipeline step (with a
+spinner while it runs, 'unchanged' when skipped), host events as they
+happen, and a final per-host table: host, release, outcome, time, reason."""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from typing import Iterable
+
+from rich.console import Console
+from rich.table import Table
+
+from engine.deploy.targets import HostResult
+
+STYLE = {"deployed": "green", "unchanged": "green", "restarted": "green", "switched": "green", "stopped": "green",
+         "ready": "green", "rolled-back": "yellow", "skipped": "yellow", "not-running": "yellow",
+         "failed": "red", "unreachable": "red"}
+
+
+class Reporter:
+    def __init__(self, console: Console | None = None, quiet: bool = False):
+        self.console = console or Console(highlight=False)
+        self.quiet = quiet
+
+    def note(self, message: str) -> None:
+        if not self.quiet:
+            self.console.print(message)
+
+    @contextmanager
+    def step(self, name: str):
+        """Time a pipeline step; the body may set state["detail"] (what it made, or why it skipped)."""
+        state = {"detail": ""}
+        t0 = time.monotonic()
+        if self.quiet:
+            yield state
+            return
+        with self.console.status(f"{name} …", spinner="dots"):
+            yield state
+        detail = state["detail"]
+        self.console.print(f"[green]✓[/] {name:<22} {time.monotonic() - t0:6.1f} s  [dim]{detail}[/]")
+
+    def host(self, name: str, message: str) -> None:
+        if not self.quiet:
+            self.console.print(f"  [cyan]{name}[/]: {message}")
+
+    def host_done(self, result: HostResult) -> None:
+        if not self.quiet:
+            colour = STYLE.get(result.status, "white")
+            self.console.print(f"  [cyan]{result.name}[/]: [{colour}]{result.status}[/] in {result.seconds:.1f} s")
+
+    def table(self, results: Iterable[HostResult], title: str = "deploy") -> None:
+        table = Table(title=title, title_justify="left")
+        for col in ("host", "release", "outcome", "time", "reason"):
+            table.add_column(col, overflow="fold", max_width=90 if col == "reason" else None)
+        for r in results:
+            colour = STYLE.get(r.status, "white")
+            table.add_row(r.name, r.active or r.version or "-", f"[{colour}]{r.status}[/]", f"{r.seconds:.1f} s",
+                          r.reason or "")
+        self.console.print(table)
+
+    def status_table(self, results: Iterable[HostResult]) -> None:
+        table = Table(title="status", title_justify="left")
+        for col in ("host", "release", "pid", "health", "uptime", "releases installed"):
+            table.add_column(col, overflow="fold")
+        for r in results:
+            d = r.data
+            if r.status == "failed":
+                table.add_row(r.name, "-", "-", f"[red]{r.reason}[/]", "-", "-")
+                continue
+            up = d.get("uptime_s")
+            table.add_row(r.name, d.get("active") or "-", str(d.get("pid") or "-"),
+                          f"[{STYLE.get(d.get('health'), 'red')}]{d.get('health')}[/]",
+                          _duration(up) if up is not None else "-", ", ".join(d.get("releases", [])))
+        self.console.print(table)
+
+
+def _duration(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"

@@ -1,0 +1,193 @@
+"""Deploy test fixtures: real sshd hosts in network namespaces, one bundle per session.
+
+Each SSH test host is a network namespace `aie-dep-hN` joined to the root
+namespace by a veth pair (10.233.(10+N).1 <-> .2, /30), running a real
+`/usr/sbin/sshd -D` with its own host key, accepting one generated client
+key for root, with its own root directory under the session's tmp. The
+"dead" host is a namespace whose address answers nothing (a blackhole route
+for replies), so connecting to it times out. Everything is torn down on exit,
+on failure too: processes in the namespaces are killed, veths and
+namespaces deleted.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+SSHD = Path("/usr/sbin/sshd")
+LIVE_HOSTS = ("h1", "h2", "h3", "h4", "h5")
+DEAD = "dead"
+HTTP_PORT = 18700  # per namespace, so it cannot clash with anything on this machine
+
+
+@dataclass(frozen=True)
+class TestHost:
+    name: str
+    netns: str
+    address: str
+    root: Path
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, check=check)
+
+
+def _netns_pids(netns: str) -> list[int]:
+    out = _ip("netns", "pids", netns, check=False).stdout
+    return [int(p) for p in out.split()]
+
+
+def _remove_host_net(netns: str, veth: str) -> None:
+    for pid in _netns_pids(netns):
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            pass
+    _ip("link", "del", veth, check=False)
+    _ip("netns", "del", netns, check=False)
+
+
+def _wait_banner(address: str, timeout_s: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with socket.create_connection((address, 22), timeout=1.0) as s:
+                if s.recv(8).startswith(b"SSH-"):
+                    return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"sshd on {address} did not come up")
+        time.sleep(0.1)
+
+
+def _sshd_config(d: Path, address: str) -> Path:
+    cfg = d / "sshd_config"
+    cfg.write_text("\n".join([
+        f"ListenAddress {address}", "Port 22",
+        f"HostKey {d / 'host_key'}", f"PidFile {d / 'sshd.pid'}",
+        f"AuthorizedKeysFile {d.parent / 'client_key.pub'}",
+        "PermitRootLogin prohibit-password", "PubkeyAuthentication yes",
+        "PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no",
+        "StrictModes no",  # the key lives under pytest's tmp, not ~/.ssh
+        "Subsystem sftp internal-sftp", "MaxStartups 50", "LogLevel ERROR", "",
+    ]))
+    return cfg
+
+
+@pytest.fixture(scope="session")
+def ssh_hosts(tmp_path_factory):
+    """{name: TestHost} for h1..h5 (sshd running) and 'dead' (times out)."""
+    if os.geteuid() != 0:
+        pytest.skip("deploy SSH tests need root to create network namespaces and run sshd")
+    if not SSHD.exists() or shutil.which("ip") is None or shutil.which("ssh-keygen") is None:
+        pytest.skip("deploy SSH tests need /usr/sbin/sshd, ip and ssh-keygen (make sysdeps installs openssh-server)")
+    base = tmp_path_factory.mktemp("sshhosts")
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(base / "client_key")], check=True)
+    Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation directory
+    hosts, procs, created = {}, [], []
+    try:
+        for i, name in enumerate((*LIVE_HOSTS, DEAD), start=11):
+            netns, veth = f"aie-dep-{name}", f"aie-dep-{name}a"
+            _remove_host_net(netns, veth)  # left over from an interrupted session
+            created.append((netns, veth))
+            _ip("netns", "add", netns)
+            _ip("link", "add", veth, "type", "veth", "peer", "name", f"aie-dep-{name}b")
+            _ip("link", "set", f"aie-dep-{name}b", "netns", netns)
+            _ip("addr", "add", f"10.233.{i}.1/30", "dev", veth)
+            _ip("link", "set", veth, "up")
+            _ip("-n", netns, "addr", "add", f"10.233.{i}.2/30", "dev", f"aie-dep-{name}b")
+            _ip("-n", netns, "link", "set", f"aie-dep-{name}b", "up")
+            _ip("-n", netns, "link", "set", "lo", "up")
+            address = f"10.233.{i}.2"
+            d = base / name
+            d.mkdir()
+            hosts[name] = TestHost(name, netns, address, d / "root")
+            if name == DEAD:
+                # Replies vanish: a SYN is answered by nothing, so connect() times out.
+                _ip("-n", netns, "route", "add", "blackhole", f"10.233.{i}.1/32")
+                continue
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "host_key")], check=True)
+            cfg = _sshd_config(d, address)
+            subprocess.run([str(SSHD), "-t", "-f", str(cfg)], check=True)
+            procs.append(subprocess.Popen(["ip", "netns", "exec", netns, str(SSHD), "-D", "-f", str(cfg),
+                                           "-E", str(d / "sshd.log")]))
+        for name in LIVE_HOSTS:
+            _wait_banner(hosts[name].address)
+        yield hosts
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for netns, veth in created:
+            _remove_host_net(netns, veth)
+        for proc in procs:
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+@pytest.fixture(scope="session")
+def kernels_lib() -> Path:
+    """The kernel library directory the bundles ship: AIE_KERNELS_LIB's (a
+    helper's own build), else build/lib brought up to date by make (under
+    `make test` the objects exist already, so this only links)."""
+    env = os.environ.get("AIE_KERNELS_LIB")
+    if env:
+        return Path(env).parent
+    proc = subprocess.run(["make", "-C", str(REPO / "kernels"), f"-j{os.cpu_count() or 1}"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return REPO / "build" / "lib"
+
+
+def write_site(path: Path, hosts: list[dict], *, listen: str, http_port: int, extra: dict | None = None) -> Path:
+    site = {
+        "engine": {
+            "listen": listen, "http_port": http_port, "binary_port": http_port + 1,
+            "models": [{"name": "digits", "source": str(REPO / "build" / "models" / "digits.onnx"),
+                        "max_batch_size": 16, "instances": 1}],
+        },
+        "hosts": hosts,
+        "deploy": {"parallel": 4, "max_fail_fraction": 0.5, "connect_timeout_s": 3, "command_timeout_s": 300,
+                   "health_timeout_s": 40, "keep_releases": 3, **(extra or {})},
+    }
+    path.write_text(yaml.safe_dump(site, sort_keys=False))
+    return path
+
+
+@pytest.fixture(scope="session")
+def digits_model(zoo):
+    return zoo("digits")
+
+
+@pytest.fixture(scope="session")
+def fleet_spec(ssh_hosts, tmp_path_factory, digits_model):
+    """Spec files [default, site] listing every test host (one bundle serves all tests)."""
+    d = tmp_path_factory.mktemp("fleetspec")
+    key = ssh_hosts["h1"].root.parent.parent / "client_key"
+    hosts = [{"name": h.name, "type": "ssh", "address": h.address, "user": "root", "key_file": str(key),
+              "root": str(h.root)} for h in ssh_hosts.values()]
+    # h1 again, reached through h1 as a bastion: proves the jump path without
+    # routing between namespaces (sshd forwards to its own address).
+    h1 = ssh_hosts["h1"]
+    hosts.append({"name": "h1-via-jump", "type": "ssh", "address": h1.address, "user": "root", "key_file": str(key),
+                  "root": str(h1.root), "jump_host": "h1"})
+    site = write_site(d / "site.yaml", hosts, listen="0.0.0.0", http_port=HTTP_PORT)
+    return [REPO / "sysconfig" / "spec.yaml", site]
+
+
+@pytest.fixture(scope="session")
+def deploy_build(tmp_path_factory):
+    """One build dir per session: wheels and bundles are built once and reused."""
+    return tmp_path_factory.mktemp("deploybuild")
