@@ -23,12 +23,6 @@ def repo_root() -> Path:
     return REPO
 
 
-def require_root() -> None:
-    """Skip (with the reason printed) when a test needs root."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root (namespaces, sysctl, hugepages); run as root to cover this")
-
-
 @pytest.fixture(scope="session")
 def zoo():
     """zoo(name) -> Path of build/models/<name>.onnx, generated once per session

@@ -19,7 +19,7 @@ import pytest
 
 from engine.arena import Arena
 
-from conftest import require_root
+from aie_testing import require_root
 
 MIB, GIB = 1 << 20, 1 << 30
 

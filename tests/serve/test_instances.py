@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import slow_model
+from serve_support import slow_model
 from engine.server.config import parse_config
 from engine.server.placement import core_groups, parse_cpulist, plan
 

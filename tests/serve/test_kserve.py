@@ -10,7 +10,7 @@ import pytest
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from conftest import parse_prometheus
+from serve_support import parse_prometheus
 from kernel_mlp import MLPSession, reference
 
 

@@ -17,7 +17,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import _kernel_env, parse_prometheus, slow_model
+from serve_support import _kernel_env, parse_prometheus, slow_model
 from engine.client import Client
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import tritonclient.http as httpclient
 import yaml
 
-from conftest import _kernel_env, free_port
+from serve_support import _kernel_env, free_port
 
 
 def ai_engine() -> list[str]:

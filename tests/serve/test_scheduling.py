@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import parse_prometheus, slow_model
+from serve_support import parse_prometheus, slow_model
 
 
 def infer(server, model: str, x: np.ndarray, name: str = "x", **params) -> tuple[int, dict, dict]:

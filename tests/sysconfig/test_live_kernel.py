@@ -12,7 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import require_root
+from aie_testing import require_root
 from provision_support import PYTHON, REPO
 
 from hostspec import live_kernel

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import require_root
+from aie_testing import require_root
 from provision_support import PYTHON, REPO, hostspec_cli
 
 from hostspec.live_kernel import normalize, read_knob, sysctl_rel, thp_knobs
