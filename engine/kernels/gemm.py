@@ -191,6 +191,51 @@ def _ptr(x: np.ndarray | None):
 _SMALL_M = 8
 
 
+_F32 = np.dtype(np.float32)  # builtin dtypes are singletons: `is` is the cheap test
+
+
+def _plain_pair(a, b) -> bool:
+    """Both operands non-empty C-contiguous 2-D float32 ndarrays with matching inner dimensions."""
+    return (type(a) is np.ndarray and type(b) is np.ndarray and a.dtype is _F32 and b.dtype is _F32
+            and a.ndim == 2 and b.ndim == 2 and a.flags.c_contiguous and b.flags.c_contiguous
+            and a.shape[1] == b.shape[0] and a.size and b.size)
+
+
+def _matmul_plain(a: np.ndarray, b: np.ndarray, out, nt: int) -> np.ndarray | None:
+    """a @ b for operands _plain_pair accepts, into out (None: a fresh array);
+    None when out is not a plain C-contiguous float32 result (the general
+    path then explains what is wrong with it).
+
+    The common call (no epilogue, no transposes) skips the general argument
+    handling: a small product then costs little more than the ctypes call
+    itself (~7 us against ~16-24 us before; numpy's is ~1 us).
+    """
+    m, k = a.shape
+    n = b.shape[1]
+    pa, pb = a.ctypes.data, b.ctypes.data
+    if out is None:
+        out = np.empty((m, n), dtype=_F32)
+        pc = out.ctypes.data
+    else:
+        if not (type(out) is np.ndarray and out.dtype is _F32 and out.shape == (m, n) and out.flags.c_contiguous
+                and out.flags.writeable):
+            return None
+        pc = out.ctypes.data
+        end = pc + out.nbytes  # contiguous buffers: overlap is an interval test
+        if (pa < end and pc < pa + a.nbytes) or (pb < end and pc < pb + b.nbytes):
+            return None
+    api = _api()
+    if m <= _SMALL_M:
+        ws, wss = None, 0
+    else:
+        wss = api.aie_sgemm_workspace_size(m, n, k, nt)
+        ws = _ptr(_workspace(wss))
+    rc = api.aie_sgemm(0, 0, m, n, k, 1.0, pa, k, pb, n, 0.0, pc, n, None, ws, wss, nt)
+    if rc:
+        check(rc, "matmul")
+    return out
+
+
 def matmul(a, b, *, bias=None, activation=None, alpha=1.0, beta=0.0, out=None, trans_a=False, trans_b=False,
            threads=None) -> np.ndarray:
     """out = activation(alpha * op(a) @ op(b) + beta * out + bias), float32.
@@ -200,6 +245,11 @@ def matmul(a, b, *, bias=None, activation=None, alpha=1.0, beta=0.0, out=None, t
     (name, *params): ("clip", lo, hi), ("leaky_relu", slope),
     ("hardsigmoid", alpha, beta). threads: None = the pool's size.
     """
+    if (bias is None and activation is None and alpha == 1.0 and beta == 0.0 and not trans_a and not trans_b
+            and _plain_pair(a, b)):
+        done = _matmul_plain(a, b, out, 0 if threads is None else _threads(threads))
+        if done is not None:
+            return done
     a, a_t, lda = _matrix("a", a)
     b, b_t, ldb = _matrix("b", b)
     ta, tb = bool(trans_a) != a_t, bool(trans_b) != b_t

@@ -9,6 +9,7 @@
 
 #include "conv_kernels.h"
 #include "conv_pack.h"
+#include "threadpool.h"
 
 /* im2col tile budget per thread: 512 KiB keeps the tile plus the GEMM's
  * packed A panel inside a 1-2 MiB L2 (Zen 4: 1 MiB, Sapphire Rapids: 2 MiB)
@@ -112,11 +113,12 @@ static int eff_threads(int nthreads) {
     return nthreads <= 0 ? (pool > 0 ? pool : 1) : nthreads;
 }
 
-/* Rows of the im2col tile: fill the budget, but give every thread work. */
+/* Rows of the im2col tile: fill the budget, but cut ~4 tiles per thread so
+ * the dynamic hand-out can balance a slow or descheduled thread. */
 static int64_t tile_rows(const aie_conv2d_params *p, int64_t M, int nt) {
     int64_t kd = gemm_rows(p);
     int64_t rows = (int64_t)(CONV_TILE_BYTES / ((size_t)kd * sizeof(float)));
-    int64_t per_thread = (M + nt - 1) / nt;
+    int64_t per_thread = nt > 1 ? (M + 4 * nt - 1) / (4 * nt) : M;
     if (rows > per_thread) rows = per_thread;
     if (rows > CONV_TILE_MAX_ROWS) rows = CONV_TILE_MAX_ROWS;
     if (rows < CONV_TILE_MIN_ROWS) rows = CONV_TILE_MIN_ROWS;
@@ -133,13 +135,14 @@ static conv_ws_plan plan_workspace(const aie_conv2d_params *p, int64_t P, int64_
     int64_t M = p->N * P * Q;
     if (is_depthwise(p)) return w;
     if (is_pointwise(p)) {
-        w.gemm_bytes = aie_sgemm_workspace_size(M, p->K / p->groups, p->C / p->groups, nt);
+        w.gemm_bytes = aie_sgemm_packed_workspace_size(M, p->K / p->groups, p->C / p->groups, nt);
         w.slot_bytes = AIE_ROUND_UP(w.gemm_bytes, AIE_ALIGN);
         return w;
     }
     w.rows = tile_rows(p, M, nt);
     w.tile_bytes = AIE_ROUND_UP((size_t)(w.rows * gemm_rows(p)) * sizeof(float), AIE_ALIGN);
-    w.gemm_bytes = AIE_ROUND_UP(aie_sgemm_workspace_size(w.rows, p->K / p->groups, gemm_rows(p), 1), AIE_ALIGN);
+    w.gemm_bytes =
+        AIE_ROUND_UP(aie_sgemm_packed_workspace_size(w.rows, p->K / p->groups, gemm_rows(p), 1), AIE_ALIGN);
     w.slot_bytes = w.tile_bytes + w.gemm_bytes;
     return w;
 }
@@ -216,34 +219,39 @@ static void im2col_tile(const conv_gemm_ctx *c, int64_t g, int64_t m0, int64_t r
     }
 }
 
-static void conv_tile_task(void *ctx, int64_t task, int64_t ntasks) {
+/* One im2col tile (all groups) per task, handed out dynamically; the
+ * worker index picks the scratch slot. */
+static void conv_tile_task(void *ctx, int64_t t, int worker) {
     conv_gemm_ctx *c = ctx;
     const aie_conv2d_params *p = c->p;
     const int64_t Kg = p->K / p->groups, kd = gemm_rows(p), rows = c->plan.rows;
-    char *slot = c->ws + (size_t)task * c->plan.slot_bytes;
+    char *slot = c->ws + (size_t)worker * c->plan.slot_bytes;
     float *tile = (float *)slot;
     void *gws = slot + c->plan.tile_bytes;
-    int64_t ntiles = (c->M + rows - 1) / rows;
-    /* contiguous tile ranges per task: neighbouring pixels share input rows */
-    int64_t t0 = ntiles * task / ntasks, t1 = ntiles * (task + 1) / ntasks;
-    for (int64_t t = t0; t < t1; t++) {
-        int64_t m0 = t * rows, mr = c->M - m0 < rows ? c->M - m0 : rows;
-        for (int64_t g = 0; g < p->groups; g++) {
-            im2col_tile(c, g, m0, mr, tile);
-            aie_epilogue ep = c->ep;
-            ep.bias = c->bias ? c->bias + g * Kg : NULL;
-            ep.bias_kind = c->bias ? AIE_BIAS_COL : AIE_BIAS_NONE;
-            int rc = aie_sgemm_packed(0, mr, Kg, kd, 1.f, tile, kd, c->wbody + (size_t)g * c->group_bytes, c->beta,
-                                      c->y + m0 * p->K + g * Kg, p->K, &ep, gws, c->plan.gemm_bytes, 1);
-            if (rc) __atomic_store_n(&c->status, rc, __ATOMIC_RELAXED);
-        }
+    int64_t m0 = t * rows, mr = c->M - m0 < rows ? c->M - m0 : rows;
+    for (int64_t g = 0; g < p->groups; g++) {
+        im2col_tile(c, g, m0, mr, tile);
+        aie_epilogue ep = c->ep;
+        ep.bias = c->bias ? c->bias + g * Kg : NULL;
+        ep.bias_kind = c->bias ? AIE_BIAS_COL : AIE_BIAS_NONE;
+        int rc = aie_sgemm_packed(0, mr, Kg, kd, 1.f, tile, kd, c->wbody + (size_t)g * c->group_bytes, c->beta,
+                                  c->y + m0 * p->K + g * Kg, p->K, &ep, gws, c->plan.gemm_bytes, 1);
+        if (rc) __atomic_store_n(&c->status, rc, __ATOMIC_RELAXED);
     }
 }
 
-static void dw_task(void *ctx, int64_t task, int64_t ntasks) {
-    const aie_dwconv_args *a = ctx;
+/* Depthwise: output rows [t * dw_rows, ...) per task, handed out dynamically. */
+typedef struct {
+    aie_dwconv_args a;
+    int64_t rows_per_task;
+} dw_ctx;
+
+static void dw_task(void *ctx, int64_t task, int worker) {
+    const dw_ctx *d = ctx;
+    const aie_dwconv_args *a = &d->a;
+    (void)worker;
     int64_t rows = a->p->N * a->P;
-    int64_t r0 = rows * task / ntasks, r1 = rows * (task + 1) / ntasks;
+    int64_t r0 = task * d->rows_per_task, r1 = r0 + d->rows_per_task < rows ? r0 + d->rows_per_task : rows;
     static const aie_dwconv_fn table[AIE_ISA_COUNT] = {
         aie_dwconv_rows_scalar,
 #ifdef AIE_HAVE_X86
@@ -273,9 +281,9 @@ int aie_conv2d(const aie_conv2d_params *p, const float *x, const void *packed_w,
     const int64_t M = p->N * P * Q;
 
     if (is_depthwise(p)) {
-        aie_dwconv_args a = {p, P, Q, x, (const float *)body, bias, residual, &e, y};
-        int64_t rows = p->N * P;
-        aie_parallel_for(rows < nt ? rows : nt, nt, dw_task, &a);
+        int64_t rows = p->N * P, pieces = nt > 1 ? 4 * (int64_t)nt : 1;
+        dw_ctx d = {{p, P, Q, x, (const float *)body, bias, residual, &e, y}, (rows + pieces - 1) / pieces};
+        aie_parallel_dynamic((rows + d.rows_per_task - 1) / d.rows_per_task, nt, dw_task, &d);
         return AIE_OK;
     }
 
@@ -305,7 +313,6 @@ int aie_conv2d(const aie_conv2d_params *p, const float *x, const void *packed_w,
         return AIE_OK;
     }
     conv_gemm_ctx c = {p, P, Q, M, x, body, h->group_bytes, bias, e, beta, y, ws, plan, nt, AIE_OK};
-    int64_t ntiles = (M + plan.rows - 1) / plan.rows;
-    aie_parallel_for(ntiles < nt ? ntiles : nt, nt, conv_tile_task, &c);
+    aie_parallel_dynamic((M + plan.rows - 1) / plan.rows, nt, conv_tile_task, &c);
     return c.status;
 }

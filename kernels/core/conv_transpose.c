@@ -85,10 +85,8 @@ static int eff_threads(int nthreads) {
 size_t aie_conv_transpose2d_workspace_size(const aie_conv2d_params *p, int nthreads) {
     if (aie_conv_transpose2d_output_shape(p, NULL, NULL)) return 0;
     /* + AIE_ALIGN: the caller's pointer may be unaligned */
-    return col_bytes(p) +
-           AIE_ROUND_UP(aie_sgemm_workspace_size(p->H * p->W, taps_cols(p), p->C / p->groups, eff_threads(nthreads)),
-                        AIE_ALIGN) +
-           AIE_ALIGN;
+    size_t gemm = aie_sgemm_packed_workspace_size(p->H * p->W, taps_cols(p), p->C / p->groups, eff_threads(nthreads));
+    return col_bytes(p) + AIE_ROUND_UP(gemm, AIE_ALIGN) + AIE_ALIGN;
 }
 
 typedef struct {

@@ -8,11 +8,18 @@
  *    for B stored N x K, dot products along K) are streamed once.
  *  - blocked: BLIS loops jc (NC) -> pc (KC) -> ic (MC) -> jr (NR) -> ir (MR)
  *    around the packed micro-kernel.
- * Threading splits C into nthreads column ranges (or row ranges when C is
- * tall and narrow); each task packs into its own slice of the workspace.
- * Every element's arithmetic (K order, KC split, epilogue) depends only on
- * the shape and the ISA, never on the split, so results are bitwise equal
- * for any thread count.
+ *    On one thread the classic order: per KC slice, B packed once and swept
+ *    over every MC block. On several, B is packed whole-K for a block of
+ *    columns first (unless pre-packed), by parallel tasks into one shared
+ *    buffer; then C tiles (MC rows x a column range) run as tasks, each
+ *    packing its own A block into its worker's slot and running all of K.
+ *    Either way the epilogue is fused into the micro-kernel's store on the
+ *    last K slice.
+ * Threading: tasks are handed out dynamically (aie_parallel_dynamic), ~4 per
+ * thread, so a descheduled or slow-to-wake worker does not hold the others
+ * up. Every element's arithmetic (K order, KC split, epilogue) depends only
+ * on the shape and the ISA, never on the tiling or the thread, so results
+ * are bitwise equal for any thread count.
  */
 #include <string.h>
 
@@ -55,33 +62,46 @@ static int64_t even_block(int64_t n, int64_t block, int64_t unit) {
 }
 
 typedef struct {
-    int64_t mc, kc, nc;
+    int64_t mc, kc, nc; /* nc: columns of B packed (whole K) at a time */
 } gemm_blocking;
 
 static gemm_blocking blocking_for(const gemm_kernels *kt, int64_t M, int64_t N, int64_t K) {
-    gemm_blocking b = {even_block(M, GEMM_MC, kt->mr), even_block(K, GEMM_KC, 1), even_block(N, GEMM_NC, kt->nr)};
+    int64_t nc_cap = (int64_t)(GEMM_B_BLOCK_BYTES / ((size_t)max64(K, 1) * sizeof(float))) / kt->nr * kt->nr;
+    nc_cap = max64(kt->nr, min64(nc_cap, GEMM_NC));
+    gemm_blocking b = {even_block(M, GEMM_MC, kt->mr), even_block(K, GEMM_KC, 1), even_block(N, nc_cap, kt->nr)};
     return b;
 }
 
-/* Workspace of one task: a packed A block, then (unless B is pre-packed) a packed B block. */
-static size_t task_bytes(const gemm_kernels *kt, int64_t M, int64_t N, int64_t K, int pack_b) {
-    gemm_blocking b = blocking_for(kt, M, N, K);
-    size_t a_bytes = AIE_ROUND_UP((size_t)b.mc * (size_t)b.kc * sizeof(float), AIE_ALIGN);
-    size_t b_bytes = pack_b ? AIE_ROUND_UP((size_t)b.nc * (size_t)b.kc * sizeof(float), AIE_ALIGN) : 0;
-    return a_bytes + b_bytes;
+static size_t a_block_bytes(const gemm_blocking *b) {
+    return AIE_ROUND_UP((size_t)b->mc * (size_t)b->kc * sizeof(float), AIE_ALIGN);
 }
 
-size_t aie_sgemm_workspace_size(int64_t M, int64_t N, int64_t K, int nthreads) {
+static size_t b_block_bytes(const gemm_blocking *b, int64_t K) {
+    return AIE_ROUND_UP((size_t)b->nc * (size_t)K * sizeof(float), AIE_ALIGN);
+}
+
+/* Workspace: the shared packed B block (unless B is pre-packed), then one
+ * packed A block per participating thread. */
+static size_t ws_bytes(int64_t M, int64_t N, int64_t K, int nthreads, int pack_b) {
     if (M <= 0 || N <= 0 || K <= 0) return 0;
     if (nthreads <= 0) nthreads = aie_threads_get();
     /* The largest over every compiled ISA, so a size queried before an
      * aie_set_isa() still fits after it. */
-    size_t per_task = 0;
+    size_t need = 0;
     for (int isa = 0; isa < AIE_ISA_COUNT; isa++) {
-        size_t t = task_bytes(aie_gemm_kernels_for((aie_isa)isa), M, N, K, 1);
-        if (t > per_task) per_task = t;
+        gemm_blocking b = blocking_for(aie_gemm_kernels_for((aie_isa)isa), M, N, K);
+        size_t t = a_block_bytes(&b) * (size_t)nthreads + (pack_b ? b_block_bytes(&b, K) : 0);
+        if (t > need) need = t;
     }
-    return per_task * (size_t)nthreads + AIE_ALIGN;
+    return need + AIE_ALIGN;
+}
+
+size_t aie_sgemm_workspace_size(int64_t M, int64_t N, int64_t K, int nthreads) {
+    return ws_bytes(M, N, K, nthreads, 1);
+}
+
+size_t aie_sgemm_packed_workspace_size(int64_t M, int64_t N, int64_t K, int nthreads) {
+    return ws_bytes(M, N, K, nthreads, 0);
 }
 
 /* ---- argument checks ---------------------------------------------------- */
@@ -138,10 +158,16 @@ typedef struct {
     int64_t ldc;
     const aie_epilogue *ep; /* NULL when there is nothing to apply */
     gemm_blocking blk;
-    char *ws;
-    size_t task_bytes;
-    int split_n;
-    int64_t chunk; /* columns (split_n) or rows per task */
+    float *bshared;  /* this column block's packed B (K x nr panels), shared */
+    char *a_slots;   /* one packed A block per worker */
+    size_t a_bytes;
+    int64_t jc, nc;  /* the current column block */
+    int64_t pc0, pc1; /* the K range tile tasks run (all of K, or one KC slice) */
+    const float *bblock; /* packed B of the block: panel p at + p * b_stride, row k at + (k - b_k0) * nr */
+    int64_t b_stride, b_k0;
+    /* C tiles of the current block: tile_m rows x tile_n columns, row-major grid */
+    int64_t tile_m, tile_n, tiles_m, tiles_n;
+    int64_t pack_panels; /* B panels per packing task */
 } gemm_job;
 
 static void apply_epilogue(const gemm_job *j, float *c, int64_t m, int64_t n, int64_t row0, int64_t col0) {
@@ -171,63 +197,82 @@ static void run_small(const gemm_job *j, int64_t m0, int64_t m1, int64_t n0, int
     }
 }
 
-static void run_blocked(const gemm_job *j, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float *pa, float *pb) {
+/* Small path: task t is columns [t*tile_n, (t+1)*tile_n) of every row. */
+static void small_task(void *ctx, int64_t t, int worker) {
+    const gemm_job *j = ctx;
+    (void)worker;
+    int64_t n0 = t * j->tile_n;
+    run_small(j, 0, j->M, n0, min64(j->N, n0 + j->tile_n));
+}
+
+/* Pack B panels [t*pack_panels, ...) of the current column block, rows
+ * [b_k0, pc1) of K, into bshared with panel stride b_stride. */
+static void pack_b_task(void *ctx, int64_t t, int worker) {
+    const gemm_job *j = ctx;
+    const int nr = j->kt->nr;
+    (void)worker;
+    int64_t p0 = t * j->pack_panels * nr, cols = min64(j->pack_panels * nr, j->nc - p0);
+    if (cols > 0)
+        aie_gemm_pack_b(j->trans_b, j->B, j->ldb, j->b_k0, j->pc1 - j->b_k0, j->jc + p0, cols, nr,
+                        j->bshared + (p0 / nr) * j->b_stride, j->b_stride);
+}
+
+/* One C tile: rows [i0, i0+mc) x block columns [n0, n1), K slices [pc0, pc1).
+ * The arithmetic of every element (KC split, order, epilogue) is the same
+ * whichever tile or thread computes it. */
+static void tile_task(void *ctx, int64_t t, int worker) {
+    const gemm_job *j = ctx;
     const gemm_kernels *kt = j->kt;
     const int mr = kt->mr, nr = kt->nr;
-    for (int64_t jc = n0; jc < n1; jc += j->blk.nc) {
-        int64_t nc = min64(j->blk.nc, n1 - jc);
-        for (int64_t pc = 0; pc < j->K; pc += j->blk.kc) {
-            int64_t kc = min64(j->blk.kc, j->K - pc);
-            const float *bp;
-            int64_t panel_stride;
-            if (j->bpacked) {
-                bp = j->bpacked + (jc / nr) * j->K * nr + pc * nr;
-                panel_stride = j->K * nr;
-            } else {
-                aie_gemm_pack_b(j->trans_b, j->B, j->ldb, pc, kc, jc, nc, nr, pb, kc * nr);
-                bp = pb;
-                panel_stride = kc * nr;
-            }
-            /* beta applies once, on the first K slice; later slices accumulate */
-            float beta = pc == 0 ? j->beta : 1.0f;
-            int last = pc + kc >= j->K;
-            for (int64_t ic = m0; ic < m1; ic += j->blk.mc) {
-                int64_t mc = min64(j->blk.mc, m1 - ic);
-                aie_gemm_pack_a(j->trans_a, j->A, j->lda, ic, mc, pc, kc, mr, pa);
-                for (int64_t jr = 0; jr < nc; jr += nr) {
-                    int n = (int)min64(nr, nc - jr);
-                    const float *bpanel = bp + (jr / nr) * panel_stride;
-                    for (int64_t ir = 0; ir < mc; ir += mr) {
-                        int m = (int)min64(mr, mc - ir);
-                        float *c = j->C + (ic + ir) * j->ldc + jc + jr;
-                        kt->ukernel(kc, pa + ir * kc, bpanel, c, j->ldc, m, n, j->alpha, beta);
-                        if (last && j->ep) apply_epilogue(j, c, m, n, ic + ir, jc + jr);
-                    }
+    int64_t i0 = (t / j->tiles_n) * j->tile_m, mc = min64(j->tile_m, j->M - i0);
+    int64_t n0 = (t % j->tiles_n) * j->tile_n, n1 = min64(j->nc, n0 + j->tile_n);
+    if (mc <= 0 || n0 >= n1) return;
+    float *pa = (float *)(j->a_slots + (size_t)worker * j->a_bytes);
+    const aie_epilogue *ep = j->ep;
+    gemm_tile_ep tep = {NULL, NULL, ep ? ep->act : AIE_ACT_NONE, ep ? ep->p0 : 0.f, ep ? ep->p1 : 0.f};
+    for (int64_t pc = j->pc0; pc < j->pc1; pc += j->blk.kc) {
+        int64_t kc = min64(j->blk.kc, j->K - pc);
+        /* beta applies once, on the first K slice; later slices accumulate */
+        float beta = pc == 0 ? j->beta : 1.0f;
+        int last = pc + kc >= j->K;
+        aie_gemm_pack_a(j->trans_a, j->A, j->lda, i0, mc, pc, kc, mr, pa);
+        for (int64_t jr = n0; jr < n1; jr += nr) {
+            int n = (int)min64(nr, n1 - jr);
+            const float *bpanel = j->bblock + (jr / nr) * j->b_stride + (pc - j->b_k0) * nr;
+            int64_t col = j->jc + jr;
+            for (int64_t ir = 0; ir < mc; ir += mr) {
+                int m = (int)min64(mr, mc - ir);
+                float *c = j->C + (i0 + ir) * j->ldc + col;
+                const gemm_tile_ep *e = NULL;
+                if (last && ep) {
+                    tep.bias_col = ep->bias_kind == AIE_BIAS_COL ? ep->bias + col : NULL;
+                    tep.bias_row = ep->bias_kind == AIE_BIAS_ROW ? ep->bias + i0 + ir : NULL;
+                    e = &tep;
                 }
+                kt->ukernel(kc, pa + ir * kc, bpanel, c, j->ldc, m, n, j->alpha, beta, e);
             }
         }
     }
 }
 
-static void gemm_task(void *ctx, int64_t t, int64_t ntasks) {
-    const gemm_job *j = ctx;
-    (void)ntasks;
-    int64_t m0 = 0, m1 = j->M, n0 = 0, n1 = j->N;
-    if (j->split_n) {
-        n0 = t * j->chunk;
-        n1 = min64(j->N, n0 + j->chunk);
-    } else {
-        m0 = t * j->chunk;
-        m1 = min64(j->M, m0 + j->chunk);
+/* Cut the current column block into C tiles: one per MC block (and the
+ * whole block wide) on one thread; with more threads, ~4 tiles per thread
+ * so that the dynamic hand-out can balance a slow or descheduled worker,
+ * but never narrower than 4 micro-panels (A is re-packed once per tile
+ * column) nor shorter than one micro-tile. */
+static void plan_tiles(gemm_job *j, int nt) {
+    const int64_t mr = j->kt->mr, nr = j->kt->nr;
+    int64_t mblocks = (j->M + j->blk.mc - 1) / j->blk.mc, panels = (j->nc + nr - 1) / nr;
+    int64_t cols = 1, rows = mblocks;
+    if (nt > 1) {
+        int64_t want = 4 * (int64_t)nt;
+        cols = min64((want + mblocks - 1) / mblocks, max64(1, panels / 4));
+        rows = min64(max64(mblocks, (want + cols - 1) / cols), (j->M + mr - 1) / mr);
     }
-    if (m0 >= m1 || n0 >= n1) return;
-    if (j->small) {
-        run_small(j, m0, m1, n0, n1);
-        return;
-    }
-    float *pa = (float *)(j->ws + (size_t)t * j->task_bytes);
-    float *pb = pa + AIE_ROUND_UP((size_t)j->blk.mc * (size_t)j->blk.kc, AIE_ALIGN / sizeof(float));
-    run_blocked(j, m0, m1, n0, n1, pa, pb);
+    j->tile_n = (panels + cols - 1) / cols * nr;
+    j->tile_m = AIE_ROUND_UP((j->M + rows - 1) / rows, mr);
+    j->tiles_n = (j->nc + j->tile_n - 1) / j->tile_n;
+    j->tiles_m = (j->M + j->tile_m - 1) / j->tile_m;
 }
 
 /* C = beta * C, then the epilogue: what is left when K == 0 or alpha == 0
@@ -259,32 +304,59 @@ static int run_job(const char *fn, gemm_job *j, void *workspace, size_t workspac
 
     j->small = j->M <= GEMM_SMALL_M && (j->bpacked || !j->trans_b || !j->trans_a);
     if (j->small) {
+        /* ~4 column chunks per thread, whole vectors of the widest m = 1 tile */
         int64_t unit = j->bpacked ? j->kt->nr : GEMM_SMALL_SPLIT_UNIT;
-        j->split_n = 1;
-        j->chunk = AIE_ROUND_UP((j->N + nt - 1) / nt, unit);
-    } else {
-        j->blk = blocking_for(j->kt, j->M, j->N, j->K);
-        j->task_bytes = task_bytes(j->kt, j->M, j->N, j->K, j->bpacked == NULL);
-        char *base = workspace ? (char *)AIE_ROUND_UP((uintptr_t)workspace, AIE_ALIGN) : NULL;
-        size_t usable = base && (size_t)(base - (char *)workspace) <= workspace_size
-                            ? workspace_size - (size_t)(base - (char *)workspace) : 0;
-        if (usable < j->task_bytes)
-            return aie_fail(AIE_ENOMEM,
-                            "%s: workspace too small for M=%lld N=%lld K=%lld: need %zu bytes for one thread "
-                            "(aie_sgemm_workspace_size(M, N, K, nthreads) gives the size), got %zu",
-                            fn, (long long)j->M, (long long)j->N, (long long)j->K, j->task_bytes + AIE_ALIGN,
-                            workspace_size);
-        if ((size_t)nt > usable / j->task_bytes) nt = (int)(usable / j->task_bytes);
-        j->ws = base;
-        /* Split the longer side; a range must hold whole micro-tiles. */
-        j->split_n = j->N >= j->M || j->M < (int64_t)nt * j->kt->mr;
-        int64_t len = j->split_n ? j->N : j->M, unit = j->split_n ? j->kt->nr : j->kt->mr;
-        j->chunk = AIE_ROUND_UP((len + nt - 1) / nt, unit);
+        int64_t pieces = nt > 1 ? 4 * (int64_t)nt : 1;
+        j->tile_n = AIE_ROUND_UP((j->N + pieces - 1) / pieces, unit);
+        aie_parallel_dynamic((j->N + j->tile_n - 1) / j->tile_n, nt, small_task, j);
+        return AIE_OK;
     }
-    int64_t len = j->split_n ? j->N : j->M;
-    int64_t ntasks = (len + j->chunk - 1) / j->chunk;
-    if (ntasks <= 1) gemm_task(j, 0, 1);
-    else aie_parallel_for(ntasks, (int)ntasks, gemm_task, j);
+    j->blk = blocking_for(j->kt, j->M, j->N, j->K);
+    if (j->bpacked) j->blk.nc = AIE_ROUND_UP(j->N, j->kt->nr); /* B is packed whole already */
+    j->a_bytes = a_block_bytes(&j->blk);
+    size_t b_bytes = j->bpacked ? 0 : b_block_bytes(&j->blk, j->K);
+    char *base = workspace ? (char *)AIE_ROUND_UP((uintptr_t)workspace, AIE_ALIGN) : NULL;
+    size_t usable = base && (size_t)(base - (char *)workspace) <= workspace_size
+                        ? workspace_size - (size_t)(base - (char *)workspace) : 0;
+    if (usable < b_bytes + j->a_bytes)
+        return aie_fail(AIE_ENOMEM,
+                        "%s: workspace too small for M=%lld N=%lld K=%lld: need %zu bytes for one thread "
+                        "(aie_sgemm_workspace_size(M, N, K, nthreads) gives the size), got %zu",
+                        fn, (long long)j->M, (long long)j->N, (long long)j->K, b_bytes + j->a_bytes + AIE_ALIGN,
+                        workspace_size);
+    if ((size_t)nt > (usable - b_bytes) / j->a_bytes) nt = (int)((usable - b_bytes) / j->a_bytes);
+    j->bshared = (float *)base;
+    j->a_slots = base + b_bytes;
+    const int64_t nr = j->kt->nr;
+    /* One thread: the classic order, one KC slice of B packed at a time and
+     * swept over every row block while it is in L2. Several: B packed whole
+     * K up front, so tile tasks need no barrier per KC slice. */
+    const int64_t kstep = nt > 1 ? j->K : j->blk.kc;
+    if (nt == 1 && !j->bpacked) { /* a KC slice of B needs less room: widen the block to fill it */
+        int64_t wide = (j->blk.nc * j->K / j->blk.kc) / nr * nr;
+        j->blk.nc = even_block(j->N, min64(wide, GEMM_NC), nr);
+    }
+    for (j->jc = 0; j->jc < j->N; j->jc += j->blk.nc) {
+        j->nc = min64(j->blk.nc, j->N - j->jc);
+        plan_tiles(j, nt);
+        for (j->pc0 = 0; j->pc0 < j->K; j->pc0 += kstep) {
+            j->pc1 = min64(j->K, j->pc0 + kstep);
+            if (j->bpacked) {
+                j->bblock = j->bpacked + (j->jc / nr) * j->K * nr;
+                j->b_stride = j->K * nr;
+                j->b_k0 = 0;
+            } else {
+                int64_t panels = (j->nc + nr - 1) / nr;
+                int64_t pieces = min64(panels, nt > 1 ? 4 * (int64_t)nt : 1);
+                j->bblock = j->bshared;
+                j->b_stride = (j->pc1 - j->pc0) * nr;
+                j->b_k0 = j->pc0;
+                j->pack_panels = (panels + pieces - 1) / pieces;
+                aie_parallel_dynamic((panels + j->pack_panels - 1) / j->pack_panels, nt, pack_b_task, j);
+            }
+            aie_parallel_dynamic(j->tiles_m * j->tiles_n, nt, tile_task, j);
+        }
+    }
     return AIE_OK;
 }
 

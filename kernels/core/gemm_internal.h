@@ -14,6 +14,7 @@
 #define AIE_GEMM_INTERNAL_H
 
 #include "aie_internal.h"
+#include "threadpool.h"
 
 /* Cache blocking, in one place, for every ISA.
  * KC = 256: a KC x NR micro-panel of B (32 KiB at NR = 32) stays in the 48 KiB
@@ -24,13 +25,29 @@
 #define GEMM_KC 256
 #define GEMM_MC 336
 #define GEMM_NC 4096
+/* Without pre-packed weights, B is packed whole (all K) for a block of
+ * columns before any C tile runs, shared by every thread, so threads never
+ * pack the same B twice; this caps that block (and the workspace it needs):
+ * 8 MiB is 2048 columns at K = 1024, well inside the L3. */
+#ifndef GEMM_B_BLOCK_BYTES
+#define GEMM_B_BLOCK_BYTES (8u << 20)
+#endif
 /* Problems with M <= GEMM_SMALL_M run packing-free (GEMV-like) kernels. */
 #define GEMM_SMALL_M 8
 
-/* C[0:m, 0:n] = alpha * (packed A panel x packed B panel) + beta * C;
+/* The epilogue of one micro-tile, pointers already offset to the tile:
+ * C += bias_col[j] (if not NULL), += bias_row[i] (if not NULL), then act. */
+typedef struct {
+    const float *bias_col, *bias_row;
+    int act;
+    float p0, p1;
+} gemm_tile_ep;
+
+/* C[0:m, 0:n] = alpha * (packed A panel x packed B panel) + beta * C, then
+ * the epilogue ep (NULL: none) on the accumulators before the store;
  * beta == 0 means C is not read. m <= MR, n <= NR. */
 typedef void (*gemm_ukernel_fn)(int64_t kc, const float *pa, const float *pb, float *c, int64_t ldc, int m, int n,
-                                float alpha, float beta);
+                                float alpha, float beta, const gemm_tile_ep *ep);
 
 /* Packing-free small-M kernel, columns [n0, n1) of all m rows (m <= GEMM_SMALL_M):
  * C = alpha * op(A) * B + beta * C with B not transposed (row k of B is contiguous);

@@ -41,8 +41,18 @@ GEMM_INLINE void store_vec(float *c, vf acc, int n, vf valpha, float beta, vf vb
     }
 }
 
+/* The tile's epilogue lanes: bias (col/row) and ReLU/clip are applied on the
+ * accumulators before the single store; other activations run on the tile's
+ * rows right after it, while they are still in L1. */
+GEMM_INLINE vf tile_ep_vec(vf r, const gemm_tile_ep *ep, int i, int v, int nv, vf lo, vf hi) {
+    if (ep->bias_col) r = vf_add(r, nv >= VL ? vf_load(ep->bias_col + v * VL) : vf_loadn(ep->bias_col + v * VL, nv));
+    if (ep->bias_row) r = vf_add(r, vf_set1(ep->bias_row[i]));
+    if (ep->act == AIE_ACT_RELU || ep->act == AIE_ACT_CLIP) r = vf_max(lo, vf_min(hi, r));
+    return r;
+}
+
 static void GEMM_UKERNEL(int64_t kc, const float *restrict pa, const float *restrict pb, float *restrict c,
-                         int64_t ldc, int m, int n, float alpha, float beta) {
+                         int64_t ldc, int m, int n, float alpha, float beta, const gemm_tile_ep *ep) {
     vf acc[GEMM_MR][GEMM_NV];
 #pragma GCC unroll 16
     for (int i = 0; i < GEMM_MR; i++)
@@ -70,12 +80,37 @@ static void GEMM_UKERNEL(int64_t kc, const float *restrict pa, const float *rest
     }
 
     vf valpha = vf_set1(alpha), vbeta = vf_set1(beta);
+    if (!ep) {
+#pragma GCC unroll 16
+        for (int i = 0; i < GEMM_MR; i++) {
+            if (i >= m) break;
+#pragma GCC unroll 8
+            for (int v = 0; v < GEMM_NV; v++)
+                store_vec(c + i * ldc + v * VL, acc[i][v], n - v * VL, valpha, beta, vbeta);
+        }
+        return;
+    }
+    /* ReLU is clip(0, +inf); max/min keep NaN from the accumulator as the
+     * separate pass did (x86 max/min return the second operand on NaN). */
+    vf lo = vf_set1(ep->act == AIE_ACT_CLIP ? ep->p0 : 0.0f);
+    vf hi = vf_set1(ep->act == AIE_ACT_CLIP ? ep->p1 : __builtin_inff());
 #pragma GCC unroll 16
     for (int i = 0; i < GEMM_MR; i++) {
         if (i >= m) break;
 #pragma GCC unroll 8
-        for (int v = 0; v < GEMM_NV; v++) store_vec(c + i * ldc + v * VL, acc[i][v], n - v * VL, valpha, beta, vbeta);
+        for (int v = 0; v < GEMM_NV; v++) {
+            int nv = n - v * VL;
+            if (nv <= 0) break;
+            float *cp = c + i * ldc + v * VL;
+            vf r = vf_mul(acc[i][v], valpha);
+            if (beta != 0.0f) r = vf_fma(nv >= VL ? vf_load(cp) : vf_loadn(cp, nv), vbeta, r);
+            r = tile_ep_vec(r, ep, i, v, nv, lo, hi);
+            if (nv >= VL) vf_store(cp, r);
+            else vf_storen(cp, r, nv);
+        }
     }
+    if (ep->act != AIE_ACT_NONE && ep->act != AIE_ACT_RELU && ep->act != AIE_ACT_CLIP)
+        for (int i = 0; i < m; i++) act_row(c + i * ldc, n, ep->act, ep->p0, ep->p1);
 }
 
 /* One tile of the small-M kernel: MR_ rows x NV_ vectors of columns starting

@@ -1,22 +1,30 @@
 /*
- * The persistent thread pool behind aie_parallel_for.
+ * The persistent thread pool behind aie_parallel_for (static assignment)
+ * and aie_parallel_dynamic (tasks claimed from an atomic counter).
  *
  * - Size: CPUs in the affinity mask (sched_getaffinity), or AIE_NUM_THREADS;
  *   aie_threads_set(n) resizes (joins the old workers, starts new ones).
  *   Workers start lazily, on the first parallel call that needs them.
- * - A request is published by bumping a generation counter; workers spin a
- *   short, bounded while (back-to-back kernels in one inference then skip the
- *   futex round trip) and then sleep on a condition variable, so an idle
- *   process burns no CPU.
- * - Static assignment: participant p of P runs tasks [p*T/P, (p+1)*T/P), the
- *   caller being participant 0. The same (ntasks, nthreads) always maps work
- *   the same way, hence bitwise-deterministic results.
+ * - A request is published as a new generation in the high half of one
+ *   64-bit word whose low half is the next unclaimed task (dynamic mode).
+ *   Workers spin for a short, time-bounded while (back-to-back kernels of one
+ *   inference then skip the futex round trip) and then sleep on a condition
+ *   variable, so an idle process burns no CPU.
+ * - The caller never waits for a worker that has nothing to do: it waits only
+ *   until every task (dynamic) or every share (static) is done. A worker that
+ *   wakes late reads the job under a seqlock (the generation, read again
+ *   after the fields, must not have moved) and in dynamic mode claims a task
+ *   only by a compare-and-swap that also checks the generation, so it cannot
+ *   run a task of a finished job or of the next one.
+ * - Static assignment (aie_parallel_for): participant p of P runs tasks
+ *   [p*T/P, (p+1)*T/P), the caller being participant 0; the same
+ *   (ntasks, nthreads) always maps work the same way.
  * - Callers from different application threads serialise on call_lock; a
  *   call made from inside a task (nested) runs serially on that thread.
  * - fork(): the child has no workers; an atfork handler resets the pool so
  *   the child restarts them on demand.
  */
-#include "aie_internal.h"
+#include "threadpool.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -24,6 +32,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define POOL_MAX_THREADS 256
 #if defined(__x86_64__) || defined(__i386__)
@@ -33,9 +42,16 @@
 #else
 #define cpu_relax() ((void)0)
 #endif
-/* ~20-50 us of polling before sleeping: long enough to bridge consecutive
- * kernels of one inference, short enough not to show in idle CPU time. */
-#define POOL_SPIN_ITERS 20000
+/* Polling before sleeping, in time rather than iterations (PAUSE takes ~10
+ * cycles on some cores and ~140 on others): 50 us bridges consecutive
+ * kernels of one inference and stays invisible in idle CPU time. After the
+ * first POOL_PAUSE_NS the poll yields the CPU on every round: on an
+ * oversubscribed machine the thread we wait for may be queued behind us on
+ * the same CPU, and pure spinning would only delay it. */
+#define POOL_SPIN_NS 50000
+#define POOL_PAUSE_NS 3000
+
+enum { JOB_STATIC = 0, JOB_DYNAMIC = 1 };
 
 typedef struct {
     _Alignas(64) pthread_t tid; /* padded: one cache line per worker */
@@ -44,30 +60,53 @@ typedef struct {
 } worker_slot;
 
 static struct {
-    pthread_mutex_t lock;      /* protects job publication, sleeping, shutdown */
+    pthread_mutex_t lock;      /* protects publication, sleeping, shutdown */
     pthread_cond_t wake;       /* workers sleep here between requests */
-    pthread_cond_t done;       /* the caller sleeps here until pending == 0 */
+    pthread_cond_t done_cv;    /* the caller sleeps here until the job is done */
     pthread_mutex_t call_lock; /* serialises application threads */
     int size;                  /* participants incl. the caller; 0 = not yet decided */
     int nworkers;              /* workers currently running (size - 1 once started) */
     int shutdown;
-    /* the current request (written under lock before generation is bumped) */
-    aie_task_fn fn;
-    void *ctx;
-    int64_t ntasks;
-    int nparticipants;
-    _Alignas(64) atomic_uint generation;
-    _Alignas(64) atomic_int pending; /* workers that have not yet acknowledged the request */
+    /* The current job. Written only by the publishing caller, before the
+     * generation moves; read by workers under the seqlock (see file comment),
+     * hence relaxed atomics rather than plain fields. */
+    _Atomic int mode;
+    _Atomic(void *) fn; /* aie_task_fn or aie_dyn_task_fn, by mode */
+    _Atomic(void *) ctx;
+    _Atomic int64_t ntasks;
+    _Atomic int nparticipants;
+    _Atomic int64_t target; /* value of `done` at which the job is finished */
+    _Alignas(64) _Atomic uint64_t state; /* generation << 32 | next task */
+    _Alignas(64) _Atomic int64_t done;   /* tasks (dynamic) or shares (static) finished */
     worker_slot workers[POOL_MAX_THREADS];
 } g_pool = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .wake = PTHREAD_COND_INITIALIZER,
-    .done = PTHREAD_COND_INITIALIZER,
+    .done_cv = PTHREAD_COND_INITIALIZER,
     .call_lock = PTHREAD_MUTEX_INITIALIZER,
 };
 
 static _Thread_local int t_in_task; /* nested calls run serially */
 static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
+
+static unsigned gen_of(uint64_t s) { return (unsigned)(s >> 32); }
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* One polling round of a wait that started at `start`: 0 once the wait
+ * should turn into sleeping. */
+static int poll_round(int i, int64_t start) {
+    cpu_relax();
+    if (i % 64) return 1;
+    int64_t t = now_ns() - start;
+    if (t > POOL_SPIN_NS) return 0;
+    if (t > POOL_PAUSE_NS) sched_yield();
+    return 1;
+}
 
 static int default_size(void) {
     const char *env = getenv("AIE_NUM_THREADS");
@@ -85,44 +124,88 @@ static int default_size(void) {
     return 1;
 }
 
-static void run_share(aie_task_fn fn, void *ctx, int64_t ntasks, int p, int nparts) {
+/* Count k units done; the one that completes the job wakes the caller. */
+static void finish(int64_t k, int64_t target, int is_caller) {
+    int64_t d = atomic_fetch_add_explicit(&g_pool.done, k, memory_order_acq_rel) + k;
+    if (d == target && !is_caller) {
+        pthread_mutex_lock(&g_pool.lock);
+        pthread_cond_signal(&g_pool.done_cv);
+        pthread_mutex_unlock(&g_pool.lock);
+    }
+}
+
+/* The next task of generation gen, or -1 once none is left (or the job is gone). */
+static int64_t claim(unsigned gen, int64_t ntasks) {
+    uint64_t s = atomic_load_explicit(&g_pool.state, memory_order_relaxed);
+    for (;;) {
+        if (gen_of(s) != gen || (int64_t)(uint32_t)s >= ntasks) return -1;
+        if (atomic_compare_exchange_weak_explicit(&g_pool.state, &s, s + 1, memory_order_acq_rel,
+                                                  memory_order_relaxed))
+            return (int64_t)(uint32_t)s;
+    }
+}
+
+static void run_static_share(aie_task_fn fn, void *ctx, int64_t ntasks, int p, int nparts) {
     int64_t begin = ntasks * p / nparts, end = ntasks * (p + 1) / nparts;
     t_in_task = 1;
     for (int64_t t = begin; t < end; t++) fn(ctx, t, ntasks);
     t_in_task = 0;
 }
 
+/* Claim and run tasks of generation gen until none is left. */
+static void run_dynamic(unsigned gen, aie_dyn_task_fn fn, void *ctx, int64_t ntasks, int64_t target, int worker) {
+    int64_t t;
+    t_in_task = 1;
+    while ((t = claim(gen, ntasks)) >= 0) {
+        fn(ctx, t, worker);
+        finish(1, target, worker == 0);
+    }
+    t_in_task = 0;
+}
+
+/* Wait (spin, then sleep) until the generation differs from seen or the
+ * pool shuts down; returns the state, or 0 with *stop set on shutdown. */
+static uint64_t wait_for_job(unsigned seen, int *stop) {
+    uint64_t s = atomic_load_explicit(&g_pool.state, memory_order_acquire);
+    if (gen_of(s) != seen) return s;
+    int64_t start = now_ns();
+    for (int i = 1; poll_round(i, start); i++) {
+        s = atomic_load_explicit(&g_pool.state, memory_order_acquire);
+        if (gen_of(s) != seen) return s;
+    }
+    pthread_mutex_lock(&g_pool.lock);
+    while (gen_of(s = atomic_load_explicit(&g_pool.state, memory_order_acquire)) == seen && !g_pool.shutdown)
+        pthread_cond_wait(&g_pool.wake, &g_pool.lock);
+    *stop = g_pool.shutdown && gen_of(s) == seen;
+    pthread_mutex_unlock(&g_pool.lock);
+    return s;
+}
+
 static void *worker_main(void *arg) {
     int index = ((worker_slot *)arg)->index; /* participant number, >= 1 */
-    /* Not read from g_pool.generation here: the request that started this
-     * worker may already be published by the time the thread runs. */
+    /* Not read from g_pool.state here: the request that started this worker
+     * may already be published by the time the thread runs. */
     unsigned seen = ((worker_slot *)arg)->first_generation;
     for (;;) {
-        unsigned gen;
-        int spins = 0;
-        while ((gen = atomic_load_explicit(&g_pool.generation, memory_order_acquire)) == seen &&
-               spins < POOL_SPIN_ITERS) {
-            cpu_relax();
-            spins++;
-        }
-        if (gen == seen) {
-            pthread_mutex_lock(&g_pool.lock);
-            while ((gen = atomic_load_explicit(&g_pool.generation, memory_order_acquire)) == seen &&
-                   !g_pool.shutdown)
-                pthread_cond_wait(&g_pool.wake, &g_pool.lock);
-            int stop = g_pool.shutdown && gen == seen;
-            pthread_mutex_unlock(&g_pool.lock);
-            if (stop) return NULL;
-        }
+        int stop = 0;
+        uint64_t s = wait_for_job(seen, &stop);
+        if (stop) return NULL;
+        unsigned gen = gen_of(s);
         seen = gen;
-        if (index < g_pool.nparticipants)
-            run_share(g_pool.fn, g_pool.ctx, g_pool.ntasks, index, g_pool.nparticipants);
-        /* Every worker acknowledges every request, participant or not, so the
-         * next request cannot overwrite the job fields while one still reads them. */
-        if (atomic_fetch_sub_explicit(&g_pool.pending, 1, memory_order_acq_rel) == 1) {
-            pthread_mutex_lock(&g_pool.lock);
-            pthread_cond_signal(&g_pool.done);
-            pthread_mutex_unlock(&g_pool.lock);
+        int mode = atomic_load_explicit(&g_pool.mode, memory_order_relaxed);
+        void *fn = atomic_load_explicit(&g_pool.fn, memory_order_relaxed);
+        void *ctx = atomic_load_explicit(&g_pool.ctx, memory_order_relaxed);
+        int64_t ntasks = atomic_load_explicit(&g_pool.ntasks, memory_order_relaxed);
+        int nparts = atomic_load_explicit(&g_pool.nparticipants, memory_order_relaxed);
+        int64_t target = atomic_load_explicit(&g_pool.target, memory_order_relaxed);
+        atomic_thread_fence(memory_order_acquire);
+        if (gen_of(atomic_load_explicit(&g_pool.state, memory_order_relaxed)) != gen) continue; /* stale read */
+        if (index >= nparts) continue;
+        if (mode == JOB_STATIC) {
+            run_static_share((aie_task_fn)fn, ctx, ntasks, index, nparts);
+            finish(1, target, 0);
+        } else {
+            run_dynamic(gen, (aie_dyn_task_fn)fn, ctx, ntasks, target, index);
         }
     }
 }
@@ -138,13 +221,13 @@ static void stop_workers(void) { /* call_lock held */
 }
 
 static int start_workers(void) { /* call_lock held; starts size - 1 workers */
-    for (int i = 1; i < g_pool.size; i++) {
+    for (int i = g_pool.nworkers + 1; i < g_pool.size; i++) {
         g_pool.workers[i].index = i;
-        g_pool.workers[i].first_generation = atomic_load(&g_pool.generation);
+        g_pool.workers[i].first_generation = gen_of(atomic_load(&g_pool.state));
         int rc = pthread_create(&g_pool.workers[i].tid, NULL, worker_main, &g_pool.workers[i]);
         if (rc != 0) {
-            /* Run with the workers we have; the rest of the work stays correct
-             * because participants beyond nworkers are never asked for. */
+            /* Run with the workers we have; participants beyond nworkers are
+             * never asked for. */
             g_pool.size = i;
             return aie_fail(AIE_EINTERNAL, "thread pool: pthread_create failed for worker %d: %s", i, strerror(rc));
         }
@@ -159,10 +242,9 @@ static void atfork_child(void) {
     pthread_mutex_init(&g_pool.lock, NULL);
     pthread_mutex_init(&g_pool.call_lock, NULL);
     pthread_cond_init(&g_pool.wake, NULL);
-    pthread_cond_init(&g_pool.done, NULL);
+    pthread_cond_init(&g_pool.done_cv, NULL);
     g_pool.nworkers = 0;
     g_pool.shutdown = 0;
-    atomic_store(&g_pool.pending, 0);
 }
 
 static void register_atfork(void) { pthread_atfork(NULL, NULL, atfork_child); }
@@ -193,44 +275,83 @@ int aie_threads_get(void) {
     return n;
 }
 
-void aie_parallel_for(int64_t ntasks, int nthreads, aie_task_fn fn, void *ctx) {
-    if (ntasks <= 0 || fn == NULL) return;
-    if (t_in_task || nthreads == 1 || ntasks == 1) {
-        for (int64_t t = 0; t < ntasks; t++) fn(ctx, t, ntasks);
-        return;
-    }
+int aie_parallel_participants(int nthreads, int64_t ntasks) {
+    if (t_in_task || ntasks <= 1) return 1;
+    int n = nthreads <= 0 ? aie_threads_get() : nthreads;
+    if (n > ntasks) n = (int)ntasks;
+    return n < 1 ? 1 : n;
+}
+
+/* Lock the pool and decide the participants; returns 0 (pool not locked)
+ * when the call should run serially on the caller. */
+static int begin_call(int64_t ntasks, int nthreads) {
+    if (t_in_task || nthreads == 1 || ntasks <= 1) return 0;
     pthread_mutex_lock(&g_pool.call_lock);
     ensure_size();
     if (g_pool.nworkers + 1 < g_pool.size) start_workers();
     int parts = nthreads <= 0 ? g_pool.size : nthreads;
     if (parts > g_pool.nworkers + 1) parts = g_pool.nworkers + 1;
     if (parts > ntasks) parts = (int)ntasks;
-    if (parts <= 1) {
-        pthread_mutex_unlock(&g_pool.call_lock);
+    if (parts <= 1) pthread_mutex_unlock(&g_pool.call_lock);
+    return parts > 1 ? parts : 0;
+}
+
+/* Publish a job as the next generation and wake the workers. */
+static unsigned publish(int mode, void *fn, void *ctx, int64_t ntasks, int parts, int64_t target) {
+    pthread_mutex_lock(&g_pool.lock);
+    unsigned gen = gen_of(atomic_load_explicit(&g_pool.state, memory_order_relaxed)) + 1;
+    /* A worker still reading the previous job's fields must see the move of
+     * the generation if it sees any of these writes (seqlock writer side). */
+    atomic_thread_fence(memory_order_release);
+    atomic_store_explicit(&g_pool.mode, mode, memory_order_relaxed);
+    atomic_store_explicit(&g_pool.fn, fn, memory_order_relaxed);
+    atomic_store_explicit(&g_pool.ctx, ctx, memory_order_relaxed);
+    atomic_store_explicit(&g_pool.ntasks, ntasks, memory_order_relaxed);
+    atomic_store_explicit(&g_pool.nparticipants, parts, memory_order_relaxed);
+    atomic_store_explicit(&g_pool.target, target, memory_order_relaxed);
+    atomic_store_explicit(&g_pool.done, 0, memory_order_relaxed);
+    atomic_store_explicit(&g_pool.state, (uint64_t)gen << 32, memory_order_release);
+    pthread_cond_broadcast(&g_pool.wake);
+    pthread_mutex_unlock(&g_pool.lock);
+    return gen;
+}
+
+/* Wait until done reaches target (spin briefly, then sleep); releases call_lock. */
+static void end_call(int64_t target) {
+    int64_t start = now_ns();
+    for (int i = 1; atomic_load_explicit(&g_pool.done, memory_order_acquire) < target; i++) {
+        if (!poll_round(i, start)) {
+            pthread_mutex_lock(&g_pool.lock);
+            while (atomic_load_explicit(&g_pool.done, memory_order_acquire) < target)
+                pthread_cond_wait(&g_pool.done_cv, &g_pool.lock);
+            pthread_mutex_unlock(&g_pool.lock);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g_pool.call_lock);
+}
+
+void aie_parallel_for(int64_t ntasks, int nthreads, aie_task_fn fn, void *ctx) {
+    if (ntasks <= 0 || fn == NULL) return;
+    int parts = begin_call(ntasks, nthreads);
+    if (!parts) {
         for (int64_t t = 0; t < ntasks; t++) fn(ctx, t, ntasks);
         return;
     }
+    publish(JOB_STATIC, (void *)fn, ctx, ntasks, parts, parts);
+    run_static_share(fn, ctx, ntasks, 0, parts);
+    finish(1, parts, 1);
+    end_call(parts);
+}
 
-    pthread_mutex_lock(&g_pool.lock);
-    g_pool.fn = fn;
-    g_pool.ctx = ctx;
-    g_pool.ntasks = ntasks;
-    g_pool.nparticipants = parts;
-    atomic_store_explicit(&g_pool.pending, g_pool.nworkers, memory_order_relaxed);
-    atomic_fetch_add_explicit(&g_pool.generation, 1, memory_order_release);
-    pthread_cond_broadcast(&g_pool.wake);
-    pthread_mutex_unlock(&g_pool.lock);
-
-    run_share(fn, ctx, ntasks, 0, parts);
-
-    for (int spins = 0; atomic_load_explicit(&g_pool.pending, memory_order_acquire) > 0 && spins < POOL_SPIN_ITERS;
-         spins++)
-        cpu_relax();
-    if (atomic_load_explicit(&g_pool.pending, memory_order_acquire) > 0) {
-        pthread_mutex_lock(&g_pool.lock);
-        while (atomic_load_explicit(&g_pool.pending, memory_order_acquire) > 0)
-            pthread_cond_wait(&g_pool.done, &g_pool.lock);
-        pthread_mutex_unlock(&g_pool.lock);
+void aie_parallel_dynamic(int64_t ntasks, int nthreads, aie_dyn_task_fn fn, void *ctx) {
+    if (ntasks <= 0 || fn == NULL) return;
+    int parts = ntasks < INT32_MAX ? begin_call(ntasks, nthreads) : 0;
+    if (!parts) {
+        for (int64_t t = 0; t < ntasks; t++) fn(ctx, t, 0);
+        return;
     }
-    pthread_mutex_unlock(&g_pool.call_lock);
+    unsigned gen = publish(JOB_DYNAMIC, (void *)fn, ctx, ntasks, parts, ntasks);
+    run_dynamic(gen, fn, ctx, ntasks, ntasks, 0);
+    end_call(ntasks);
 }

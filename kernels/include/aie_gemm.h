@@ -45,6 +45,9 @@ typedef struct {
 
 /* Bytes of workspace aie_sgemm needs for these sizes and thread count. */
 size_t aie_sgemm_workspace_size(int64_t M, int64_t N, int64_t K, int nthreads);
+/* Bytes aie_sgemm_packed needs (less: B is packed already); the size from
+ * aie_sgemm_workspace_size fits too. */
+size_t aie_sgemm_packed_workspace_size(int64_t M, int64_t N, int64_t K, int nthreads);
 
 int aie_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
               float alpha, const float *A, int64_t lda,

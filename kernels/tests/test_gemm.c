@@ -168,51 +168,68 @@ static void test_packed(void) {
         }
 }
 
-/* Results do not depend on the thread count, and repeat bitwise. */
+/* Results do not depend on the thread count (tiles are handed out
+ * dynamically, so which thread computes what changes from run to run), and
+ * repeat bitwise. The last shape needs two column blocks of packed B
+ * (K x N over GEMM_B_BLOCK_BYTES) and carries a fused epilogue. */
 static void test_determinism(void) {
-    static const int64_t shapes[][3] = {{200, 300, 400}, {5, 1000, 300}, {300, 40, 100}};
-    for (int s = 0; s < 3; s++) {
+    static const int64_t shapes[][3] = {{200, 300, 400}, {5, 1000, 300}, {300, 40, 100}, {12, 1050, 2100}};
+    static float bias[1050];
+    kt_fill(bias, 1050, 77);
+    for (int s = 0; s < 4; s++) {
         gemm_case g = {.M = shapes[s][0], .N = shapes[s][1], .K = shapes[s][2], .alpha = 1.0f, .beta = 0.0f};
+        if (s == 3) g.ep = (aie_epilogue){.bias = bias, .bias_kind = AIE_BIAS_COL, .act = AIE_ACT_RELU};
         size_t n = (size_t)(g.M * g.N);
         float *r1 = xmalloc(n * sizeof(float)), *r2 = xmalloc(n * sizeof(float)), *r3 = xmalloc(n * sizeof(float));
         g.threads = 1;
         run_case(&g, 42, r1);
-        g.threads = 2;
-        run_case(&g, 42, r2);
-        run_case(&g, 42, r3);
-        KT_CHECK(memcmp(r1, r2, n * sizeof(float)) == 0, "threads 1 vs 2 differ (%lldx%lldx%lld)", (long long)g.M,
-                 (long long)g.N, (long long)g.K);
-        KT_CHECK(memcmp(r2, r3, n * sizeof(float)) == 0, "two runs with 2 threads differ");
+        for (int t = 2; t <= 4; t++) {
+            g.threads = t;
+            run_case(&g, 42, r2);
+            run_case(&g, 42, r3);
+            KT_CHECK(memcmp(r1, r2, n * sizeof(float)) == 0, "threads 1 vs %d differ (%lldx%lldx%lld)", t,
+                     (long long)g.M, (long long)g.N, (long long)g.K);
+            KT_CHECK(memcmp(r2, r3, n * sizeof(float)) == 0, "two runs with %d threads differ", t);
+        }
         free(r1), free(r2), free(r3);
     }
 }
 
+/* NaN/Inf through both paths, with no epilogue and with the activations
+ * the micro-kernel applies on its accumulators (ReLU, clip): NaN must
+ * survive them as it does the separate pass. */
 static void test_nan_inf(void) {
-    for (int small = 0; small < 2; small++) {
-        int64_t M = small ? 4 : 40, N = 37, K = 50;
-        float *A = xmalloc((size_t)(M * K) * sizeof(float)), *B = xmalloc((size_t)(K * N) * sizeof(float));
-        float *C = xmalloc((size_t)(M * N) * sizeof(float));
-        kt_fill(A, (size_t)(M * K), 9);
-        kt_fill(B, (size_t)(K * N), 10);
-        for (int64_t i = 0; i < M * N; i++) C[i] = NAN; /* beta == 0: never read */
-        A[2 * K + 7] = NAN;      /* row 2 of C becomes NaN */
-        B[11 * N + 5] = INFINITY; /* column 5 becomes +-Inf (NaN in row 2) */
-        size_t wss = aie_sgemm_workspace_size(M, N, K, 1);
-        void *ws = xmalloc(wss);
-        int rc = aie_sgemm(0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, C, N, NULL, ws, wss, 1);
-        KT_CHECK(rc == AIE_OK, "nan test: %s", aie_last_error());
-        int ok = 1;
-        for (int64_t i = 0; i < M; i++)
-            for (int64_t j = 0; j < N; j++) {
-                float c = C[i * N + j];
-                if (i == 2) ok &= isnan(c);
-                else if (j == 5) ok &= isinf(c);
-                else ok &= isfinite(c);
-            }
-        KT_CHECK(ok, "NaN/Inf did not propagate as IEEE says (isa=%s, %s path)", aie_isa_name(aie_selected_isa()),
-                 small ? "small" : "blocked");
-        free(A), free(B), free(C), free(ws);
-    }
+    const aie_epilogue relu = {.act = AIE_ACT_RELU}, clip = {.act = AIE_ACT_CLIP, .p0 = -1.0f, .p1 = 1.0f};
+    const aie_epilogue *eps[3] = {NULL, &relu, &clip};
+    for (int small = 0; small < 2; small++)
+        for (int e = 0; e < 3; e++) {
+            int64_t M = small ? 4 : 40, N = 37, K = 50;
+            float *A = xmalloc((size_t)(M * K) * sizeof(float)), *B = xmalloc((size_t)(K * N) * sizeof(float));
+            float *C = xmalloc((size_t)(M * N) * sizeof(float));
+            kt_fill(A, (size_t)(M * K), 9);
+            kt_fill(B, (size_t)(K * N), 10);
+            for (int64_t i = 0; i < M * N; i++) C[i] = NAN; /* beta == 0: never read */
+            A[2 * K + 7] = NAN;      /* row 2 of C becomes NaN */
+            B[11 * N + 5] = INFINITY; /* column 5 becomes +-Inf (NaN in row 2) */
+            size_t wss = aie_sgemm_workspace_size(M, N, K, 1);
+            void *ws = xmalloc(wss);
+            int rc = aie_sgemm(0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, C, N, eps[e], ws, wss, 1);
+            KT_CHECK(rc == AIE_OK, "nan test: %s", aie_last_error());
+            int ok = 1;
+            for (int64_t i = 0; i < M; i++)
+                for (int64_t j = 0; j < N; j++) {
+                    float c = C[i * N + j];
+                    if (i == 2) ok &= isnan(c);
+                    else if (j == 5 && e == 0) ok &= isinf(c);
+                    else if (j == 5 && e == 1) ok &= isinf(c) || c == 0.0f;
+                    else if (j == 5) ok &= c == 1.0f || c == -1.0f;
+                    else ok &= isfinite(c);
+                }
+            KT_CHECK(ok, "NaN/Inf did not propagate as IEEE says (isa=%s, %s path, epilogue %s)",
+                     aie_isa_name(aie_selected_isa()), small ? "small" : "blocked",
+                     e == 0 ? "none" : e == 1 ? "relu" : "clip");
+            free(A), free(B), free(C), free(ws);
+        }
 }
 
 static void test_errors(void) {

@@ -262,3 +262,20 @@ def test_out_overlapping_input_is_rejected():
     with pytest.raises(ValueError, match="overlaps"):
         kernels.matmul(buf, buf, out=buf)
 
+
+
+def test_plain_call_fast_path_agrees_with_the_general_path():
+    # matmul(a, b) with no options takes a short path; the general one (here
+    # reached through trans_b on a stored transpose) must give the same bits.
+    rng = np.random.default_rng(12)
+    a, b = _rand(rng, 20, 70), _rand(rng, 70, 33)
+    fast = kernels.matmul(a, b)
+    general = kernels.matmul(a, np.ascontiguousarray(b.T), trans_b=True)
+    assert np.array_equal(fast, general)
+    out = np.full((20, 33), np.nan, np.float32)
+    assert kernels.matmul(a, b, out=out) is out and np.array_equal(out, fast)
+    # an out the short path cannot take goes to the general checks
+    with pytest.raises(ValueError, match="out has shape"):
+        kernels.matmul(a, b, out=np.empty((33, 20), np.float32))
+    with pytest.raises(ValueError, match="overlaps"):
+        kernels.matmul(a, b, out=a[:, :33])
