@@ -28,6 +28,9 @@ from engine import kernels
 
 SQUARE = [64, 128, 256, 512, 1024, 2048]
 INFERENCE = [(1, 4096, 4096), (64, 512, 784), (128, 1024, 256), (196, 256, 2304)]
+# Small-M shapes of batch-1..8 inference (the packing-free paths): ResNet-18's
+# classifier, an MLP layer at batch 8.
+SMALL_M = [(1, 1000, 512), (8, 1024, 1024)]
 # Two 512-bit FMA units x 16 lanes x 2 FLOP (Sapphire/Emerald Rapids Xeon); 16 per AVX2-FMA unit pair.
 FLOP_PER_CYCLE = {"avx512": 64, "avx2": 32, "scalar": 8}
 
@@ -84,9 +87,17 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=0.6, help="seconds of timing per cell (default 0.6)")
     parser.add_argument("--min-reps", type=int, default=5, help="minimum calls per cell (default 5)")
     parser.add_argument("--quick", action="store_true", help="square sizes up to 512 and the inference shapes only")
+    parser.add_argument("--shapes", default="", help="only these shapes, e.g. 1x4096x4096,512x512x512 (M x N x K)")
     args = parser.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
-    shapes = [(n, n, n) for n in SQUARE if not (args.quick and n > 512)] + INFERENCE
+    shapes = [(n, n, n) for n in SQUARE if not (args.quick and n > 512)] + INFERENCE + SMALL_M
+    if args.shapes:
+        try:
+            shapes = [tuple(int(d) for d in s.split("x")) for s in args.shapes.split(",")]
+        except ValueError:
+            parser.error(f"--shapes {args.shapes!r}: expected MxNxK[,MxNxK...] with integers")
+        if any(len(s) != 3 or min(s) < 1 for s in shapes):
+            parser.error(f"--shapes {args.shapes!r}: each shape needs three positive sizes M x N x K")
 
     isa = kernels.isa()
     mhz = nominal_mhz()

@@ -45,6 +45,7 @@ static inline float vf_hsum(vf v) {
 #define GEMM_SMALL_NV_7 1
 #define GEMM_SMALL_NV_8 1
 #define GEMM_BT_RB 2
+#define GEMM_ACC_BUDGET 12 /* accumulators of the small-M kernel on packed B */
 #define GEMM_ISA_ID AIE_ISA_AVX2
 #define GEMM_TABLE aie_gemm_kernels_avx2
 

@@ -1,6 +1,7 @@
 /*
  * aie_conv2d driver: validates params, packs weights, picks the algorithm
- * (depthwise direct / 1x1 GEMM / im2col-tile GEMM, see aie_conv.h) and
+ * (depthwise direct / 1x1 GEMM / implicit-GEMM with im2col packed straight
+ * into the GEMM's A panels, see aie_conv.h) and
  * splits the work over threads. The arithmetic lives in the GEMM and in the
  * per-ISA depthwise kernels.
  */
@@ -9,14 +10,8 @@
 
 #include "conv_kernels.h"
 #include "conv_pack.h"
+#include "gemm_internal.h"
 #include "threadpool.h"
-
-/* im2col tile budget per thread: 512 KiB keeps the tile plus the GEMM's
- * packed A panel inside a 1-2 MiB L2 (Zen 4: 1 MiB, Sapphire Rapids: 2 MiB)
- * while leaving room for a slice of the packed weights. */
-#define CONV_TILE_BYTES (512u * 1024u)
-#define CONV_TILE_MIN_ROWS 16
-#define CONV_TILE_MAX_ROWS 1024
 
 int aie_conv_check_params(const aie_conv2d_params *p, const char *op) {
     if (!p) return aie_fail(AIE_EINVAL, "%s: params is NULL", op);
@@ -113,132 +108,24 @@ static int eff_threads(int nthreads) {
     return nthreads <= 0 ? (pool > 0 ? pool : 1) : nthreads;
 }
 
-/* Rows of the im2col tile: fill the budget, but cut ~4 tiles per thread so
- * the dynamic hand-out can balance a slow or descheduled thread. */
-static int64_t tile_rows(const aie_conv2d_params *p, int64_t M, int nt) {
-    int64_t kd = gemm_rows(p);
-    int64_t rows = (int64_t)(CONV_TILE_BYTES / ((size_t)kd * sizeof(float)));
-    int64_t per_thread = nt > 1 ? (M + 4 * nt - 1) / (4 * nt) : M;
-    if (rows > per_thread) rows = per_thread;
-    if (rows > CONV_TILE_MAX_ROWS) rows = CONV_TILE_MAX_ROWS;
-    if (rows < CONV_TILE_MIN_ROWS) rows = CONV_TILE_MIN_ROWS;
-    return rows;
-}
-
-typedef struct {
-    size_t tile_bytes, gemm_bytes, slot_bytes;
-    int64_t rows;
-} conv_ws_plan;
-
-static conv_ws_plan plan_workspace(const aie_conv2d_params *p, int64_t P, int64_t Q, int nt) {
-    conv_ws_plan w = {0, 0, 0, 0};
-    int64_t M = p->N * P * Q;
-    if (is_depthwise(p)) return w;
-    if (is_pointwise(p)) {
-        w.gemm_bytes = aie_sgemm_packed_workspace_size(M, p->K / p->groups, p->C / p->groups, nt);
-        w.slot_bytes = AIE_ROUND_UP(w.gemm_bytes, AIE_ALIGN);
-        return w;
-    }
-    w.rows = tile_rows(p, M, nt);
-    w.tile_bytes = AIE_ROUND_UP((size_t)(w.rows * gemm_rows(p)) * sizeof(float), AIE_ALIGN);
-    w.gemm_bytes =
-        AIE_ROUND_UP(aie_sgemm_packed_workspace_size(w.rows, p->K / p->groups, gemm_rows(p), 1), AIE_ALIGN);
-    w.slot_bytes = w.tile_bytes + w.gemm_bytes;
-    return w;
-}
-
-static size_t workspace_total(const conv_ws_plan *w, const aie_conv2d_params *p, int nt) {
-    if (w->slot_bytes == 0) return 0;
-    /* + AIE_ALIGN: the caller's pointer may be unaligned; slots start aligned */
-    return (is_pointwise(p) ? w->slot_bytes : w->slot_bytes * (size_t)nt) + AIE_ALIGN;
+/* Workspace: the GEMM's (one packed A block per thread; B is pre-packed).
+ * The general path packs its im2col rows straight into those A blocks
+ * (aie_gemm_pack_a_im2col), so it needs nothing more. */
+static size_t workspace_total(const aie_conv2d_params *p, int64_t P, int64_t Q, int nt) {
+    if (is_depthwise(p)) return 0;
+    int64_t kd = is_pointwise(p) ? p->C / p->groups : gemm_rows(p);
+    size_t g = aie_sgemm_packed_workspace_size(p->N * P * Q, p->K / p->groups, kd, nt);
+    /* + AIE_ALIGN: the caller's pointer may be unaligned */
+    return g ? AIE_ROUND_UP(g, AIE_ALIGN) + AIE_ALIGN : 0;
 }
 
 size_t aie_conv2d_workspace_size(const aie_conv2d_params *p, int nthreads) {
     int64_t P, Q;
     if (aie_conv2d_output_shape(p, &P, &Q)) return 0;
-    int nt = eff_threads(nthreads);
-    conv_ws_plan w = plan_workspace(p, P, Q, nt);
-    return workspace_total(&w, p, nt);
+    return workspace_total(p, P, Q, eff_threads(nthreads));
 }
 
 /* ---- execution ---------------------------------------------------------- */
-
-typedef struct {
-    const aie_conv2d_params *p;
-    int64_t P, Q, M;
-    const float *x;
-    const char *wbody;
-    size_t group_bytes;
-    const float *bias;
-    aie_epilogue ep;
-    float beta;
-    float *y;
-    char *ws;
-    conv_ws_plan plan;
-    int nt;
-    int status; /* first failure of any task (tasks only ever store errors) */
-} conv_gemm_ctx;
-
-/* im2col of output pixels [m0, m0 + rows) for group g: row = (tap, channel).
- * With one group and no horizontal dilation the S taps of a kernel row are
- * one contiguous run of S*C input floats (NHWC), copied in one go: the stem's
- * 7x7x3 row is then 7 copies of 21 floats instead of 49 of 3. */
-static void im2col_tile(const conv_gemm_ctx *c, int64_t g, int64_t m0, int64_t rows, float *tile) {
-    const aie_conv2d_params *p = c->p;
-    const int64_t Cg = p->C / p->groups, kd = gemm_rows(p);
-    const int runs = p->groups == 1 && p->dil_w == 1;
-    for (int64_t i = 0; i < rows; i++) {
-        int64_t m = m0 + i, q = m % c->Q, np = m / c->Q, pp = np % c->P, n = np / c->P;
-        float *dst = tile + i * kd;
-        const int64_t w0 = q * p->stride_w - p->pad_left;
-        for (int64_t r = 0; r < p->R; r++) {
-            int64_t h = pp * p->stride_h - p->pad_top + r * p->dil_h;
-            if (h < 0 || h >= p->H) {
-                memset(dst, 0, (size_t)(p->S * Cg) * sizeof(float));
-                dst += p->S * Cg;
-                continue;
-            }
-            const float *xrow = c->x + (n * p->H + h) * p->W * p->C + g * Cg;
-            if (runs) {
-                int64_t s0 = w0 < 0 ? -w0 : 0, s1 = p->W - w0 < p->S ? p->W - w0 : p->S;
-                if (s1 < s0) s1 = s0;
-                memset(dst, 0, (size_t)(s0 * Cg) * sizeof(float));
-                memcpy(dst + s0 * Cg, xrow + (w0 + s0) * p->C, (size_t)((s1 - s0) * Cg) * sizeof(float));
-                memset(dst + s1 * Cg, 0, (size_t)((p->S - s1) * Cg) * sizeof(float));
-                dst += p->S * Cg;
-                continue;
-            }
-            for (int64_t s = 0; s < p->S; s++, dst += Cg) {
-                int64_t w = w0 + s * p->dil_w;
-                if (w < 0 || w >= p->W)
-                    memset(dst, 0, (size_t)Cg * sizeof(float));
-                else
-                    memcpy(dst, xrow + w * p->C, (size_t)Cg * sizeof(float));
-            }
-        }
-    }
-}
-
-/* One im2col tile (all groups) per task, handed out dynamically; the
- * worker index picks the scratch slot. */
-static void conv_tile_task(void *ctx, int64_t t, int worker) {
-    conv_gemm_ctx *c = ctx;
-    const aie_conv2d_params *p = c->p;
-    const int64_t Kg = p->K / p->groups, kd = gemm_rows(p), rows = c->plan.rows;
-    char *slot = c->ws + (size_t)worker * c->plan.slot_bytes;
-    float *tile = (float *)slot;
-    void *gws = slot + c->plan.tile_bytes;
-    int64_t m0 = t * rows, mr = c->M - m0 < rows ? c->M - m0 : rows;
-    for (int64_t g = 0; g < p->groups; g++) {
-        im2col_tile(c, g, m0, mr, tile);
-        aie_epilogue ep = c->ep;
-        ep.bias = c->bias ? c->bias + g * Kg : NULL;
-        ep.bias_kind = c->bias ? AIE_BIAS_COL : AIE_BIAS_NONE;
-        int rc = aie_sgemm_packed(0, mr, Kg, kd, 1.f, tile, kd, c->wbody + (size_t)g * c->group_bytes, c->beta,
-                                  c->y + m0 * p->K + g * Kg, p->K, &ep, gws, c->plan.gemm_bytes, 1);
-        if (rc) __atomic_store_n(&c->status, rc, __ATOMIC_RELAXED);
-    }
-}
 
 /* Depthwise: output rows [t * dw_rows, ...) per task, handed out dynamically. */
 typedef struct {
@@ -287,8 +174,7 @@ int aie_conv2d(const aie_conv2d_params *p, const float *x, const void *packed_w,
         return AIE_OK;
     }
 
-    conv_ws_plan plan = plan_workspace(p, P, Q, nt);
-    size_t need = workspace_total(&plan, p, nt);
+    size_t need = workspace_total(p, P, Q, nt), gemm_bytes = need ? need - AIE_ALIGN : 0;
     if (need && (!workspace || workspace_size < need))
         return aie_fail(AIE_ENOMEM, "conv2d: workspace of %zu bytes, need %zu (aie_conv2d_workspace_size)",
                         workspace ? workspace_size : 0, need);
@@ -307,12 +193,19 @@ int aie_conv2d(const aie_conv2d_params *p, const float *x, const void *packed_w,
             e.bias = bias ? bias + g * Kg : NULL;
             e.bias_kind = bias ? AIE_BIAS_COL : AIE_BIAS_NONE;
             rc = aie_sgemm_packed(0, M, Kg, Cg, 1.f, x + g * Cg, p->C, body + (size_t)g * h->group_bytes, beta,
-                                  y + g * Kg, p->K, &e, ws, plan.gemm_bytes, nt);
+                                  y + g * Kg, p->K, &e, ws, gemm_bytes, nt);
             if (rc) return rc;
         }
         return AIE_OK;
     }
-    conv_gemm_ctx c = {p, P, Q, M, x, body, h->group_bytes, bias, e, beta, y, ws, plan, nt, AIE_OK};
-    aie_parallel_dynamic((M + plan.rows - 1) / plan.rows, nt, conv_tile_task, &c);
-    return c.status;
+    for (int64_t g = 0; g < p->groups; g++) {
+        gemm_im2col_src src = {p, P, Q, g, x};
+        e.bias = bias ? bias + g * Kg : NULL;
+        e.bias_kind = bias ? AIE_BIAS_COL : AIE_BIAS_NONE;
+        rc = aie_sgemm_packed_implicit_a(M, Kg, gemm_rows(p), aie_gemm_pack_a_im2col, &src,
+                                         body + (size_t)g * h->group_bytes, beta, y + g * Kg, p->K, &e, ws,
+                                         gemm_bytes, nt);
+        if (rc) return rc;
+    }
+    return AIE_OK;
 }

@@ -31,6 +31,15 @@
 /* Column ranges of the small path are cut at multiples of this (a full
  * m = 1 tile of the AVX-512 kernel is 128 columns). */
 #define GEMM_SMALL_SPLIT_UNIT 128
+/* The streaming small-M kernel (see gemm_kernels_body.h) replaces the
+ * register-tile one for m <= GEMM_STREAM_MAX_M when B is larger than this:
+ * then B comes from L3 or DRAM and long sequential runs matter more than
+ * accumulator traffic. Measured at 1 and 2 rows (1 x 4096 x K: +15-35%); at
+ * 4-8 rows the register tile's reuse of each B load wins even from L3. */
+#define GEMM_STREAM_MIN_BYTES (1u << 20)
+#define GEMM_STREAM_MAX_M 2
+/* Column ranges of the streaming kernel are at least one 4 KiB page wide. */
+#define GEMM_STREAM_SPLIT_UNIT 1024
 
 #define PACKED_MAGIC "AIEPKB1"
 typedef struct {
@@ -154,6 +163,8 @@ typedef struct {
     const float *B; /* unpacked B, or NULL when bpacked is set */
     int64_t ldb;
     const float *bpacked; /* K x nr panels of a pre-packed B */
+    gemm_pack_a_fn pack_a; /* implicit A (A is NULL): packs A blocks itself */
+    const void *a_src;
     float *C;
     int64_t ldc;
     const aie_epilogue *ep; /* NULL when there is nothing to apply */
@@ -176,20 +187,23 @@ static void apply_epilogue(const gemm_job *j, float *c, int64_t m, int64_t n, in
                     ep->bias_kind == AIE_BIAS_ROW ? ep->bias + row0 : NULL, ep->act, ep->p0, ep->p1);
 }
 
+static int use_stream(const gemm_job *j) {
+    return !j->bpacked && !j->trans_b && j->M <= GEMM_STREAM_MAX_M &&
+           (double)j->K * (double)j->N * sizeof(float) >= (double)GEMM_STREAM_MIN_BYTES;
+}
+
 static void run_small(const gemm_job *j, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
     const gemm_kernels *kt = j->kt;
     for (int64_t i0 = m0; i0 < m1; i0 += GEMM_SMALL_M) {
         int64_t m = min64(GEMM_SMALL_M, m1 - i0);
         const float *a = j->trans_a ? j->A + i0 : j->A + i0 * j->lda;
         float *c = j->C + i0 * j->ldc;
-        if (j->bpacked) { /* a K x nr panel is a B of nr columns with ldb = nr */
-            for (int64_t p0 = n0; p0 < n1; p0 += kt->nr) {
-                int64_t cols = min64(kt->nr, n1 - p0);
-                kt->small(m, 0, cols, j->K, j->alpha, j->trans_a, a, j->lda, j->bpacked + (p0 / kt->nr) * j->K * kt->nr,
-                          kt->nr, j->beta, c + p0, j->ldc);
-            }
+        if (j->bpacked) { /* n0 is a multiple of nr: a panel boundary */
+            kt->small_packed(m, n1 - n0, j->K, j->alpha, j->trans_a, a, j->lda,
+                             j->bpacked + (n0 / kt->nr) * j->K * kt->nr, j->beta, c + n0, j->ldc);
         } else if (!j->trans_b) {
-            kt->small(m, n0, n1, j->K, j->alpha, j->trans_a, a, j->lda, j->B, j->ldb, j->beta, c, j->ldc);
+            (use_stream(j) ? kt->small_stream : kt->small)(m, n0, n1, j->K, j->alpha, j->trans_a, a, j->lda, j->B,
+                                                           j->ldb, j->beta, c, j->ldc);
         } else {
             kt->small_bt(m, n0, n1, j->K, j->alpha, a, j->lda, j->B, j->ldb, j->beta, c, j->ldc);
         }
@@ -235,7 +249,8 @@ static void tile_task(void *ctx, int64_t t, int worker) {
         /* beta applies once, on the first K slice; later slices accumulate */
         float beta = pc == 0 ? j->beta : 1.0f;
         int last = pc + kc >= j->K;
-        aie_gemm_pack_a(j->trans_a, j->A, j->lda, i0, mc, pc, kc, mr, pa);
+        if (j->pack_a) j->pack_a(j->a_src, i0, mc, pc, kc, mr, pa);
+        else aie_gemm_pack_a(j->trans_a, j->A, j->lda, i0, mc, pc, kc, mr, pa);
         for (int64_t jr = n0; jr < n1; jr += nr) {
             int n = (int)min64(nr, n1 - jr);
             const float *bpanel = j->bblock + (jr / nr) * j->b_stride + (pc - j->b_k0) * nr;
@@ -302,10 +317,12 @@ static int run_job(const char *fn, gemm_job *j, void *workspace, size_t workspac
     double flops = 2.0 * (double)j->M * (double)j->N * (double)j->K;
     if (flops / GEMM_MIN_FLOPS_PER_THREAD < nt) nt = (int)max64(1, (int64_t)(flops / GEMM_MIN_FLOPS_PER_THREAD));
 
-    j->small = j->M <= GEMM_SMALL_M && (j->bpacked || !j->trans_b || !j->trans_a);
+    j->small = j->M <= GEMM_SMALL_M && !j->pack_a && (j->bpacked || !j->trans_b || !j->trans_a);
     if (j->small) {
         /* ~4 column chunks per thread, whole vectors of the widest m = 1 tile */
-        int64_t unit = j->bpacked ? j->kt->nr : GEMM_SMALL_SPLIT_UNIT;
+        int64_t unit = j->bpacked      ? 4 * (int64_t)j->kt->nr
+                       : use_stream(j) ? GEMM_STREAM_SPLIT_UNIT
+                                       : GEMM_SMALL_SPLIT_UNIT;
         int64_t pieces = nt > 1 ? 4 * (int64_t)nt : 1;
         j->tile_n = AIE_ROUND_UP((j->N + pieces - 1) / pieces, unit);
         aie_parallel_dynamic((j->N + j->tile_n - 1) / j->tile_n, nt, small_task, j);
@@ -424,6 +441,24 @@ int aie_sgemm_pack_b(int trans_b, int64_t K, int64_t N, const float *B, int64_t 
     return AIE_OK;
 }
 
+/* packed_b was written by aie_sgemm_pack_b for this ISA and K x N. */
+static int check_packed_b(const char *fn, const gemm_kernels *kt, const void *packed_b, int64_t K, int64_t N) {
+    if (!packed_b) return aie_fail(AIE_EINVAL, "%s: packed_b is NULL", fn);
+    if ((uintptr_t)packed_b % sizeof(float))
+        return aie_fail(AIE_EINVAL, "%s: packed_b %p is not 4-byte aligned", fn, packed_b);
+    packed_b_header h;
+    memcpy(&h, packed_b, sizeof h);
+    if (memcmp(h.magic, PACKED_MAGIC, sizeof PACKED_MAGIC) != 0)
+        return aie_fail(AIE_EINVAL, "%s: packed_b was not written by aie_sgemm_pack_b (bad magic)", fn);
+    if (h.isa != (int32_t)kt->isa || h.nr != kt->nr)
+        return aie_fail(AIE_EINVAL, "%s: packed_b was packed for ISA %s but the selected ISA is %s: pack it again", fn,
+                        aie_isa_name((aie_isa)h.isa), aie_isa_name(kt->isa));
+    if (h.K != K || h.N != N)
+        return aie_fail(AIE_EINVAL, "%s: packed_b holds a %lldx%lld B (KxN) but the call has K=%lld N=%lld", fn,
+                        (long long)h.K, (long long)h.N, (long long)K, (long long)N);
+    return AIE_OK;
+}
+
 int aie_sgemm_packed(int trans_a, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                      const void *packed_b, float beta, float *C, int64_t ldc, const aie_epilogue *ep,
                      void *workspace, size_t workspace_size, int nthreads) {
@@ -432,27 +467,43 @@ int aie_sgemm_packed(int trans_a, int64_t M, int64_t N, int64_t K, float alpha, 
     if (rc != AIE_OK) return aie_init();
     rc = check_common(fn, M, N, K, trans_a, A, lda, C, ldc, ep);
     if (rc != AIE_OK) return rc;
-    if (!packed_b) return aie_fail(AIE_EINVAL, "%s: packed_b is NULL", fn);
-    if ((uintptr_t)packed_b % sizeof(float))
-        return aie_fail(AIE_EINVAL, "%s: packed_b %p is not 4-byte aligned", fn, packed_b);
-    packed_b_header h;
-    memcpy(&h, packed_b, sizeof h);
-    if (memcmp(h.magic, PACKED_MAGIC, sizeof PACKED_MAGIC) != 0)
-        return aie_fail(AIE_EINVAL, "%s: packed_b was not written by aie_sgemm_pack_b (bad magic)", fn);
     const gemm_kernels *kt = aie_gemm_kernels_for(aie_selected_isa());
-    if (h.isa != (int32_t)kt->isa || h.nr != kt->nr)
-        return aie_fail(AIE_EINVAL, "%s: packed_b was packed for ISA %s but the selected ISA is %s: pack it again", fn,
-                        aie_isa_name((aie_isa)h.isa), aie_isa_name(kt->isa));
-    if (h.K != K || h.N != N)
-        return aie_fail(AIE_EINVAL, "%s: packed_b holds a %lldx%lld B (KxN) but the call has K=%lld N=%lld", fn,
-                        (long long)h.K, (long long)h.N, (long long)K, (long long)N);
+    rc = check_packed_b(fn, kt, packed_b, K, N);
+    if (rc != AIE_OK) return rc;
     gemm_job j = {
         .kt = kt,
         .trans_a = trans_a != 0,
         .M = M, .N = N, .K = K,
         .alpha = alpha, .beta = beta,
         .A = A, .lda = lda,
-        .bpacked = (const float *)((const char *)packed_b + sizeof h),
+        .bpacked = (const float *)((const char *)packed_b + sizeof(packed_b_header)),
+        .C = C, .ldc = ldc,
+        .ep = has_work(ep) ? ep : NULL,
+    };
+    return run_job(fn, &j, workspace, workspace_size, nthreads);
+}
+
+int aie_sgemm_packed_implicit_a(int64_t M, int64_t N, int64_t K, gemm_pack_a_fn pack_a, const void *src,
+                                const void *packed_b, float beta, float *C, int64_t ldc, const aie_epilogue *ep,
+                                void *workspace, size_t workspace_size, int nthreads) {
+    const char *fn = "aie_sgemm_packed_implicit_a";
+    int rc = aie_ensure_init();
+    if (rc != AIE_OK) return aie_init();
+    if (M < 0 || N < 0 || K < 0)
+        return aie_fail(AIE_EINVAL, "%s: dimensions must be >= 0, got M=%lld N=%lld K=%lld", fn, (long long)M,
+                        (long long)N, (long long)K);
+    if (!pack_a) return aie_fail(AIE_EINVAL, "%s: pack_a is NULL", fn);
+    rc = check_matrix(fn, "C", C, M, N, ldc, 0);
+    if (rc == AIE_OK) rc = check_epilogue(fn, ep);
+    const gemm_kernels *kt = aie_gemm_kernels_for(aie_selected_isa());
+    if (rc == AIE_OK) rc = check_packed_b(fn, kt, packed_b, K, N);
+    if (rc != AIE_OK) return rc;
+    gemm_job j = {
+        .kt = kt,
+        .M = M, .N = N, .K = K,
+        .alpha = 1.0f, .beta = beta,
+        .pack_a = pack_a, .a_src = src,
+        .bpacked = (const float *)((const char *)packed_b + sizeof(packed_b_header)),
         .C = C, .ldc = ldc,
         .ep = has_work(ep) ? ep : NULL,
     };

@@ -66,12 +66,20 @@ typedef void (*gemm_small_bt_fn)(int64_t m, int64_t n0, int64_t n1, int64_t K, f
 typedef void (*gemm_epilogue_fn)(float *c, int64_t ldc, int64_t m, int64_t n, const float *bias_col,
                                  const float *bias_row, int act, float p0, float p1);
 
+/* Packing-free small-M kernel on pre-packed B: C[0:m, 0:n] = alpha * op(A) *
+ * Bp + beta * C where bp points at a K x NR micro-panel of a pre-packed B
+ * and the following panels (K * NR floats apart) hold the next columns. */
+typedef void (*gemm_small_packed_fn)(int64_t m, int64_t n, int64_t K, float alpha, int trans_a, const float *A,
+                                     int64_t lda, const float *bp, float beta, float *C, int64_t ldc);
+
 typedef struct {
     aie_isa isa;
     int mr, nr;
     const char *ukernel_name; /* e.g. "ukernel_avx512_14x32", for reports */
     gemm_ukernel_fn ukernel;
     gemm_small_fn small;
+    gemm_small_fn small_stream; /* same contract, B streamed row by row (B larger than L2) */
+    gemm_small_packed_fn small_packed;
     gemm_small_bt_fn small_bt;
     gemm_epilogue_fn epilogue;
 } gemm_kernels;
@@ -93,6 +101,28 @@ void aie_gemm_pack_a(int trans_a, const float *A, int64_t lda, int64_t i0, int64
  * at dst + p * panel_stride (panel_stride >= kc * nr). */
 void aie_gemm_pack_b(int trans_b, const float *B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0, int64_t nc,
                      int nr, float *dst, int64_t panel_stride);
+
+/* Implicit A: a routine that writes rows [i0, i0+mc) x columns [k0, k0+kc) of
+ * an A that is never stored, in aie_gemm_pack_a's panel layout (MR-row
+ * panels, panel[k*mr + r], zero rows past mc up to a whole panel). */
+typedef void (*gemm_pack_a_fn)(const void *src, int64_t i0, int64_t mc, int64_t k0, int64_t kc, int mr, float *dst);
+
+/* aie_sgemm_packed with alpha = 1 and A produced by pack_a(src, ...) instead
+ * of read from memory: convolution packs its im2col rows straight into the
+ * GEMM's A panels (no intermediate tile). Always the blocked path; the
+ * workspace is aie_sgemm_packed_workspace_size(M, N, K, nthreads). */
+int aie_sgemm_packed_implicit_a(int64_t M, int64_t N, int64_t K, gemm_pack_a_fn pack_a, const void *src,
+                                const void *packed_b, float beta, float *C, int64_t ldc, const aie_epilogue *ep,
+                                void *workspace, size_t workspace_size, int nthreads);
+
+/* Implicit A of a convolution (NHWC): row m = output pixel (n, p, q), column
+ * k = (r, s, c) of group g, the order aie_conv2d_pack_weights packs B in. */
+typedef struct {
+    const aie_conv2d_params *p;
+    int64_t P, Q, g;
+    const float *x;
+} gemm_im2col_src;
+void aie_gemm_pack_a_im2col(const void *src, int64_t i0, int64_t mc, int64_t k0, int64_t kc, int mr, float *dst);
 
 /* Naive reference (scalar/gemm_ref.c): the same contract as aie_sgemm with
  * double accumulation, no blocking, no workspace. For tests. */

@@ -52,3 +52,54 @@ void aie_gemm_pack_b(int trans_b, const float *B, int64_t ldb, int64_t k0, int64
         }
     }
 }
+
+/* Each pixel's k range is walked in segments that are contiguous in the
+ * NHWC input: one kernel row (S taps x C channels, when the group is all the
+ * channels and columns are not dilated: the stem's 7 x 3 = 21 floats) or one
+ * tap (C/g channels). Out-of-image taps read as zeros. The values are
+ * scattered with stride mr into the panel, as aie_gemm_pack_a does for a
+ * row-major A, so the micro-kernel sees the same bytes the im2col tile +
+ * pack_a pair produced, without the tile's write and re-read. */
+void aie_gemm_pack_a_im2col(const void *src, int64_t i0, int64_t mc, int64_t k0, int64_t kc, int mr, float *dst) {
+    const gemm_im2col_src *s = src;
+    const aie_conv2d_params *p = s->p;
+    const int64_t Cg = p->C / p->groups;
+    const int runs = p->groups == 1 && p->dil_w == 1;
+    const int64_t seg_len = runs ? p->S * Cg : Cg;
+    for (int64_t pp = 0; pp < mc; pp += mr) {
+        int rows = (int)(mc - pp < mr ? mc - pp : mr);
+        float *panel = dst + pp * kc;
+        for (int r = 0; r < rows; r++) {
+            int64_t m = i0 + pp + r, q = m % s->Q, np = m / s->Q, ph = np % s->P, n = np / s->P;
+            const int64_t h0 = ph * p->stride_h - p->pad_top, w0 = q * p->stride_w - p->pad_left;
+            const float *ximg = s->x + n * p->H * p->W * p->C + s->g * Cg;
+            float *d = panel + r;
+            int64_t k = k0;
+            const int64_t k1 = k0 + kc;
+            while (k < k1) {
+                int64_t seg = k / seg_len, o = k % seg_len;
+                int64_t take = seg_len - o < k1 - k ? seg_len - o : k1 - k;
+                int64_t tr = runs ? seg : seg / p->S, ts = runs ? 0 : seg % p->S;
+                int64_t h = h0 + tr * p->dil_h;
+                                int64_t lo = 0, hi = 0, base = 0; /* offset e reads ximg[base + e] */
+                if (h >= 0 && h < p->H) {
+                    if (runs) {
+                        int64_t s0 = w0 < 0 ? -w0 : 0, s1 = p->W - w0 < p->S ? p->W - w0 : p->S;
+                        lo = s0 * Cg, hi = s1 > s0 ? s1 * Cg : lo;
+                        base = (h * p->W + w0) * p->C; /* channels are all of C here */
+                    } else {
+                        int64_t w = w0 + ts * p->dil_w;
+                        if (w >= 0 && w < p->W) hi = Cg, base = (h * p->W + w) * p->C;
+                    }
+                }
+                int64_t e = o, end = o + take, v0 = lo > e ? lo : e, v1 = hi < end ? hi : end;
+                for (; e < v0 && e < end; e++, d += mr) *d = 0.0f;
+                for (; e < v1; e++, d += mr) *d = ximg[base + e];
+                for (; e < end; e++, d += mr) *d = 0.0f;
+                k += take;
+            }
+        }
+        for (int r = rows; r < mr; r++)
+            for (int64_t k = 0; k < kc; k++) panel[k * mr + r] = 0.0f;
+    }
+}

@@ -268,7 +268,12 @@ DEFINE_UNARY(u_sqrt, V_SQRT(u))
 DEFINE_UNARY(u_reciprocal, 1.0f / u)
 DEFINE_UNARY(u_abs, vabs(u))
 DEFINE_UNARY(u_neg, -u)
-DEFINE_UNARY(u_clip, vsel(u > p1, vset1(p1), vsel(u < p0, vset1(p0), u)))
+/* ONNX Clip is min(max(x, lo), hi): with lo > hi every output is hi. */
+static inline vf v_clip(vf u, float lo, float hi) {
+    vf t = vsel(u < lo, vset1(lo), u);
+    return vsel(t > hi, vset1(hi), t);
+}
+DEFINE_UNARY(u_clip, v_clip(u, p0, p1))
 DEFINE_UNARY(u_floor, V_FLOOR(u))
 DEFINE_UNARY(u_ceil, V_CEIL(u))
 DEFINE_UNARY(u_round, V_ROUND(u))

@@ -39,6 +39,7 @@ static inline float vf_hsum(vf v) { return v; }
 #define GEMM_SMALL_NV_7 4
 #define GEMM_SMALL_NV_8 4
 #define GEMM_BT_RB 2
+#define GEMM_ACC_BUDGET 16 /* accumulators of the small-M kernel on packed B */
 #define GEMM_ISA_ID AIE_ISA_SCALAR
 #define GEMM_TABLE aie_gemm_kernels_scalar
 

@@ -49,7 +49,7 @@ static float unary1(int op, float x, float p0, float p1) {
     case AIE_UNARY_RECIPROCAL: return 1.0f / x;
     case AIE_UNARY_ABS: return fabsf(x);
     case AIE_UNARY_NEG: return -x;
-    case AIE_UNARY_CLIP: return x > p1 ? p1 : (x < p0 ? p0 : x);
+    case AIE_UNARY_CLIP: { float t = x < p0 ? p0 : x; return t > p1 ? p1 : t; } /* min(max(x, lo), hi) */
     case AIE_UNARY_FLOOR: return floorf(x);
     case AIE_UNARY_CEIL: return ceilf(x);
     case AIE_UNARY_ROUND: return nearbyintf(x); /* default rounding: half to even */

@@ -159,8 +159,11 @@ static void test_epilogues(void) {
 }
 
 static void test_packed(void) {
-    static const int64_t shapes[][3] = {{1, 100, 31}, {5, 33, 64}, {64, 100, 300}, {100, 64, 17}};
-    for (int s = 0; s < 4; s++)
+    /* every small m (1..8: panel groups of 1-4 panels, a ragged last one)
+     * and the blocked path */
+    static const int64_t shapes[][3] = {{1, 100, 31}, {5, 33, 64}, {64, 100, 300}, {100, 64, 17}, {2, 300, 50},
+                                        {3, 129, 20}, {4, 97, 33},  {6, 161, 9},    {7, 64, 40},   {8, 200, 13}};
+    for (int s = 0; s < (int)(sizeof shapes / sizeof shapes[0]); s++)
         for (int t = 0; t < 4; t++) {
             gemm_case g = {.ta = t & 1, .tb = t >> 1, .M = shapes[s][0], .N = shapes[s][1], .K = shapes[s][2],
                            .alpha = 1.0f, .beta = t == 1 ? 1.0f : 0.0f, .threads = 1 + t % 2, .packed = 1};
@@ -168,15 +171,45 @@ static void test_packed(void) {
         }
 }
 
+/* The streaming small-M kernel (B over GEMM_STREAM_MIN_BYTES, m <= 2) through
+ * aie_sgemm: several accumulator chunks, ragged tails, transposed A, beta,
+ * epilogue, ld padding, threads; and bitwise equal to the register-tile
+ * kernel it replaces, called directly. */
+static void test_stream(void) {
+    static const int64_t shapes[][3] = {{1, 1100, 1000}, {2, 2100, 501}, {1, 4100, 257}, {2, 1037, 1013}};
+    static float bias[4100];
+    kt_fill(bias, 4100, 91);
+    for (int s = 0; s < 4; s++) {
+        gemm_case g = {.ta = s & 1, .M = shapes[s][0], .N = shapes[s][1], .K = shapes[s][2], .alpha = 0.75f,
+                       .beta = s == 1 ? 0.5f : 0.0f, .pad = s == 2 ? 3 : 0, .threads = 1 + s % 2};
+        if (s == 3) g.ep = (aie_epilogue){.bias = bias, .bias_kind = AIE_BIAS_COL, .act = AIE_ACT_GELU};
+        check_case(&g, 800u + (uint64_t)s);
+    }
+    const gemm_kernels *kt = aie_gemm_kernels_for(aie_selected_isa());
+    const int64_t N = 2100, K = 37;
+    float *A = xmalloc(2 * K * sizeof(float)), *B = xmalloc((size_t)(K * N) * sizeof(float));
+    float *C1 = xmalloc(2 * N * sizeof(float)), *C2 = xmalloc(2 * N * sizeof(float));
+    kt_fill(A, (size_t)(2 * K), 5), kt_fill(B, (size_t)(K * N), 6), kt_fill(C1, (size_t)(2 * N), 7);
+    for (int m = 1; m <= 2; m++) {
+        memcpy(C2, C1, (size_t)(2 * N) * sizeof(float));
+        kt->small(m, 3, N, K, 1.25f, 0, A, K, B, N, -0.5f, C1, N);
+        kt->small_stream(m, 3, N, K, 1.25f, 0, A, K, B, N, -0.5f, C2, N);
+        KT_CHECK(memcmp(C1, C2, (size_t)(2 * N) * sizeof(float)) == 0,
+                 "isa=%s m=%d: streaming and register small-M kernels differ bitwise", aie_isa_name(kt->isa), m);
+    }
+    free(A), free(B), free(C1), free(C2);
+}
+
 /* Results do not depend on the thread count (tiles are handed out
  * dynamically, so which thread computes what changes from run to run), and
  * repeat bitwise. The last shape needs two column blocks of packed B
  * (K x N over GEMM_B_BLOCK_BYTES) and carries a fused epilogue. */
 static void test_determinism(void) {
-    static const int64_t shapes[][3] = {{200, 300, 400}, {5, 1000, 300}, {300, 40, 100}, {12, 1050, 2100}};
+    static const int64_t shapes[][3] = {{200, 300, 400}, {5, 1000, 300}, {300, 40, 100}, {12, 1050, 2100},
+                                        {1, 3000, 400}};
     static float bias[1050];
     kt_fill(bias, 1050, 77);
-    for (int s = 0; s < 4; s++) {
+    for (int s = 0; s < 5; s++) {
         gemm_case g = {.M = shapes[s][0], .N = shapes[s][1], .K = shapes[s][2], .alpha = 1.0f, .beta = 0.0f};
         if (s == 3) g.ep = (aie_epilogue){.bias = bias, .bias_kind = AIE_BIAS_COL, .act = AIE_ACT_RELU};
         size_t n = (size_t)(g.M * g.N);
@@ -290,6 +323,7 @@ int main(void) {
         test_shapes();
         test_epilogues();
         test_packed();
+        test_stream();
         test_determinism();
         test_nan_inf();
         test_errors();

@@ -102,6 +102,8 @@ def test_parametric_unary(isa):
     d = x.astype(np.float64)
     ulp_close(K.leaky_relu(x, 0.1), np.where(d < 0, d * np.float32(0.1), d), 0.5)
     ulp_close(K.clip(x, -1.0, 2.0), np.clip(d, -1, 2), 0)
+    # ONNX Clip is min(max(x, lo), hi): lo > hi gives hi everywhere.
+    ulp_close(K.clip(x, 2.0, 1.0), np.minimum(np.maximum(d, 2.0), 1.0), 0)
     hs = np.clip(x * np.float32(0.3) + np.float32(0.4), 0, 1)
     ulp_close(K.hardsigmoid(x, 0.3, 0.4), hs.astype(np.float64), 0)
     ulp_close(K.elu(x, 0.7), np.where(d > 0, d, np.float32(0.7) * np.expm1(d)), 2.5)
