@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +27,7 @@ from engine.errors import ConversionError, KernelError, UnsupportedOperatorError
 from engine.ir import NUMPY_TO_ONNX, Graph, Node
 
 ALIGN = 64  # bytes: one cache line, and the alignment every kernel assumes
+HUGEPAGE_ARENA_MIN = 2 << 20  # one 2 MiB hugepage: smaller arenas stay numpy buffers
 
 # Location kinds and opcodes: mirror kernels/include/aie_exec.h.
 LOC_NONE, LOC_ARENA, LOC_BLOB, LOC_INPUT, LOC_OUTPUT = 0, 1, 2, 3, 4
@@ -300,6 +302,45 @@ def assign_offsets(buffers: list[Buffer]) -> int:
     return peak
 
 
+# Below these sizes a step runs on the calling thread alone (step record word
+# AIE_STEP_THREADS = 1): waking the pool costs ~5-20 us on this class of
+# machine (more when the other core is busy), which is what a 2 MFLOP GEMM or
+# a 256 KiB element-wise pass takes on one core, so splitting smaller steps
+# makes 2 threads slower than 1.
+PARALLEL_MIN_FLOPS = 2_000_000
+PARALLEL_MIN_BYTES = 256 << 10
+_COMPUTE_OPS = {10, 11, 22, 25}  # matmul, conv, conv_transpose, gemm_packed
+
+
+def step_work(st: Step) -> tuple[int, int]:
+    """(flops, bytes touched) estimate of a step, from its operands."""
+    nbytes = sum(t.nbytes for t in st.tensors if t is not None)
+    if st.op in (10, 25):  # M, N, K lead both records
+        M, N, K = st.ints[:3]
+        batch = 1
+        if st.op == 10:
+            br = st.ints[9]
+            batch = int(np.prod(st.ints[10:10 + br], dtype=np.int64)) if br else 1
+        return 2 * M * N * K * batch, nbytes
+    if st.op in (11, 22):  # conv params: N H W C K R S ... groups at 15
+        N, H, W, C, K, R, S = st.ints[:7]
+        groups = max(st.ints[15], 1)
+        out = st.tensors[0].size
+        taps = R * S * (C // groups) if st.op == 11 else R * S * (K // groups)
+        return 2 * (out if st.op == 11 else N * H * W * C) * taps, nbytes
+    return 0, nbytes
+
+
+def step_threads(st: Step) -> int:
+    """1 for steps too small to split; 0 (the run's thread count) otherwise."""
+    flops, nbytes = step_work(st)
+    if st.op in _COMPUTE_OPS:
+        # Few flops over many bytes (a GEMV over a weight matrix) is
+        # bandwidth-bound: two cores' caches and load ports still pay.
+        return 0 if flops >= PARALLEL_MIN_FLOPS or nbytes >= 2 * PARALLEL_MIN_BYTES else 1
+    return 0 if nbytes >= PARALLEL_MIN_BYTES else 1
+
+
 class _CPlan(ctypes.Structure):
     _fields_ = [
         ("n_steps", ctypes.c_int64), ("steps", ctypes.c_void_p),
@@ -341,7 +382,8 @@ def pack_plan(planner: Planner, out_specs) -> "ExecPlan":
                 tensor_ids[key] = len(tensors)
                 tensors.append(key)
             step_tensors.append(tensor_ids[key])
-        steps.append((st.op, t0, len(st.tensors), len(iparams), len(st.ints), len(fparams), len(st.floats), 0))
+        steps.append((st.op, t0, len(st.tensors), len(iparams), len(st.ints), len(fparams), len(st.floats),
+                      step_threads(st)))
         iparams.extend(st.ints)
         fparams.extend(st.floats)
     return ExecPlan(
@@ -369,50 +411,122 @@ class ExecPlan:
     arena_bytes: int
     outputs: list  # (shape, dtype, const array or None)
     _free: list = field(default_factory=list)
+    _keep: list = field(default_factory=list)  # owners of the arena blocks
     _lock: threading.Lock = field(default_factory=threading.Lock)
     arenas_created: int = 0
+    arena_backing: str = "numpy"
 
     def __post_init__(self):
         self.cplan = _CPlan(len(self.steps), self.steps.ctypes.data, len(self.tensors), self.tensors.ctypes.data,
                             self.step_tensors.ctypes.data, self.iparams.ctypes.data, self.fparams.ctypes.data)
+        # Per-run ctypes objects prepared once: a small model's whole
+        # inference is ~10 us, so the Python side must stay in that range.
+        self._cplan_ref = ctypes.byref(self.cplan)
+        self._call = _exec_fn()
+        self._out_type = ctypes.c_void_p * max(len(self.outputs), 1)
+        self._blobs: dict = {}
 
     @property
     def n_steps(self) -> int:
         return len(self.steps)
 
-    def acquire_arena(self) -> np.ndarray:
-        # Each concurrent run needs its own arena; arenas are kept and reused,
-        # so their number is bounded by the peak concurrency and steady state
-        # allocates nothing.
+    def acquire_arena(self) -> int:
+        """Address of a free arena block for one run. Each concurrent run
+        needs its own; blocks are kept and reused, so their number is
+        bounded by the peak concurrency and steady state allocates nothing."""
+        try:
+            return self._free.pop()  # atomic under the GIL: no lock on the hot path
+        except IndexError:
+            pass
         with self._lock:
-            if self._free:
-                return self._free.pop()
             self.arenas_created += 1
+            return self._new_arena()
+
+    def _new_arena(self) -> int:
+        # Large arenas come from the kernels' arena allocator: 2 MiB hugepages
+        # when reserved (then THP, then normal pages, prefaulted either way,
+        # so the first run takes no page faults); the backing it got and why
+        # is kept in arena_backing. Small ones are not worth a mapping.
+        if self.arena_bytes >= HUGEPAGE_ARENA_MIN:
+            from engine.arena import Arena, ArenaError
+
+            try:
+                arena = Arena(self.arena_bytes + ALIGN, hugepages=True, name="plan arena")
+                block = arena.alloc(self.arena_bytes)
+            except (ArenaError, OSError, AttributeError) as exc:
+                self.arena_backing = f"numpy (arena allocator unavailable: {exc})"
+            else:
+                st = arena.stats()
+                self.arena_backing = f"{st['backing']}" + (f" ({st['backing_reason']})" if st["backing_reason"] else "")
+                self._keep.append((arena, block))
+                return block.address
         raw = np.zeros(self.arena_bytes + 2 * ALIGN, np.uint8)
         off = (-raw.ctypes.data) % ALIGN
-        return raw[off:off + max(self.arena_bytes, ALIGN)]
+        self._keep.append(raw)
+        return raw.ctypes.data + off
 
-    def release_arena(self, arena: np.ndarray) -> None:
-        with self._lock:
-            self._free.append(arena)
+    def release_arena(self, address: int) -> None:
+        self._free.append(address)
 
     def run(self, weights_ptr: int, inputs: list[np.ndarray], nthreads: int) -> list[np.ndarray]:
-        from engine.kernels._lib import lib
-
         outs = [np.empty(shape, dtype) if const is None else const.copy() for shape, dtype, const in self.outputs]
-        n_in, n_out = max(len(inputs), 1), max(len(outs), 1)
-        fn = _exec_fn()
-        in_ptrs = (ctypes.c_void_p * n_in)(*[a.ctypes.data for a in inputs])
-        out_ptrs = (ctypes.c_void_p * n_out)(*[o.ctypes.data for o in outs])
-        blobs = (ctypes.c_void_p * 2)(weights_ptr, self.consts.ctypes.data)
+        in_ptrs = (ctypes.c_void_p * max(len(inputs), 1))(*[a.ctypes.data for a in inputs])
+        out_ptrs = self._out_type(*[o.ctypes.data for o in outs])
+        blobs = self._blobs.get(weights_ptr)
+        if blobs is None:
+            blobs = self._blobs[weights_ptr] = (ctypes.c_void_p * 2)(weights_ptr, self.consts.ctypes.data)
         arena = self.acquire_arena()
         try:
-            rc = fn(ctypes.byref(self.cplan), arena.ctypes.data, blobs, in_ptrs, out_ptrs, nthreads)
+            rc = self._call(self._cplan_ref, arena, blobs, in_ptrs, out_ptrs, nthreads)
         finally:
             self.release_arena(arena)
         if rc != 0:
+            from engine.kernels._lib import lib
+
             raise KernelError(f"inference failed: {lib().aie_last_error().decode()}")
         return outs
+
+
+    def profile(self, weights_ptr: int, inputs: list[np.ndarray], nthreads: int, repeats: int = 5) -> list[dict]:
+        """Per-step times: each step runs as a one-step plan sharing this
+        plan's tables and one arena (so the normal run path has no timing
+        code at all). Returns, in step order, {index, op, op_name, ints,
+        threads, ns} with ns the best of `repeats` whole-plan passes; a
+        pass includes one ctypes call per step (~1-3 us, listed as such by
+        benchmarks/profile_model.py). Plans with jumps (If) are timed
+        whole-step by whole-step too, which is only right for the branch
+        the inputs take."""
+        from engine.kernels._lib import lib
+
+        outs = [np.empty(shape, dtype) if const is None else const.copy() for shape, dtype, const in self.outputs]
+        in_ptrs = (ctypes.c_void_p * max(len(inputs), 1))(*[a.ctypes.data for a in inputs])
+        out_ptrs = self._out_type(*[o.ctypes.data for o in outs])
+        blobs = (ctypes.c_void_p * 2)(weights_ptr, self.consts.ctypes.data)
+        rec = self.steps.itemsize * self.steps.shape[1]
+        one = [_CPlan(1, self.steps.ctypes.data + i * rec, len(self.tensors), self.tensors.ctypes.data,
+                      self.step_tensors.ctypes.data, self.iparams.ctypes.data, self.fparams.ctypes.data)
+               for i in range(self.n_steps)]
+        best = [float("inf")] * self.n_steps
+        arena = self.acquire_arena()
+        try:
+            for _ in range(max(repeats, 1)):
+                for i, cp in enumerate(one):
+                    t = time.perf_counter_ns()
+                    rc = self._call(ctypes.byref(cp), arena, blobs, in_ptrs, out_ptrs, nthreads)
+                    dt = time.perf_counter_ns() - t
+                    if rc != 0:
+                        raise KernelError(f"step {i} failed: {lib().aie_last_error().decode()}")
+                    best[i] = min(best[i], dt)
+        finally:
+            self.release_arena(arena)
+        name_fn = lib().aie_exec_op_name
+        name_fn.restype = ctypes.c_char_p
+        name_fn.argtypes = [ctypes.c_int64]
+        rows = []
+        for i, (op, _t0, _nt, i0, ni, _f0, _nf, thr) in enumerate(self.steps.tolist()):
+            rows.append({"index": i, "op": op, "op_name": name_fn(op).decode(),
+                         "ints": self.iparams[i0:i0 + ni].tolist(), "threads": thr, "ns": best[i]})
+        return rows
 
 
 _EXEC_FN = None

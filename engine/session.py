@@ -81,6 +81,12 @@ class InferenceSession:
         self._value_inputs: frozenset = frozenset()
         self._lock = threading.Lock()
         self._input_index = {t.name: i for i, t in enumerate(self.graph.inputs)}
+        # (name, dtype, rank or None, [(dim, required size)]) per input
+        self._specs = [(t.name, t.dtype, None if t.shape is None else len(t.shape),
+                        [(i, d) for i, d in enumerate(t.shape or ()) if isinstance(d, int) and d > 0])
+                       for t in self.graph.inputs]
+        self._output_names = [t.name for t in self.graph.outputs]
+        self._weights_ptr = self._model.weights_ptr
 
     # -- onnxruntime-compatible metadata --
     def get_inputs(self) -> list[NodeArg]:
@@ -101,36 +107,48 @@ class InferenceSession:
 
     # -- inference --
     def _check_feeds(self, feeds: dict) -> list[np.ndarray]:
+        # The common case (exact names, ndarray of the right dtype and rank)
+        # is checked against specs prepared at load: a small model's whole
+        # inference is ~10 us of C, so validation must cost less than that.
         if not isinstance(feeds, dict):
             raise InvalidArgument(f"input feed must be a dict {{name: ndarray}}, got {type(feeds).__name__}")
+        if len(feeds) != len(self._specs):
+            self._unknown_or_missing(feeds)
+        arrays = []
+        for name, dtype, rank, fixed in self._specs:
+            a = feeds.get(name)
+            if a is None:
+                self._unknown_or_missing(feeds)
+            if type(a) is not np.ndarray:
+                a = np.asarray(a)
+            if a.dtype != dtype:
+                raise InvalidArgument(f"input {name!r} has dtype {type_string(a.dtype) if a.dtype in _KNOWN else a.dtype}"
+                                      f", expected {type_string(dtype)}")
+            if rank is not None:
+                shape = a.shape
+                if len(shape) != rank or any(shape[i] != d for i, d in fixed):
+                    t = self.graph.inputs[self._input_index[name]]
+                    raise InvalidArgument(f"input {name!r} has shape {list(shape)}, expected {list(t.shape)}")
+            arrays.append(a if a.flags.c_contiguous else np.ascontiguousarray(a))
+        return arrays
+
+    def _unknown_or_missing(self, feeds: dict) -> None:
         unknown = sorted(set(feeds) - set(self._input_index))
         if unknown:
             raise InvalidArgument(f"unknown input name(s) {unknown}; expected inputs: "
                                   + ", ".join(f"{t.name} {list(t.shape or [])} {type_string(t.dtype)}"
                                               for t in self.graph.inputs))
-        arrays = []
         for t in self.graph.inputs:
-            if t.name not in feeds:
+            if t.name not in feeds or feeds[t.name] is None:
                 raise InvalidArgument(f"missing input {t.name!r} (shape {list(t.shape or [])}, {type_string(t.dtype)})")
-            a = feeds[t.name]
-            if not isinstance(a, np.ndarray):
-                a = np.asarray(a)
-            if a.dtype != t.dtype:
-                raise InvalidArgument(f"input {t.name!r} has dtype {type_string(a.dtype) if a.dtype in _KNOWN else a.dtype}"
-                                      f", expected {type_string(t.dtype)}")
-            if t.shape is not None:
-                ok = a.ndim == len(t.shape) and all(not isinstance(d, int) or d <= 0 or d == n
-                                                    for d, n in zip(t.shape, a.shape))
-                if not ok:
-                    raise InvalidArgument(f"input {t.name!r} has shape {list(a.shape)}, expected {list(t.shape)}")
-            arrays.append(np.asarray(a, order="C"))
-        return arrays
 
     def _plan(self, arrays: list[np.ndarray]) -> ExecPlan:
         while True:
             value_inputs = self._value_inputs
-            key = tuple((a.shape, a.dtype.str) for a in arrays) + tuple(
-                arrays[self._input_index[n]].tobytes() for n in sorted(value_inputs))
+            # dtypes are fixed per input (checked in _check_feeds): shapes key the plan.
+            key = tuple([a.shape for a in arrays])
+            if value_inputs:
+                key += tuple(arrays[self._input_index[n]].tobytes() for n in sorted(value_inputs))
             plan = self._plans.get(key)
             if plan is not None:
                 return plan
@@ -152,16 +170,22 @@ class InferenceSession:
 
     def run(self, output_names, input_feed: dict, run_options=None) -> list[np.ndarray]:
         arrays = self._check_feeds(input_feed)
-        names = [t.name for t in self.graph.outputs]
+        names = self._output_names
         if output_names:
             missing = [n for n in output_names if n not in names]
             if missing:
                 raise InvalidArgument(f"unknown output name(s) {missing}; model outputs: {names}")
         plan = self._plan(arrays)
-        outs = plan.run(self._model.weights_ptr, arrays, self.threads)
+        outs = plan.run(self._weights_ptr, arrays, self.threads)
         if not output_names:
             return outs
         return [outs[names.index(n)] for n in output_names]
+
+    def profile(self, input_feed: dict, repeats: int = 5) -> list[dict]:
+        """Per-step times of the plan for these feeds (ExecPlan.profile): a
+        diagnostic path, separate from run(), which carries no timing code."""
+        arrays = self._check_feeds(input_feed)
+        return self._plan(arrays).profile(self._weights_ptr, arrays, self.threads, repeats)
 
 
 _KNOWN = set(np.dtype(d) for d in (np.float32, np.float64, np.float16, np.int8, np.int16, np.int32, np.int64,

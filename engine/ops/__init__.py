@@ -14,8 +14,12 @@ from typing import Callable
 
 from engine.errors import UnsupportedOperatorError
 from engine.ops import control, data, elementwise, linear, nn, recurrent, reduce
+from engine.ops import (attention, bitwise, cumulative, einsum, loops, losses, masking, normalization,
+                        pooling_ext, quantize, recurrent_ext, sampling, scatter, scatter_ext, sorting, spectral)
 
-_FAMILIES = (data, elementwise, linear, nn, reduce, control, recurrent)
+_FAMILIES = (data, elementwise, linear, nn, reduce, control, recurrent, masking, normalization, losses, attention,
+             bitwise, cumulative, scatter, sorting, recurrent_ext, einsum, pooling_ext, sampling,
+             spectral, quantize, scatter_ext, loops)
 
 REGISTRY: dict[str, dict[int, Callable]] = {}
 KNOWN_ATTRS: dict[str, set[str]] = {}
@@ -41,7 +45,9 @@ def resolve(node, opset: int) -> Callable:
         raise UnsupportedOperatorError(
             f"operator {node.op} (node {node.name!r}) has no rule for opset {opset} (rules from {min(versions)})",
             hint=hint)
-    unknown = sorted(set(node.attrs) - KNOWN_ATTRS.get(node.op, set()))
+    # _nhwc (engine.passes.to_kernel_layout) marks a node whose tensors are
+    # NHWC; layout-agnostic rules ignore it, layout-aware ones read it.
+    unknown = sorted(set(node.attrs) - KNOWN_ATTRS.get(node.op, set()) - {"_nhwc"})
     if unknown:
         raise UnsupportedOperatorError(
             f"operator {node.op} (node {node.name!r}, opset {opset}): unsupported attribute(s) {', '.join(unknown)}",

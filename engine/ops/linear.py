@@ -4,23 +4,37 @@ bias and activation fused into its epilogue when a pass attached them
 
 from __future__ import annotations
 
-import ctypes
-
 import numpy as np
 
-from engine.ops.common import ACT_NONE, X_MATMUL, broadcast_shape, broadcast_strides
+from engine.ops.common import ACT_NONE, X_GEMM_PACKED, X_MATMUL, broadcast_shape, broadcast_strides
+from engine.packing import gemm_workspace
 from engine.plan import LoweringContext, Value
 
 BIAS_NONE, BIAS_COL, BIAS_ROW = 0, 1, 2
 
 
-def gemm_workspace(M: int, N: int, K: int, nthreads: int) -> int:
-    from engine.kernels._lib import lib
+def _packed_b(ctx, b: Value, trans_b: int) -> Value | None:
+    """B packed for aie_sgemm_packed: the converter's (input 3, packed for
+    _packed_isa) when it matches this host, else packed now when B is a
+    constant; None when B is computed at run time."""
+    from engine.packing import host_isa, pack_gemm_b
 
-    fn = lib().aie_sgemm_workspace_size
-    fn.restype = ctypes.c_size_t
-    fn.argtypes = [ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int]
-    return int(fn(M, N, K, max(nthreads, 1)))
+    packed = ctx.input(3)
+    if packed is not None and ctx.attr("_packed_isa") == host_isa():
+        return packed
+    if b.const is not None and b.rank == 2:
+        blob = pack_gemm_b(b.const, bool(trans_b))
+        return Value(blob.shape, np.uint8, const=blob)
+    return None
+
+
+def emit_gemm_packed(ctx, out: Value, a: Value, packed: Value, M, N, K, *, trans_a=0, lda=None,
+                     bias: Value | None = None, bias_kind=BIAS_NONE, act=ACT_NONE, p0=0.0, p1=0.0, alpha=1.0,
+                     beta=0.0) -> None:
+    lda = lda if lda is not None else (M if trans_a else K)
+    ws_bytes = gemm_workspace(M, N, K, ctx.planner.nthreads)
+    ctx.step(X_GEMM_PACKED, [out, a, packed, bias, ctx.scratch(ws_bytes)],
+             [M, N, K, trans_a, lda, bias_kind, act, ws_bytes], [alpha, beta, p0, p1])
 
 
 def emit_matmul(ctx, out: Value, a: Value, b: Value, M, N, K, *, trans_a=0, trans_b=0, lda=None, ldb=None,
@@ -61,6 +75,7 @@ def lower_matmul(ctx: LoweringContext) -> None:
         return
     bias = ctx.input(2) if ctx.attr("_bias") else None
     act, p0, p1 = _epilogue(ctx)
+    alpha = ctx.attr("_alpha", 1.0)
     if K == 0:
         from engine.ops.data import emit_fill
 
@@ -68,15 +83,21 @@ def lower_matmul(ctx: LoweringContext) -> None:
         return
     # Fold batch dims of A into M when B is shared (the common x @ W case).
     if len(b_shape) == 2 and all(d for d in a_shape):
+        packed = _packed_b(ctx, b, 0) if b.rank == 2 else None
+        if packed is not None:
+            emit_gemm_packed(ctx, out, a, packed, int(np.prod(a_shape[:-1])), N, K, bias=bias,
+                             bias_kind=BIAS_COL if bias is not None else BIAS_NONE, act=act, p0=p0, p1=p1,
+                             alpha=alpha)
+            return
         emit_matmul(ctx, out, a, b, int(np.prod(a_shape[:-1])), N, K, bias=bias,
-                    bias_kind=BIAS_COL if bias is not None else BIAS_NONE, act=act, p0=p0, p1=p1)
+                    bias_kind=BIAS_COL if bias is not None else BIAS_NONE, act=act, p0=p0, p1=p1, alpha=alpha)
         return
     sa = [s * M * K for s in broadcast_strides(a_shape[:-2], batch)] if batch else []
     sb = [s * K * N for s in broadcast_strides(b_shape[:-2], batch)] if batch else []
     sa = [0 if a_shape[:-2] == () else s for s in sa]
     sb = [0 if b_shape[:-2] == () else s for s in sb]
     emit_matmul(ctx, out, a, b, M, N, K, bias=bias, bias_kind=BIAS_COL if bias is not None else BIAS_NONE,
-                act=act, p0=p0, p1=p1, batch_shape=batch, a_bstrides=sa, b_bstrides=sb)
+                act=act, p0=p0, p1=p1, alpha=alpha, batch_shape=batch, a_bstrides=sa, b_bstrides=sb)
 
 
 def lower_gemm(ctx: LoweringContext) -> None:
@@ -114,9 +135,16 @@ def lower_gemm(ctx: LoweringContext) -> None:
             beta_run = beta
     if K == 0:
         raise ctx.unsupported("Gemm with K = 0")
+    packed = _packed_b(ctx, b, tb)
+    if packed is not None:
+        emit_gemm_packed(ctx, out, a, packed, M, N, K, trans_a=ta, lda=a.shape[1], bias=bias, bias_kind=kind,
+                         act=act, p0=p0, p1=p1, alpha=alpha, beta=beta_run)
+        return
     emit_matmul(ctx, out, a, b, M, N, K, trans_a=ta, trans_b=tb, lda=a.shape[1], ldb=b.shape[1], bias=bias,
                 bias_kind=kind, act=act, p0=p0, p1=p1, alpha=alpha, beta=beta_run)
 
 
 RULES = {"MatMul": {1: lower_matmul}, "Gemm": {7: lower_gemm}}
-ATTRS = {"MatMul": {"_act", "_p0", "_p1", "_bias"}, "Gemm": {"transA", "transB", "alpha", "beta", "_act", "_p0", "_p1"}}
+# _packed_isa: input 3 holds B packed by the converter for that aie_isa.
+ATTRS = {"MatMul": {"_act", "_p0", "_p1", "_bias", "_packed_isa", "_alpha"},
+         "Gemm": {"transA", "transB", "alpha", "beta", "_act", "_p0", "_p1", "_packed_isa"}}

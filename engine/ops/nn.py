@@ -1,4 +1,11 @@
-"""Convolution, pooling, BatchNormalization and Resize (NCHW, float32)."""
+"""Convolution, pooling, BatchNormalization and Resize, float32.
+
+Convolution and pooling run on the library's NHWC kernels. Nodes the layout
+pass (engine.passes.to_kernel_layout) marked _nhwc read and write NHWC
+tensors directly; any other (NCHW) node is lowered as transpose in, NHWC
+kernel, transpose out. Conv weights come pre-packed from the converter
+(input 3, tagged _packed_isa) or are packed at plan time.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +13,15 @@ import math
 
 import numpy as np
 
-from engine.ops.common import ACT_NONE, X_CONV, X_CONV_TRANSPOSE, X_POOL, X_RESIZE
-from engine.ops.elementwise import emit_binary
-from engine.ops.linear import gemm_workspace
-from engine.plan import LoweringContext, Value, align
+from engine.ops.common import X_CONV, X_CONV_PACK, X_CONV_TRANSPOSE, X_GLOBAL_POOL, X_POOL, X_RESIZE
+from engine.ops.data import emit_copy
+from engine.ops.elementwise import emit_binary, emit_unary
+from engine.plan import LoweringContext, Value
 
 
-def _spatial(ctx, x, kernel):
-    """(pads_begin, pads_end, strides, dilations) for a 1-D or 2-D window."""
+def _spatial(ctx, sizes, kernel):
+    """(pads_begin, pads_end, strides, dilations) for a 1-D or 2-D window over
+    spatial dims of the given sizes."""
     nd = len(kernel)
     strides = list(ctx.attr("strides", [1] * nd))
     dil = list(ctx.attr("dilations", [1] * nd))
@@ -22,7 +30,7 @@ def _spatial(ctx, x, kernel):
     begin, end = pads[:nd], pads[nd:]
     if auto in ("SAME_UPPER", "SAME_LOWER"):
         for i in range(nd):
-            size = x.shape[2 + i]
+            size = sizes[i]
             out = -(-size // strides[i])
             total = max((out - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1 - size, 0)
             small = total // 2
@@ -34,114 +42,195 @@ def _spatial(ctx, x, kernel):
     return begin, end, strides, dil
 
 
-def _as_2d(ctx, x, what="input"):
-    if x.rank == 3:
-        return (x.shape[0], x.shape[1], 1, x.shape[2])
-    if x.rank == 4:
-        return x.shape
-    raise ctx.unsupported(f"{what} of rank {x.rank}: only 1-D and 2-D windows (rank 3 or 4) are supported")
-
-
 def _lift(vals, one_d, fill):
     return [fill] + list(vals) if one_d else list(vals)
 
 
+def _image(ctx, x: Value, what: str = "input"):
+    """(x as NHWC (N, H, W, C), one_d) for a step input: NHWC nodes (laid out
+    by engine.passes.to_kernel_layout) read x as is; an NCHW node's input is
+    transposed into a temporary."""
+    if ctx.attr("_nhwc", 0):
+        if x.rank != 4:
+            raise ctx.unsupported(f"NHWC {what} of rank {x.rank}")
+        return x, False
+    if x.rank == 3:
+        N, C, W = x.shape
+        H = 1
+    elif x.rank == 4:
+        N, C, H, W = x.shape
+    else:
+        raise ctx.unsupported(f"{what} of rank {x.rank}: only 1-D and 2-D windows (rank 3 or 4) are supported")
+    xt = ctx.temp((N, H, W, C), x.dtype)
+    if xt.size:
+        emit_copy(ctx, xt, x, (N, H, W, C), (C * H * W, W, 1, H * W))
+    return xt, x.rank == 3
+
+
+def _emit_image_out(ctx, y: Value, one_d: bool) -> None:
+    """Output 0 from the NHWC result y: y itself for NHWC nodes, else NCHW."""
+    N, P, Q, K = y.shape
+    if ctx.attr("_nhwc", 0):
+        return
+    out = ctx.out(0, (N, K, Q) if one_d else (N, K, P, Q), np.float32)
+    if out.size:
+        emit_copy(ctx, out, y, (N, K, P, Q), (P * Q * K, 1, Q * K, K))
+
+
+def _nhwc_result(ctx, shape) -> Value:
+    return ctx.out(0, shape, np.float32) if ctx.attr("_nhwc", 0) else ctx.temp(shape, np.float32)
+
+
+def _packed_weights(ctx, w: Value, params, group: int, transposed: bool) -> Value:
+    """The packed weight blob: the converter's (input 3) when it was packed
+    for this host's ISA, else packed now from a constant, else by a step."""
+    from engine.packing import host_isa, pack_conv, packed_conv_size
+
+    packed = ctx.input(3)
+    if packed is not None and ctx.attr("_packed_isa") == host_isa():
+        return packed
+    if w.const is not None:
+        w4 = w.const.reshape(w.shape[:2] + (1,) + w.shape[2:]) if w.rank == 3 else w.const
+        blob = pack_conv(w4, group, transposed)
+        return Value(blob.shape, np.uint8, const=blob)
+    size = packed_conv_size(params, transposed)
+    if size == 0:
+        raise ctx.unsupported(f"weights {w.shape} cannot be packed for group {group}")
+    out = ctx.temp((size,), np.uint8)
+    ctx.step(X_CONV_PACK, [out, w], params.words() + [int(transposed), size])
+    return out
+
+
+# activation code (aie_activation) -> executor unary code, for the unfused fallback
+_ACT_UNARY = {1: 1, 2: 27, 3: 35, 4: 36, 5: 2, 6: 44, 7: 32, 8: 31, 9: 28, 10: 3}
+
+
 def lower_conv(ctx: LoweringContext) -> None:
+    from engine.packing import conv_output_shape, conv_params, conv_workspace
+
     x, w, b = ctx.input(0), ctx.input(1), ctx.input(2)
     for v in (x, w):
         ctx.require_dtype(v, (np.float32,))
-    N, C, H, W = _as_2d(ctx, x)
-    one_d = x.rank == 3
-    kernel = list(w.shape[2:])
-    if ctx.attr("kernel_shape") is not None and list(ctx.attr("kernel_shape")) != kernel:
+    if w.rank != x.rank:
+        raise ctx.unsupported(f"weights of rank {w.rank} for an input of rank {x.rank}")
+    xt, one_d = _image(ctx, x)
+    N, H, W, C = xt.shape
+    kernel = _lift(w.shape[2:], one_d, 1)
+    if ctx.attr("kernel_shape") is not None and _lift(ctx.attr("kernel_shape"), one_d, 1) != kernel:
         raise ctx.unsupported(f"kernel_shape {ctx.attr('kernel_shape')} disagrees with weights {w.shape}")
-    begin, end, strides, dil = _spatial(ctx, x, kernel)
-    kernel, begin, end = _lift(kernel, one_d, 1), _lift(begin, one_d, 0), _lift(end, one_d, 0)
+    begin, end, strides, dil = _spatial(ctx, (H, W)[2 - len(w.shape[2:]):], w.shape[2:])
+    begin, end = _lift(begin, one_d, 0), _lift(end, one_d, 0)
     strides, dil = _lift(strides, one_d, 1), _lift(dil, one_d, 1)
     G = ctx.attr("group", 1)
-    M = w.shape[0]
-    if C % G or M % G or w.shape[1] != C // G:
+    K = w.shape[0]
+    if G < 1 or C % G or K % G or w.shape[1] != C // G:
         raise ctx.unsupported(f"weights {w.shape} do not match {C} input channels in {G} groups")
-    OH = (H + begin[0] + end[0] - dil[0] * (kernel[0] - 1) - 1) // strides[0] + 1
-    OW = (W + begin[1] + end[1] - dil[1] * (kernel[1] - 1) - 1) // strides[1] + 1
-    if OH <= 0 or OW <= 0:
-        raise ctx.unsupported(f"output spatial size {OH}x{OW} is empty for input {x.shape}")
-    out = ctx.out(0, (N, M, OW) if one_d else (N, M, OH, OW), np.float32)
-    Cg, Mg = C // G, M // G
-    direct = kernel == [1, 1] and strides == [1, 1] and begin == [0, 0] and OH == H and OW == W
-    ws_bytes = 0
-    if not (Cg == 1 and Mg == 1):
-        Kc = Cg * kernel[0] * kernel[1]
-        ws_bytes = (0 if direct else align(Kc * OH * OW * 4)) + align(gemm_workspace(Mg, OH * OW, Kc, ctx.planner.nthreads))
-    ws = ctx.scratch(ws_bytes)
-    act, p0, p1 = ctx.attr("_act", ACT_NONE), ctx.attr("_p0", 0.0), ctx.attr("_p1", 0.0)
-    ctx.step(X_CONV, [out, x, w, b, ws],
-             [N, C, H, W, M, OH, OW, kernel[0], kernel[1], strides[0], strides[1], begin[0], begin[1], dil[0], dil[1],
-              G, act, ws_bytes], [p0, p1])
+    params = conv_params(N=N, H=H, W=W, C=C, K=K, R=kernel[0], S=kernel[1], stride_h=strides[0],
+                         stride_w=strides[1], dil_h=dil[0], dil_w=dil[1], pad_top=begin[0], pad_left=begin[1],
+                         pad_bottom=end[0], pad_right=end[1], groups=G)
+    pq = conv_output_shape(params)
+    if isinstance(pq, str):
+        raise ctx.unsupported(pq)
+    P, Q = pq
+    packed = _packed_weights(ctx, w, params, G, False)
+    act, p0, p1 = ctx.attr("_act", 0), ctx.attr("_p0", 0.0), ctx.attr("_p1", 0.0)
+    residual = ctx.input(4)
+    if b is not None:
+        ctx.require_dtype(b, (np.float32,))
+        if b.shape != (K,):
+            raise ctx.unsupported(f"bias of shape {b.shape}, expected ({K},)")
+    y = _nhwc_result(ctx, (N, P, Q, K))
+    if residual is not None and residual.shape != y.shape:
+        # The fused residual must match y exactly; a broadcasting Add runs as its own step.
+        conv_y = ctx.temp(y.shape, np.float32)
+        _conv_step(ctx, conv_y, xt, packed, b, None, params, 0, 0.0, 0.0, conv_workspace)
+        if act:
+            summed = ctx.temp(y.shape, np.float32)
+            emit_binary(ctx, summed, conv_y, residual, 0)
+            emit_unary(ctx, y, summed, _ACT_UNARY[act], p0, p1)
+        else:
+            emit_binary(ctx, y, conv_y, residual, 0)
+    else:
+        _conv_step(ctx, y, xt, packed, b, residual, params, act, p0, p1, conv_workspace)
+    _emit_image_out(ctx, y, one_d)
+
+
+def _conv_step(ctx, y, xt, packed, b, residual, params, act, p0, p1, conv_workspace) -> None:
+    if y.size == 0:
+        return
+    ws_bytes = conv_workspace(params, ctx.planner.nthreads)
+    ctx.step(X_CONV, [y, xt, packed, b, residual, ctx.scratch(ws_bytes)], params.words() + [act, ws_bytes],
+             [p0, p1])
 
 
 def lower_conv_transpose(ctx: LoweringContext) -> None:
+    from engine.packing import conv_output_shape, conv_params, conv_workspace
+
     x, w, b = ctx.input(0), ctx.input(1), ctx.input(2)
     for v in (x, w):
         ctx.require_dtype(v, (np.float32,))
-    if x.rank != 4:
+    if x.rank != 4 or w.rank != 4:
         raise ctx.unsupported(f"input of rank {x.rank}: only 2-D transposed convolution")
     if ctx.attr("output_shape") is not None or ctx.attr("auto_pad", "NOTSET") != "NOTSET":
         raise ctx.unsupported("output_shape / auto_pad (give explicit pads)")
-    N, C, H, W = x.shape
+    xt, _ = _image(ctx, x)
+    N, H, W, C = xt.shape
     G = ctx.attr("group", 1)
     kernel = list(w.shape[2:])
     strides = list(ctx.attr("strides", [1, 1]))
     dil = list(ctx.attr("dilations", [1, 1]))
     pads = list(ctx.attr("pads", [0, 0, 0, 0]))
     outpad = list(ctx.attr("output_padding", [0, 0]))
-    M = w.shape[1] * G
-    if w.shape[0] != C or C % G:
+    K = w.shape[1] * G
+    if G < 1 or w.shape[0] != C or C % G:
         raise ctx.unsupported(f"weights {w.shape} do not match {C} input channels in {G} groups")
-    OH = strides[0] * (H - 1) + outpad[0] + (kernel[0] - 1) * dil[0] + 1 - pads[0] - pads[2]
-    OW = strides[1] * (W - 1) + outpad[1] + (kernel[1] - 1) * dil[1] + 1 - pads[1] - pads[3]
-    if OH <= 0 or OW <= 0:
-        raise ctx.unsupported(f"empty output {OH}x{OW}")
-    out = ctx.out(0, (N, M, OH, OW), np.float32)
-    R = (M // G) * kernel[0] * kernel[1]
-    ws_bytes = align(R * H * W * 4) + align(gemm_workspace(R, H * W, C // G, ctx.planner.nthreads))
-    ctx.step(X_CONV_TRANSPOSE, [out, x, w, b, ctx.scratch(ws_bytes)],
-             [N, C, H, W, M, OH, OW, kernel[0], kernel[1], strides[0], strides[1], pads[0], pads[1], dil[0], dil[1],
-              G, ws_bytes])
+    params = conv_params(N=N, H=H, W=W, C=C, K=K, R=kernel[0], S=kernel[1], stride_h=strides[0],
+                         stride_w=strides[1], dil_h=dil[0], dil_w=dil[1], pad_top=pads[0], pad_left=pads[1],
+                         pad_bottom=pads[2], pad_right=pads[3], groups=G, out_pad_h=outpad[0], out_pad_w=outpad[1])
+    pq = conv_output_shape(params, transposed=True)
+    if isinstance(pq, str):
+        raise ctx.unsupported(pq)
+    P, Q = pq
+    if b is not None and b.shape != (K,):
+        raise ctx.unsupported(f"bias of shape {b.shape}, expected ({K},)")
+    packed = _packed_weights(ctx, w, params, G, True)
+    act, p0, p1 = ctx.attr("_act", 0), ctx.attr("_p0", 0.0), ctx.attr("_p1", 0.0)
+    y = _nhwc_result(ctx, (N, P, Q, K))
+    if y.size:
+        ws_bytes = conv_workspace(params, ctx.planner.nthreads, transposed=True)
+        ctx.step(X_CONV_TRANSPOSE, [y, xt, packed, b, ctx.scratch(ws_bytes)], params.words() + [act, ws_bytes],
+                 [p0, p1])
+    _emit_image_out(ctx, y, False)
 
 
 def _pool(ctx: LoweringContext, kind: int) -> None:
+    from engine.packing import pool_output_shape, pool_params
+
     x = ctx.input(0)
     ctx.require_dtype(x, (np.float32,))
     if len(ctx.node.outputs) > 1 and ctx.node.outputs[1]:
         raise ctx.unsupported("the Indices output of MaxPool")
-    N, C, H, W = _as_2d(ctx, x)
-    one_d = x.rank == 3
-    kernel = list(ctx.attr("kernel_shape"))
-    begin, end, strides, dil = _spatial(ctx, x, kernel)
-    kernel, begin, end = _lift(kernel, one_d, 1), _lift(begin, one_d, 0), _lift(end, one_d, 0)
-    strides, dil = _lift(strides, one_d, 1), _lift(dil, one_d, 1)
     if ctx.attr("storage_order", 0):
         raise ctx.unsupported("storage_order=1")
-    ceil_mode = ctx.attr("ceil_mode", 0)
-    dims = []
-    for i, size in enumerate((H, W)):
-        span = size + begin[i] + end[i] - dil[i] * (kernel[i] - 1) - 1
-        o = (-(-span // strides[i]) if ceil_mode else span // strides[i]) + 1
-        if ceil_mode and (o - 1) * strides[i] >= size + begin[i]:
-            o -= 1  # the last window must start inside the input or the left pad
-        dims.append(o)
-    OH, OW = dims
-    if ceil_mode:
-        # Windows may run past the declared end padding: extend it so the
-        # averaging divisor counts exactly the positions ORT counts.
-        end = [max(end[i], (dims[i] - 1) * strides[i] + dil[i] * (kernel[i] - 1) + 1 - (H, W)[i] - begin[i])
-               for i in range(2)] if not ctx.attr("count_include_pad", 0) else end
-    out = ctx.out(0, (N, C, OW) if one_d else (N, C, OH, OW), np.float32)
-    if out.size == 0:
-        return
-    ctx.step(X_POOL, [out, x], [N * C, H, W, OH, OW, kernel[0], kernel[1], strides[0], strides[1], begin[0], begin[1],
-                                dil[0], dil[1], kind, ctx.attr("count_include_pad", 0), end[0], end[1]])
+    kernel = list(ctx.attr("kernel_shape"))
+    xt, one_d = _image(ctx, x)
+    N, H, W, C = xt.shape
+    if len(kernel) != (1 if one_d else 2):
+        raise ctx.unsupported(f"kernel_shape {kernel} for an input of rank {x.rank}")
+    begin, end, strides, dil = _spatial(ctx, (H, W)[2 - len(kernel):], kernel)
+    kernel, begin, end = _lift(kernel, one_d, 1), _lift(begin, one_d, 0), _lift(end, one_d, 0)
+    strides, dil = _lift(strides, one_d, 1), _lift(dil, one_d, 1)
+    fields = dict(N=N, H=H, W=W, C=C, kh=kernel[0], kw=kernel[1], stride_h=strides[0], stride_w=strides[1],
+                  dil_h=dil[0], dil_w=dil[1], pad_top=begin[0], pad_left=begin[1], pad_bottom=end[0],
+                  pad_right=end[1])
+    ceil_mode, incl = ctx.attr("ceil_mode", 0), ctx.attr("count_include_pad", 0)
+    pq = pool_output_shape(pool_params(ceil_mode, incl, **fields))
+    if isinstance(pq, str):
+        raise ctx.unsupported(pq)
+    y = _nhwc_result(ctx, (N, pq[0], pq[1], C))
+    if y.size:
+        ctx.step(X_POOL, [y, xt], [kind, *fields.values(), ceil_mode, incl])
+    _emit_image_out(ctx, y, one_d)
 
 
 def lower_maxpool(ctx: LoweringContext) -> None:
@@ -159,9 +248,17 @@ def lower_global_pool(ctx: LoweringContext) -> None:
     ctx.require_dtype(x, (np.float32,))
     if x.rank < 3:
         raise ctx.unsupported(f"input of rank {x.rank}")
-    op = 1 if ctx.node.op == "GlobalAveragePool" else 2
+    avg = ctx.node.op == "GlobalAveragePool"
+    if ctx.attr("_nhwc", 0):
+        N, H, W, C = x.shape
+        out = ctx.out(0, (N, 1, 1, C), np.float32)
+        if out.size:
+            if H * W == 0:
+                raise ctx.unsupported(f"global pooling of an empty image {x.shape}")
+            ctx.step(X_GLOBAL_POOL, [out, x], [1 if avg else 0, N, H * W, C])
+        return
     out = ctx.out(0, x.shape[:2] + (1,) * (x.rank - 2), np.float32)
-    emit_reduce(ctx, out, x, op, [0, 0] + [1] * (x.rank - 2))
+    emit_reduce(ctx, out, x, 1 if avg else 2, [0, 0] + [1] * (x.rank - 2))
 
 
 def lower_batchnorm(ctx: LoweringContext) -> None:
@@ -213,16 +310,22 @@ def lower_resize(ctx: LoweringContext) -> None:
         lengths = [float(o) for o in out_shape]
     else:
         raise ctx.unsupported("neither scales nor sizes given")
-    if x.rank != 4 or out_shape[:2] != list(x.shape[:2]):
+    nhwc = ctx.attr("_nhwc", 0)
+    # NHWC nodes (layout pass) resize dims 1 and 2 and keep N and C.
+    hw = (1, 2) if nhwc else (2, 3)
+    keep = [0, 3] if nhwc else [0, 1]
+    if x.rank != 4 or [out_shape[d] for d in keep] != [x.shape[d] for d in keep]:
         raise ctx.unsupported(f"resizing {x.shape} -> {out_shape}: only the last two dims of a 4-D tensor")
     if coord == "tf_crop_and_resize":
         raise ctx.unsupported("tf_crop_and_resize")
     out = ctx.out(0, out_shape, np.float32)
     if out.size == 0:
         return
-    ctx.step(X_RESIZE, [out, x], [x.shape[0] * x.shape[1], x.shape[2], x.shape[3], out_shape[2], out_shape[3],
-                                  0 if mode == "nearest" else 1, COORD[coord], NEAREST[nearest]],
-             [scales[2], scales[3], lengths[2], lengths[3]])
+    outer = x.shape[0] if nhwc else x.shape[0] * x.shape[1]
+    ctx.step(X_RESIZE, [out, x], [outer, x.shape[hw[0]], x.shape[hw[1]], out_shape[hw[0]], out_shape[hw[1]],
+                                  0 if mode == "nearest" else 1, COORD[coord], NEAREST[nearest],
+                                  x.shape[3] if nhwc else 0],
+             [scales[hw[0]], scales[hw[1]], lengths[hw[0]], lengths[hw[1]]])
 
 
 RULES = {
@@ -231,12 +334,16 @@ RULES = {
     "BatchNormalization": {9: lower_batchnorm}, "Resize": {11: lower_resize},
 }
 _WINDOW = {"auto_pad", "pads", "strides", "dilations", "kernel_shape"}
+# Internal attributes set by the passes: _nhwc (layout), _act/_p0/_p1 (fused
+# activation), _packed_isa (input 3 holds weights packed for that aie_isa).
+_FUSED = {"_nhwc", "_act", "_p0", "_p1", "_packed_isa"}
 ATTRS = {
-    "Conv": _WINDOW | {"group", "_act", "_p0", "_p1"},
-    "ConvTranspose": _WINDOW | {"group", "output_padding", "output_shape"},
-    "MaxPool": _WINDOW | {"ceil_mode", "storage_order"},
-    "AveragePool": _WINDOW | {"ceil_mode", "count_include_pad"},
+    "Conv": _WINDOW | {"group"} | _FUSED,
+    "ConvTranspose": _WINDOW | {"group", "output_padding", "output_shape"} | _FUSED,
+    "MaxPool": _WINDOW | {"ceil_mode", "storage_order", "_nhwc"},
+    "AveragePool": _WINDOW | {"ceil_mode", "count_include_pad", "_nhwc"},
+    "GlobalAveragePool": {"_nhwc"}, "GlobalMaxPool": {"_nhwc"},
     "BatchNormalization": {"epsilon", "momentum", "training_mode", "spatial"},
     "Resize": {"mode", "coordinate_transformation_mode", "nearest_mode", "cubic_coeff_a", "exclude_outside",
-               "extrapolation_value", "antialias", "axes", "keep_aspect_ratio_policy"},
+               "extrapolation_value", "antialias", "axes", "keep_aspect_ratio_policy", "_nhwc"},
 }

@@ -11,11 +11,14 @@ from typing import Callable
 from engine.ir import Graph
 from engine.passes.cleanup import eliminate_dead_nodes
 from engine.passes.folding import fold_batchnorm, fold_constants
-from engine.passes.fusion import fuse_bias_activation, fuse_layernorm
+from engine.passes.fusion import (fuse_bias_activation, fuse_conv_residual, fuse_gelu, fuse_layernorm,
+                                  fuse_matmul_scale, fuse_silu)
+from engine.passes.layout import to_kernel_layout
+from engine.passes.prepack import prepack_weights
 
 DEFAULT_PASSES: tuple[Callable[[Graph], Graph], ...] = (
-    fold_constants, eliminate_dead_nodes, fold_batchnorm, fuse_layernorm, fuse_bias_activation,
-    eliminate_dead_nodes,
+    fold_constants, eliminate_dead_nodes, fold_batchnorm, fuse_layernorm, fuse_matmul_scale, fuse_silu, fuse_bias_activation, fuse_gelu,
+    to_kernel_layout, fuse_conv_residual, prepack_weights, eliminate_dead_nodes,
 )
 
 

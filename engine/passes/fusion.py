@@ -4,6 +4,11 @@ fuse_bias_activation: Conv/Gemm/MatMul followed by an activation the GEMM
 epilogue implements (Relu, Clip with constant bounds, Sigmoid, HardSwish,
 HardSigmoid, LeakyRelu, Tanh, Gelu) becomes one node (attributes _act, _p0,
 _p1); MatMul + Add of a constant row vector becomes MatMul with _bias.
+fuse_silu: x * Sigmoid(x) after such a node becomes its SiLU epilogue.
+fuse_matmul_scale: MatMul then Div/Mul by a scalar becomes the GEMM's alpha.
+fuse_gelu: the erf spelling of GELU after such a node becomes its epilogue.
+fuse_conv_residual: NHWC Conv + Add(skip) [+ activation] becomes one Conv
+with a residual operand (after the layout pass).
 fuse_layernorm: the ReduceMean-Sub-Pow-ReduceMean-Add-Sqrt-Div(-Mul-Add)
 decomposition over the last axis becomes LayerNormalization.
 """
@@ -14,7 +19,7 @@ import numpy as np
 
 from engine.ir import Graph, Node
 from engine.ops.common import (ACT_CLIP, ACT_GELU, ACT_HARDSIGMOID, ACT_HARDSWISH, ACT_LEAKY_RELU, ACT_RELU,
-                               ACT_SIGMOID, ACT_TANH)
+                               ACT_SIGMOID, ACT_SILU, ACT_TANH)
 
 
 def _single_consumer(graph_consumers, outputs, name):
@@ -72,7 +77,7 @@ def fuse_bias_activation(graph: Graph) -> Graph:
                     drop.add(id(add))
                     consumers = _refresh(graph, drop)
     for node in graph.nodes:
-        if id(node) in drop or node.op not in ("Conv", "Gemm", "MatMul") or "_act" in node.attrs:
+        if id(node) in drop or node.op not in ("Conv", "ConvTranspose", "Gemm", "MatMul") or "_act" in node.attrs:
             continue
         user = _single_consumer(consumers, outputs, node.outputs[0])
         if user is None or id(user) in drop:
@@ -85,6 +90,159 @@ def fuse_bias_activation(graph: Graph) -> Graph:
         drop.add(id(user))
         consumers = _refresh(graph, drop)
     graph.nodes = [n for n in graph.nodes if id(n) not in drop]
+    return graph
+
+
+def fuse_silu(graph: Graph) -> Graph:
+    """y = x * Sigmoid(x) after a Conv/ConvTranspose/Gemm/MatMul becomes that
+    node's SiLU epilogue (the x * sigmoid(x) spelling of exporters)."""
+    outputs = {t.name for t in graph.outputs}
+    consumers = graph.consumers()
+    producers = graph.producers()
+    drop = set()
+    for sig in graph.nodes:
+        if sig.op != "Sigmoid":
+            continue
+        x = sig.inputs[0]
+        prod = producers.get(x)
+        users = consumers.get(x, [])
+        mul = _single_consumer(consumers, outputs, sig.outputs[0])
+        if prod is None or prod.op not in ("Conv", "ConvTranspose", "Gemm", "MatMul") or "_act" in prod.attrs \
+                or mul is None or mul.op != "Mul" or sorted(mul.inputs) != sorted([x, sig.outputs[0]]) \
+                or len(users) != 2 or x in outputs or id(prod) in drop:
+            continue
+        prod.attrs["_act"], prod.attrs["_p0"], prod.attrs["_p1"] = ACT_SILU, 0.0, 0.0
+        prod.outputs = [mul.outputs[0]]
+        drop.update((id(sig), id(mul)))
+    graph.nodes = [n for n in graph.nodes if id(n) not in drop]
+    return graph
+
+
+def _const_operand(node: Node, x: str, inits) -> float | None:
+    """The scalar constant node applies to x (x op c or c op x), else None."""
+    if len(node.inputs) != 2 or x not in node.inputs:
+        return None
+    other = node.inputs[1] if node.inputs[0] == x else node.inputs[0]
+    if other == x or other not in inits or inits[other].size != 1:
+        return None
+    return float(inits[other].reshape(-1)[0])
+
+
+def fuse_gelu(graph: Graph) -> Graph:
+    """x * 0.5 * (1 + erf(x / sqrt 2)) (torch's export of nn.GELU, also with
+    x * (1/sqrt 2) and the products in either order) after a Conv/Gemm/MatMul
+    becomes that node's exact-GELU epilogue."""
+    outputs = {t.name for t in graph.outputs}
+    inits = graph.initializers
+    consumers = graph.consumers()
+    producers = graph.producers()
+    drop = set()
+
+    def one(name):
+        return _single_consumer(consumers, outputs, name)
+
+    for erf in graph.nodes:
+        if erf.op != "Erf" or id(erf) in drop:
+            continue
+        scale = producers.get(erf.inputs[0])
+        if scale is None or scale.op not in ("Div", "Mul") or one(scale.outputs[0]) is not erf:
+            continue
+        x = scale.inputs[0] if scale.op == "Div" else next((i for i in scale.inputs if i not in inits), None)
+        c = _const_operand(scale, x, inits) if x else None
+        inv_sqrt2 = 0.7071067811865476
+        if c is None or not np.isclose(c if scale.op == "Mul" else 1.0 / c, inv_sqrt2, rtol=1e-6) \
+                or (scale.op == "Div" and scale.inputs[0] != x):
+            continue
+        add = one(erf.outputs[0])
+        if add is None or add.op != "Add" or _const_operand(add, erf.outputs[0], inits) != 1.0:
+            continue
+        prod = producers.get(x)
+        if prod is None or prod.op not in ("Conv", "Gemm", "MatMul") or "_act" in prod.attrs or x in outputs:
+            continue
+        users = consumers.get(x, [])
+        half = next((n for n in users if n is not scale and n.op == "Mul"), None)
+        chain = None
+        if half is not None and len(users) == 2 and _const_operand(half, x, inits) == 0.5:
+            last = one(half.outputs[0])  # (x * 0.5) * (1 + erf)
+            if last is not None and last.op == "Mul" and sorted(last.inputs) == sorted([half.outputs[0], add.outputs[0]]):
+                chain = [scale, erf, add, half, last]
+        elif half is not None and len(users) == 2 and sorted(half.inputs) == sorted([x, add.outputs[0]]):
+            last = one(half.outputs[0])  # (x * (1 + erf)) * 0.5
+            if last is not None and last.op == "Mul" and _const_operand(last, half.outputs[0], inits) == 0.5:
+                chain = [scale, erf, add, half, last]
+        if chain is None or any(id(n) in drop for n in chain):
+            continue
+        prod.attrs["_act"], prod.attrs["_p0"], prod.attrs["_p1"] = ACT_GELU, 0.0, 0.0
+        prod.outputs = [chain[-1].outputs[0]]
+        drop.update(id(n) for n in chain)
+    graph.nodes = [n for n in graph.nodes if id(n) not in drop]
+    return graph
+
+
+def fuse_matmul_scale(graph: Graph) -> Graph:
+    """MatMul followed by Div/Mul by a scalar constant (attention's
+    1/sqrt(d) on Q K^T) becomes the GEMM's alpha (attribute _alpha)."""
+    outputs = {t.name for t in graph.outputs}
+    inits = graph.initializers
+    consumers = graph.consumers()
+    drop = set()
+    for mm in graph.nodes:
+        if mm.op != "MatMul" or any(k in mm.attrs for k in ("_act", "_bias", "_alpha")):
+            continue
+        user = _single_consumer(consumers, outputs, mm.outputs[0])
+        if user is None or user.op not in ("Div", "Mul"):
+            continue
+        c = _const_operand(user, mm.outputs[0], inits)
+        if c is None or (user.op == "Div" and (user.inputs[0] != mm.outputs[0] or c == 0.0)):
+            continue
+        if inits[user.inputs[1] if user.inputs[0] == mm.outputs[0] else user.inputs[0]].dtype != np.float32:
+            continue
+        mm.attrs["_alpha"] = float(np.float32(1.0) / np.float32(c)) if user.op == "Div" else c
+        mm.outputs = [user.outputs[0]]
+        drop.add(id(user))
+    graph.nodes = [n for n in graph.nodes if id(n) not in drop]
+    return graph
+
+
+def fuse_conv_residual(graph: Graph) -> Graph:
+    """NHWC Conv -> Add(skip) [-> activation] becomes one Conv with a
+    residual operand (input 4) and the activation in its epilogue: ResNet's
+    and MobileNetV2's blocks. The Conv moves to the Add's place, after the
+    skip tensor's producer; its own inputs were all defined earlier."""
+    outputs = {t.name for t in graph.outputs}
+    inits = graph.initializers
+    consumers = graph.consumers()
+    producers = graph.producers()
+    drop, moved = set(), {}
+    for add in graph.nodes:
+        if add.op != "Add" or len(add.inputs) != 2 or id(add) in drop:
+            continue
+        for k in (0, 1):
+            conv, skip = producers.get(add.inputs[k]), add.inputs[1 - k]
+            if conv is None or conv.op != "Conv" or not conv.attrs.get("_nhwc") or "_act" in conv.attrs \
+                    or len(conv.inputs) > 4 or skip in inits or skip == add.inputs[k] or id(conv) in drop \
+                    or _single_consumer(consumers, outputs, add.inputs[k]) is not add:
+                continue
+            last, out = add, add.outputs[0]
+            act_node = _single_consumer(consumers, outputs, out)
+            act = _activation(act_node, inits) if act_node is not None else None
+            if act is not None:
+                conv.attrs["_act"], conv.attrs["_p0"], conv.attrs["_p1"] = act
+                last, out = act_node, act_node.outputs[0]
+                drop.add(id(act_node))
+            conv.inputs = (list(conv.inputs) + [""] * 4)[:4] + [skip]
+            conv.outputs = [out]
+            drop.add(id(add))
+            moved[id(last)] = conv
+            drop.add(id(conv))
+            break
+    nodes = []
+    for n in graph.nodes:
+        if id(n) in moved:
+            nodes.append(moved[id(n)])
+        elif id(n) not in drop:
+            nodes.append(n)
+    graph.nodes = nodes
     return graph
 
 

@@ -44,6 +44,17 @@ int aie_x_copy(const aie_step_args *a) {
     if (aie_nd_parse(&c.nd, a->ip + 1, 2) < 0) return aie_fail(AIE_EINVAL, "bad rank %lld", (long long)a->ip[1]);
     c.out = a->t[0];
     c.in = a->t[1];
+    /* A contiguous destination is the library's blocked strided copy
+     * (transposes walk both sides in cache tiles); a strided one (a Concat
+     * slab, a Split piece) stays on the row loop below. */
+    int contiguous = 1;
+    int64_t acc = 1;
+    for (int d = c.nd.rank - 1; d >= 0; d--) {
+        if (c.nd.shape[d] != 1 && c.nd.st[0][d] != acc) contiguous = 0;
+        acc *= c.nd.shape[d];
+    }
+    if (contiguous && (c.esize == 1 || c.esize == 2 || c.esize == 4 || c.esize == 8))
+        return aie_copy_strided(c.esize, c.nd.rank, c.nd.shape, c.in, c.nd.st[1], c.out, a->nthreads);
     int64_t rows = aie_nd_rows(&c.nd);
     aie_parallel_for(aie_tasks_for(aie_nd_numel(&c.nd), rows, a->nthreads), a->nthreads, copy_task, &c);
     return AIE_OK;
@@ -106,57 +117,35 @@ static double u_apply(int64_t op, double x, double al, double be) {
     }
 }
 
-/* float32 fast paths for the ops on hot inference paths; everything else
- * goes through u_apply in double (exact to float32 rounding). */
-static void unary_f32(int64_t op, float *o, const float *x, int64_t n, float al, float be) {
+/* Executor unary code -> library aie_unary_op (aie_eltwise.h), -1 where the
+ * library has no such op (those run through u_apply in double). */
+static int lib_unary(int64_t op) {
     switch (op) {
-    case AIE_U_RELU:
-        for (int64_t i = 0; i < n; i++) o[i] = x[i] > 0.f ? x[i] : 0.f * x[i];
-        return;
-    case AIE_U_IDENTITY:
-        memmove(o, x, (size_t)n * sizeof(float));
-        return;
-    case AIE_U_CLIP:
-        for (int64_t i = 0; i < n; i++) { float v = x[i] < al ? al : x[i]; o[i] = v > be ? be : v; }
-        return;
-    case AIE_U_SIGMOID:
-        for (int64_t i = 0; i < n; i++) o[i] = 1.f / (1.f + expf(-x[i]));
-        return;
-    case AIE_U_SILU:
-        for (int64_t i = 0; i < n; i++) o[i] = x[i] / (1.f + expf(-x[i]));
-        return;
-    case AIE_U_TANH:
-        for (int64_t i = 0; i < n; i++) o[i] = tanhf(x[i]);
-        return;
-    case AIE_U_EXP:
-        for (int64_t i = 0; i < n; i++) o[i] = expf(x[i]);
-        return;
-    case AIE_U_SQRT:
-        for (int64_t i = 0; i < n; i++) o[i] = sqrtf(x[i]);
-        return;
-    case AIE_U_ERF:
-        for (int64_t i = 0; i < n; i++) o[i] = erff(x[i]);
-        return;
-    case AIE_U_NEG:
-        for (int64_t i = 0; i < n; i++) o[i] = -x[i];
-        return;
-    case AIE_U_RECIPROCAL:
-        for (int64_t i = 0; i < n; i++) o[i] = 1.f / x[i];
-        return;
-    case AIE_U_HARDSIGMOID:
-        for (int64_t i = 0; i < n; i++) { float v = al * x[i] + be; o[i] = v < 0.f ? 0.f : (v > 1.f ? 1.f : v); }
-        return;
-    case AIE_U_HARDSWISH:
-        for (int64_t i = 0; i < n; i++) {
-            float v = x[i] / 6.f + 0.5f;
-            o[i] = x[i] * (v < 0.f ? 0.f : (v > 1.f ? 1.f : v));
-        }
-        return;
-    case AIE_U_GELU:
-        for (int64_t i = 0; i < n; i++) o[i] = 0.5f * x[i] * (1.f + erff(x[i] * 0.70710678118654752440f));
-        return;
-    default:
-        for (int64_t i = 0; i < n; i++) o[i] = (float)u_apply(op, x[i], al, be);
+    case AIE_U_RELU: return AIE_UNARY_RELU;
+    case AIE_U_LEAKY_RELU: return AIE_UNARY_LEAKY_RELU;
+    case AIE_U_SIGMOID: return AIE_UNARY_SIGMOID;
+    case AIE_U_TANH: return AIE_UNARY_TANH;
+    case AIE_U_ERF: return AIE_UNARY_ERF;
+    case AIE_U_GELU: return AIE_UNARY_GELU;
+    case AIE_U_GELU_TANH: return AIE_UNARY_GELU_TANH;
+    case AIE_U_HARDSIGMOID: return AIE_UNARY_HARDSIGMOID;
+    case AIE_U_HARDSWISH: return AIE_UNARY_HARDSWISH;
+    case AIE_U_SILU: return AIE_UNARY_SILU;
+    case AIE_U_EXP: return AIE_UNARY_EXP;
+    case AIE_U_LOG: return AIE_UNARY_LOG;
+    case AIE_U_SQRT: return AIE_UNARY_SQRT;
+    case AIE_U_RECIPROCAL: return AIE_UNARY_RECIPROCAL;
+    case AIE_U_ABS: return AIE_UNARY_ABS;
+    case AIE_U_NEG: return AIE_UNARY_NEG;
+    case AIE_U_CLIP: return AIE_UNARY_CLIP;
+    case AIE_U_FLOOR: return AIE_UNARY_FLOOR;
+    case AIE_U_CEIL: return AIE_UNARY_CEIL;
+    case AIE_U_ROUND: return AIE_UNARY_ROUND;
+    case AIE_U_SIGN: return AIE_UNARY_SIGN;
+    case AIE_U_SOFTPLUS: return AIE_UNARY_SOFTPLUS;
+    case AIE_U_ELU: return AIE_UNARY_ELU;
+    case AIE_U_SELU: return AIE_UNARY_SELU;
+    default: return -1;
     }
 }
 
@@ -172,7 +161,9 @@ static void unary_task(void *vctx, int64_t task, int64_t ntasks) {
     int64_t lo, hi;
     aie_chunk(c->n, task, ntasks, &lo, &hi);
     if (c->dtype == AIE_DT_F32) {
-        unary_f32(c->op, (float *)c->o + lo, (const float *)c->x + lo, hi - lo, (float)c->al, (float)c->be);
+        float *o = c->o;
+        const float *x = c->x;
+        for (int64_t i = lo; i < hi; i++) o[i] = (float)u_apply(c->op, x[i], c->al, c->be);
     } else if (c->dtype == AIE_DT_F64) {
         double *o = c->o;
         const double *x = c->x;
@@ -209,6 +200,16 @@ int aie_x_unary(const aie_step_args *a) {
                  : op == AIE_U_ISINF_POS ? (isinf(v) && v > 0) : (isinf(v) && v < 0);
         }
         return AIE_OK;
+    }
+    if (dt == AIE_DT_F32 && op == AIE_U_IDENTITY) {
+        if (a->t[0] != a->t[1]) memmove(a->t[0], a->t[1], (size_t)n * sizeof(float));
+        return AIE_OK;
+    }
+    /* lo > hi: ONNX Clip gives hi (min(max(x, lo), hi)); the library's clip
+     * selects lo there, so that corner stays on u_apply. */
+    if (dt == AIE_DT_F32 && lib_unary(op) >= 0 && !(op == AIE_U_CLIP && lo > hi)) {
+        /* SELU: the executor passes (alpha, gamma), the library (p0 alpha, p1 gamma) too. */
+        return aie_unary(lib_unary(op), a->t[1], a->t[0], n, (float)lo, (float)hi, a->nthreads);
     }
     switch (dt) {
     case AIE_DT_F32:
@@ -356,11 +357,51 @@ static void binary_task(void *vctx, int64_t task, int64_t ntasks) {
     }
 }
 
+/* The library's arithmetic (aie_binary: float32 all, int32/int64 except
+ * division, whose divide-by-zero is an error there and 0 here, and pow) and
+ * comparisons (aie_compare); -1 when the case stays in binary_row. */
+static int lib_binary(int64_t op, int64_t dt) {
+    int f = dt == AIE_DT_F32, i = dt == AIE_DT_I32 || dt == AIE_DT_I64;
+    switch (op) {
+    case AIE_B_ADD: return f || i ? AIE_BINARY_ADD : -1;
+    case AIE_B_SUB: return f || i ? AIE_BINARY_SUB : -1;
+    case AIE_B_MUL: return f || i ? AIE_BINARY_MUL : -1;
+    case AIE_B_DIV: return f ? AIE_BINARY_DIV : -1;
+    case AIE_B_POW: return f ? AIE_BINARY_POW : -1;
+    case AIE_B_MAX: return f || i ? AIE_BINARY_MAX : -1;
+    case AIE_B_MIN: return f || i ? AIE_BINARY_MIN : -1;
+    case AIE_B_AND: return dt == AIE_DT_BOOL ? AIE_BINARY_AND : -1;
+    case AIE_B_OR: return dt == AIE_DT_BOOL ? AIE_BINARY_OR : -1;
+    case AIE_B_XOR: return dt == AIE_DT_BOOL ? AIE_BINARY_XOR : -1;
+    default: return -1;
+    }
+}
+
+static int lib_compare(int64_t op, int64_t dt) {
+    if (dt != AIE_DT_F32 && dt != AIE_DT_I32 && dt != AIE_DT_I64 && dt != AIE_DT_U8 && dt != AIE_DT_BOOL) return -1;
+    switch (op) {
+    case AIE_B_EQUAL: return AIE_CMP_EQ;
+    case AIE_B_LESS: return AIE_CMP_LT;
+    case AIE_B_LESS_EQUAL: return AIE_CMP_LE;
+    case AIE_B_GREATER: return AIE_CMP_GT;
+    case AIE_B_GREATER_EQUAL: return AIE_CMP_GE;
+    default: return -1;
+    }
+}
+
 int aie_x_binary(const aie_step_args *a) {
     binary_ctx c;
     c.op = a->ip[0];
     c.dt = a->ip[1];
     if (aie_nd_parse(&c.nd, a->ip + 2, 2) < 0) return aie_fail(AIE_EINVAL, "bad rank %lld", (long long)a->ip[2]);
+    int lop = lib_binary(c.op, c.dt);
+    if (lop >= 0)
+        return aie_binary(lop, (int)c.dt, c.nd.rank, c.nd.shape, a->t[1], c.nd.st[0], a->t[2], c.nd.st[1], a->t[0],
+                          a->nthreads);
+    lop = lib_compare(c.op, c.dt);
+    if (lop >= 0)
+        return aie_compare(lop, (int)c.dt, c.nd.rank, c.nd.shape, a->t[1], c.nd.st[0], a->t[2], c.nd.st[1], a->t[0],
+                           a->nthreads);
     if (aie_dtype_size(c.dt) == 0) return aie_fail(AIE_EINVAL, "binary op on dtype %lld", (long long)c.dt);
     /* Validate the (op, dtype) pair once, on an empty row, before any work. */
     char dummy[8] = {0};
@@ -470,6 +511,12 @@ int aie_x_cast(const aie_step_args *a) {
     if (!aie_dtype_size(to) || !aie_dtype_size(from))
         return aie_fail(AIE_EINVAL, "cast %lld -> %lld unsupported", (long long)from, (long long)to);
     if (from == AIE_DT_F32 && to == AIE_DT_F32) { memmove(o, x, (size_t)n * 4); return AIE_OK; }
+    /* The library casts its dtypes; float -> integer stays here, where NaN and
+     * out-of-range values saturate (the library rejects them). */
+    int lib_from = from == AIE_DT_F32 || from == AIE_DT_U8 || from == AIE_DT_I32 || from == AIE_DT_I64 || from == AIE_DT_BOOL;
+    int lib_to = to == AIE_DT_F32 || to == AIE_DT_U8 || to == AIE_DT_I32 || to == AIE_DT_I64 || to == AIE_DT_BOOL;
+    if (lib_from && lib_to && !(from == AIE_DT_F32 && to != AIE_DT_F32 && to != AIE_DT_BOOL))
+        return aie_cast((int)from, (int)to, x, o, n, a->nthreads);
     for (int64_t i = 0; i < n; i++) {
         if (is_float_dt(to)) {
             double v = is_float_dt(from) ? load_f(x, from, i)
@@ -491,22 +538,8 @@ int aie_x_cast(const aie_step_args *a) {
 /* ---- where ------------------------------------------------------------ */
 
 int aie_x_where(const aie_step_args *a) {
-    size_t es = (size_t)a->ip[0];
     aie_nd nd;
     if (aie_nd_parse(&nd, a->ip + 1, 3) < 0) return aie_fail(AIE_EINVAL, "bad rank %lld", (long long)a->ip[1]);
-    char *o = a->t[0];
-    const uint8_t *cnd = a->t[1];
-    const char *x = a->t[2], *y = a->t[3];
-    int64_t rows = aie_nd_rows(&nd), n = nd.shape[nd.rank - 1], off[4];
-    int64_t sc = nd.st[0][nd.rank - 1], sx = nd.st[1][nd.rank - 1], sy = nd.st[2][nd.rank - 1];
-    for (int64_t r = 0; r < rows; r++) {
-        aie_nd_row_offsets(&nd, r, off);
-        char *orow = o + (size_t)(r * n) * es;
-        for (int64_t i = 0; i < n; i++) {
-            const char *src = cnd[off[0] + i * sc] ? x + (off[1] + i * sx) * (int64_t)es
-                                                   : y + (off[2] + i * sy) * (int64_t)es;
-            memcpy(orow + (size_t)i * es, src, es);
-        }
-    }
-    return AIE_OK;
+    return aie_where((size_t)a->ip[0], nd.rank, nd.shape, a->t[1], nd.st[0], a->t[2], nd.st[1], a->t[3], nd.st[2],
+                     a->t[0], a->nthreads);
 }

@@ -1,6 +1,7 @@
 /* The plan executor's main loop: resolve each step's tensors, dispatch by
  * opcode through one table, stop at the first failing step and name it. */
 #include "exec_ops.h"
+#include "exec_ext.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -13,7 +14,8 @@ static const char *const k_names[AIE_X_COUNT] = {
     [AIE_X_LAYERNORM] = "layernorm", [AIE_X_JUMP_IF_NOT] = "jump_if_not", [AIE_X_JUMP] = "jump",
     [AIE_X_PAD] = "pad", [AIE_X_RESIZE] = "resize", [AIE_X_LSTM] = "lstm",
     [AIE_X_ARGMAX] = "argmax", [AIE_X_GATHER_ELEMENTS] = "gather_elements", [AIE_X_CUMSUM] = "cumsum",
-    [AIE_X_CONV_TRANSPOSE] = "conv_transpose",
+    [AIE_X_CONV_TRANSPOSE] = "conv_transpose", [AIE_X_CONV_PACK] = "conv_pack",
+    [AIE_X_GLOBAL_POOL] = "global_pool", [AIE_X_GEMM_PACKED] = "gemm_packed",
 };
 
 static const aie_exec_fn k_fns[AIE_X_COUNT] = {
@@ -24,11 +26,12 @@ static const aie_exec_fn k_fns[AIE_X_COUNT] = {
     [AIE_X_LAYERNORM] = aie_x_layernorm, [AIE_X_PAD] = aie_x_pad, [AIE_X_RESIZE] = aie_x_resize,
     [AIE_X_LSTM] = aie_x_lstm, [AIE_X_ARGMAX] = aie_x_argmax,
     [AIE_X_GATHER_ELEMENTS] = aie_x_gather_elements, [AIE_X_CUMSUM] = aie_x_cumsum,
-    [AIE_X_CONV_TRANSPOSE] = aie_x_conv_transpose,
+    [AIE_X_CONV_TRANSPOSE] = aie_x_conv_transpose, [AIE_X_CONV_PACK] = aie_x_conv_pack,
+    [AIE_X_GLOBAL_POOL] = aie_x_global_pool, [AIE_X_GEMM_PACKED] = aie_x_gemm_packed,
 };
 
 const char *aie_exec_op_name(int64_t op) {
-    return (op > 0 && op < AIE_X_COUNT && k_names[op]) ? k_names[op] : "?";
+    return (op > 0 && op < AIE_X_COUNT && k_names[op]) ? k_names[op] : aie_exec_ext_name(op);
 }
 
 size_t aie_dtype_size(int64_t dt) {
@@ -81,10 +84,12 @@ int aie_exec_run(const aie_exec_plan *p, void *arena, const void *const *blobs,
             continue;
         }
         if (op == AIE_X_JUMP) { pc = ip[0]; continue; }
-        if (op <= 0 || op >= AIE_X_COUNT || !k_fns[op])
-            return aie_fail(AIE_EINVAL, "step %lld: unknown opcode %lld", (long long)pc, (long long)op);
-        aie_step_args a = {t, nt, ip, s[AIE_STEP_NI], p->fparams + s[AIE_STEP_F0], s[AIE_STEP_NF], nthreads};
-        rc = k_fns[op](&a);
+        aie_exec_fn fn = (op > 0 && op < AIE_X_COUNT) ? k_fns[op] : aie_exec_ext_fn(op); /* ext: exec_ext.h */
+        if (!fn) return aie_fail(AIE_EINVAL, "step %lld: unknown opcode %lld", (long long)pc, (long long)op);
+        int cap = (int)s[AIE_STEP_THREADS], nth = nthreads;
+        if (cap > 0 && (nth <= 0 || nth > cap)) nth = cap;
+        aie_step_args a = {t, nt, ip, s[AIE_STEP_NI], p->fparams + s[AIE_STEP_F0], s[AIE_STEP_NF], nth};
+        rc = fn(&a);
         if (rc != AIE_OK) {
             char msg[200];
             snprintf(msg, sizeof msg, "%s", aie_last_error());

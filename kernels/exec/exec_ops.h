@@ -41,6 +41,9 @@ int aie_x_argmax(const aie_step_args *a);
 int aie_x_gather_elements(const aie_step_args *a);
 int aie_x_cumsum(const aie_step_args *a);
 int aie_x_conv_transpose(const aie_step_args *a);
+int aie_x_conv_pack(const aie_step_args *a);
+int aie_x_global_pool(const aie_step_args *a);
+int aie_x_gemm_packed(const aie_step_args *a);
 
 /* Size in bytes of a dtype code; 0 when unknown. */
 size_t aie_dtype_size(int64_t dtype);

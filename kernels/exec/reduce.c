@@ -1,6 +1,7 @@
 /* Reductions and normalisations: Reduce*, Softmax/LogSoftmax, LayerNorm,
- * ArgMax/ArgMin, CumSum. Accumulation is in double so long reductions keep
- * float32 accuracy against a float64 reference. */
+ * ArgMax/ArgMin, CumSum. float32 reductions, softmax and layer norm run in
+ * the library (aie_reduce.h, aie_norm.h); what stays here is the rest of the
+ * dtypes (float64, integers), accumulated in double. */
 #include "nd_iter.h"
 
 #include <math.h>
@@ -73,12 +74,7 @@ static void suffix_task(void *vctx, int64_t task, int64_t ntasks) {
     aie_chunk(c->rows, task, ntasks, &lo, &hi);
     for (int64_t r = lo; r < hi; r++) {
         double acc = r_init(c->op);
-        if (c->dt == AIE_DT_F32 && (c->op == AIE_R_SUM || c->op == AIE_R_MEAN)) {
-            const float *x = (const float *)c->x + r * c->n;
-            for (int64_t i = 0; i < c->n; i++) acc += x[i];
-        } else {
-            for (int64_t i = 0; i < c->n; i++) acc = r_acc(c->op, acc, ld(c->x, c->dt, r * c->n + i));
-        }
+        for (int64_t i = 0; i < c->n; i++) acc = r_acc(c->op, acc, ld(c->x, c->dt, r * c->n + i));
         st(c->o, c->dt, r, r_final(c->op, acc, c->n));
     }
 }
@@ -91,6 +87,11 @@ int aie_x_reduce(const aie_step_args *a) {
     for (int64_t d = 0; d < r; d++) {
         total *= shape[d];
         if (red[d]) { count *= shape[d]; if (first_red == r) first_red = d; }
+    }
+    if (dt == AIE_DT_F32) {
+        uint32_t mask = 0;
+        for (int64_t d = 0; d < r; d++) mask |= red[d] ? 1u << d : 0u;
+        return aie_reduce((int)op, (int)r, shape, a->t[1], mask, a->t[0], a->nthreads);
     }
     int suffix = 1;
     for (int64_t d = first_red; d < r; d++) suffix &= red[d] != 0;
@@ -123,77 +124,15 @@ int aie_x_reduce(const aie_step_args *a) {
     return AIE_OK;
 }
 
-typedef struct {
-    int64_t outer, n, inner, log;
-    float *o;
-    const float *x;
-} softmax_ctx;
-
-static void softmax_task(void *vctx, int64_t task, int64_t ntasks) {
-    const softmax_ctx *c = vctx;
-    int64_t lo, hi, n = c->n, in = c->inner;
-    aie_chunk(c->outer * in, task, ntasks, &lo, &hi);
-    for (int64_t q = lo; q < hi; q++) {
-        int64_t ou = q / in, ii = q % in;
-        const float *x = c->x + ou * n * in + ii;
-        float *o = c->o + ou * n * in + ii;
-        float m = -INFINITY;
-        for (int64_t i = 0; i < n; i++) m = x[i * in] > m ? x[i * in] : m;
-        double s = 0;
-        for (int64_t i = 0; i < n; i++) {
-            float e = expf(x[i * in] - m);
-            s += e;
-            if (!c->log) o[i * in] = e;
-        }
-        if (c->log) {
-            float ls = (float)log(s);
-            for (int64_t i = 0; i < n; i++) o[i * in] = x[i * in] - m - ls;
-        } else {
-            float inv = (float)(1.0 / s);
-            for (int64_t i = 0; i < n; i++) o[i * in] *= inv;
-        }
-    }
-}
-
+/* Softmax and LayerNorm are the library's (aie_norm.h): vectorised, and
+ * each row owned by one task, so results do not depend on the thread count. */
 int aie_x_softmax(const aie_step_args *a) {
-    softmax_ctx c = {a->ip[0], a->ip[1], a->ip[2], a->ip[3], a->t[0], a->t[1]};
-    int64_t rows = c.outer * c.inner;
-    aie_parallel_for(aie_tasks_for(rows * c.n * 8, rows, a->nthreads), a->nthreads, softmax_task, &c);
-    return AIE_OK;
-}
-
-typedef struct {
-    int64_t rows, n;
-    double eps;
-    float *o;
-    const float *x, *scale, *bias;
-} ln_ctx;
-
-static void ln_task(void *vctx, int64_t task, int64_t ntasks) {
-    const ln_ctx *c = vctx;
-    int64_t lo, hi, n = c->n;
-    aie_chunk(c->rows, task, ntasks, &lo, &hi);
-    for (int64_t r = lo; r < hi; r++) {
-        const float *x = c->x + r * n;
-        float *o = c->o + r * n;
-        double s = 0, ss = 0;
-        for (int64_t i = 0; i < n; i++) s += x[i];
-        double mean = s / (double)n;
-        for (int64_t i = 0; i < n; i++) { double d = x[i] - mean; ss += d * d; }
-        float inv = (float)(1.0 / sqrt(ss / (double)n + c->eps)), mf = (float)mean;
-        for (int64_t i = 0; i < n; i++) {
-            float v = (x[i] - mf) * inv;
-            if (c->scale) v *= c->scale[i];
-            if (c->bias) v += c->bias[i];
-            o[i] = v;
-        }
-    }
+    return aie_softmax(a->t[1], a->t[0], a->ip[0], a->ip[1], a->ip[2], (int)a->ip[3], a->nthreads);
 }
 
 int aie_x_layernorm(const aie_step_args *a) {
-    ln_ctx c = {a->ip[0], a->ip[1], a->fp[0], a->t[0], a->t[1], a->t[2], a->t[3]};
-    aie_parallel_for(aie_tasks_for(c.rows * c.n * 4, c.rows, a->nthreads), a->nthreads, ln_task, &c);
-    return AIE_OK;
+    return aie_layer_norm(a->t[1], a->t[2], a->t[3], a->t[0], a->ip[0], a->ip[1], (float)a->fp[0], NULL, NULL,
+                          a->nthreads);
 }
 
 int aie_x_argmax(const aie_step_args *a) {

@@ -76,14 +76,14 @@ enum {
      * fp: alpha, beta, p0, p1. Batch strides are in elements; out batches are
      * contiguous M*N blocks. */
     AIE_X_MATMUL = 10,
-    /* 2-D convolution, NCHW. t: out, x, w [M, C/group, kh, kw], bias (or NONE),
-     * workspace (or NONE when 1x1/stride 1/no pad).
-     * ip: N, C, H, W, M, OH, OW, kh, kw, sh, sw, pad_top, pad_left, dh, dw,
-     * group, act. fp: p0, p1. */
+    /* 2-D convolution, NHWC (aie_conv2d). t: y, x, packed weights, bias (or
+     * NONE), residual (or NONE; may be y), workspace (or NONE).
+     * ip: the 18 fields of aie_conv2d_params in struct order, act, workspace
+     * bytes. fp: p0, p1 (activation parameters). */
     AIE_X_CONV = 11,
-    /* 2-D pooling, NCHW. t: out, x. ip: NC, H, W, OH, OW, kh, kw, sh, sw,
-     * pad_top, pad_left, dh, dw, kind (0 max, 1 avg), count_include_pad,
-     * pad_bottom, pad_right. */
+    /* 2-D pooling, NHWC (aie_pool2d). t: y, x. ip: kind (aie_pool_kind), N, H,
+     * W, C, kh, kw, stride_h, stride_w, dil_h, dil_w, pad_top, pad_left,
+     * pad_bottom, pad_right, ceil_mode, count_include_pad. */
     AIE_X_POOL = 12,
     /* t: out, x, scale (or NONE), bias (or NONE). ip: rows, n. fp: epsilon. */
     AIE_X_LAYERNORM = 13,
@@ -97,8 +97,10 @@ enum {
     /* t: out, x. ip: outer, ih, iw, oh, ow, mode (0 nearest, 1 linear),
      * coord (0 half_pixel, 1 asymmetric, 2 align_corners, 3 pytorch_half_pixel,
      * 4 tf_half_pixel_for_nearest), nearest (0 round_prefer_floor,
-     * 1 round_prefer_ceil, 2 floor, 3 ceil). fp: scale_h, scale_w, resized length h,
-     * w (in * scale when scales were given, else the size). float32. */
+     * 1 round_prefer_ceil, 2 floor, 3 ceil), channels (> 0: NHWC with that
+     * many channels, outer = N; 0: NCHW, outer = N*C). fp: scale_h, scale_w,
+     * resized length h, w (in * scale when scales were given, else the size).
+     * float32. */
     AIE_X_RESIZE = 17,
     /* One LSTM direction over the whole sequence (ONNX gate order i, o, f, c).
      * t: y (or NONE) [S, B, H] strided by ip y_stride, x [S, B, I], w [4H, I],
@@ -113,11 +115,21 @@ enum {
     AIE_X_GATHER_ELEMENTS = 20,
     /* t: out, in. ip: dtype, outer, n, inner, exclusive, reverse. */
     AIE_X_CUMSUM = 21,
-    /* 2-D transposed convolution, NCHW: GEMM W^T X into columns, then col2im.
-     * t: out, x, w [C, M/group, kh, kw], bias (or NONE), workspace.
-     * ip: N, C, H, W, M, OH, OW, kh, kw, sh, sw, pad_top, pad_left, dh, dw,
-     * group, workspace bytes. */
+    /* 2-D transposed convolution, NHWC (aie_conv_transpose2d). t: y, x, packed
+     * weights, bias (or NONE), workspace. ip: aie_conv2d_params (18), act,
+     * workspace bytes. fp: p0, p1. */
     AIE_X_CONV_TRANSPOSE = 22,
+    /* Pack weights computed at run time. t: packed (out), w. ip:
+     * aie_conv2d_params (18), transposed (0 Conv OIHW, 1 ConvTranspose CKRS),
+     * packed bytes. */
+    AIE_X_CONV_PACK = 23,
+    /* t: y [N, C], x [N, HW, C]. ip: kind (aie_pool_kind), N, HW, C. */
+    AIE_X_GLOBAL_POOL = 24,
+    /* C = alpha op(A) B + beta C, B pre-packed (aie_sgemm_pack_b), epilogue.
+     * t: out [M, N], a, packed b, bias (or NONE), workspace (or NONE).
+     * ip: M, N, K, trans_a, lda, bias_kind, act, workspace bytes.
+     * fp: alpha, beta, p0, p1. */
+    AIE_X_GEMM_PACKED = 25,
     AIE_X_COUNT
 };
 
@@ -156,10 +168,12 @@ enum {
     AIE_R_L1, AIE_R_L2, AIE_R_LOG_SUM, AIE_R_LOG_SUM_EXP, AIE_R_COUNT
 };
 
-/* Step record: 8 int64 per step. */
+/* Step record: 8 int64 per step. AIE_STEP_THREADS caps the step's threads
+ * (0: the run's count): the converter sets 1 on steps too small to repay a
+ * pool wake-up, so a run on 2 threads is never slower than on 1 for them. */
 enum {
     AIE_STEP_OP = 0, AIE_STEP_T0, AIE_STEP_NT, AIE_STEP_I0, AIE_STEP_NI, AIE_STEP_F0,
-    AIE_STEP_NF, AIE_STEP_RESERVED, AIE_STEP_WORDS
+    AIE_STEP_NF, AIE_STEP_THREADS, AIE_STEP_WORDS
 };
 /* Tensor record: 3 int64 (kind, index, byte offset). */
 #define AIE_TENSOR_WORDS 3

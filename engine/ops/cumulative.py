@@ -1,0 +1,25 @@
+"""CumProd: one executor step per tensor (CumSum lives in engine.ops.reduce)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.ir import NUMPY_TO_ONNX
+from engine.ops.common import normalize_axis
+from engine.ops.exec_ext import X_CUMPROD
+from engine.plan import LoweringContext
+
+
+def lower_cumprod(ctx: LoweringContext) -> None:
+    x = ctx.input(0)
+    ctx.require_dtype(x, (np.float32, np.float64, np.int32, np.int64, np.uint32, np.uint64))
+    axis = normalize_axis(int(ctx.const(1, "axis").reshape(-1)[0]), x.rank, ctx)
+    out = ctx.out(0, x.shape, x.dtype)
+    if out.size:
+        ctx.step(X_CUMPROD, [out, x], [NUMPY_TO_ONNX[x.dtype], int(np.prod(x.shape[:axis], dtype=np.int64)),
+                                       x.shape[axis], int(np.prod(x.shape[axis + 1:], dtype=np.int64)),
+                                       ctx.attr("exclusive", 0), ctx.attr("reverse", 0)])
+
+
+RULES = {"CumProd": {26: lower_cumprod}}
+ATTRS = {"CumProd": {"exclusive", "reverse"}}

@@ -1,0 +1,66 @@
+"""prepack_weights: pack constant GEMM B matrices and Conv weights once, at
+conversion, into the library's micro-kernel layout.
+
+The packed blob becomes a new initializer (uint8, 64-byte aligned in the
+.aie) read through the node's input 3, and the node records the ISA it was
+packed for in `_packed_isa`. The raw weights stay in the file too: a host
+whose selected ISA differs (or a forced AIE_ISA) packs again from them when
+it builds a plan, instead of failing. Weights shared by several nodes with
+the same packing are packed once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.errors import KernelError
+from engine.ir import Graph
+from engine.packing import host_isa, pack_conv, pack_gemm_b
+
+
+def _pack(node, inits) -> tuple[tuple, np.ndarray | None] | None:
+    if len(node.inputs) < 2 or node.inputs[1] not in inits:
+        return None
+    w = inits[node.inputs[1]]
+    if w.dtype != np.float32:
+        return None
+    if node.op in ("Conv", "ConvTranspose") and w.ndim in (3, 4):
+        group = int(node.attrs.get("group", 1))
+        transposed = node.op == "ConvTranspose"
+        if transposed and w.ndim != 4:
+            return None
+        key = (node.inputs[1], node.op, group)
+        return key, (lambda: pack_conv(w.reshape(w.shape[:2] + (1,) + w.shape[2:]) if w.ndim == 3 else w, group,
+                                       transposed))
+    if node.op == "Gemm" and w.ndim == 2:
+        trans = int(node.attrs.get("transB", 0))
+        return (node.inputs[1], "gemm", trans), (lambda: pack_gemm_b(w, bool(trans)))
+    if node.op == "MatMul" and w.ndim == 2:
+        return (node.inputs[1], "gemm", 0), (lambda: pack_gemm_b(w, False))
+    return None
+
+
+def prepack_weights(graph: Graph) -> Graph:
+    isa = host_isa()
+    inits = graph.initializers
+    done: dict[tuple, str] = {}
+    for node in graph.nodes:
+        job = _pack(node, inits)
+        if job is None or len(node.inputs) > 5:
+            continue
+        key, pack = job
+        if key not in done:
+            try:
+                blob = pack()
+            except KernelError:
+                continue  # the lowering reports what is wrong with these weights, with the node's name
+            name = f"{node.inputs[1]}/packed"
+            while name in inits:
+                name += "_"
+            inits[name] = blob
+            done[key] = name
+        ins = (list(node.inputs) + [""] * 4)
+        ins[3] = done[key]
+        node.inputs = ins[:max(4, len(node.inputs))]
+        node.attrs["_packed_isa"] = isa
+    return graph
