@@ -224,7 +224,11 @@ def convert(c, spec=None, out="build/models"):
 )
 def bench(c, spec=None, host=None, rate=200, warmup_s=5, steady_s=20, spike_s=10, workers=32, model=None,
           out="build/reports"):
-    """Three-phase load (warm-up, steady, 150% spike) on a deployed engine; markdown + PNG plots in build/reports."""
+    """Three-phase load (warm-up, steady, 150% spike) on a deployed engine; markdown + PNG plots in build/reports.
+
+    Every answer is compared with the model's smoke reference: wrong answers are counted apart from HTTP
+    errors, and any wrong answer makes the task exit 1.
+    """
     from engine.deploy.commands import bench as run_bench
 
     rc = run_bench(_deploy_options(spec, [host] if host else None), rate=float(rate), warmup_s=float(warmup_s),

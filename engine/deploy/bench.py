@@ -4,6 +4,13 @@ spike to 150% — bounded in time, and a report under build/reports/:
 bench-<host>.md plus PNG plots of latency percentiles, throughput and queue
 depth (sampled from /metrics) over time.
 
+The requests are the model's smoke inputs (models/<name>.smoke.json of the
+host's active release), one sample row per request, taken in turn; each
+answer is compared with the reference output the converter recorded for that
+row. A fast server that answers wrongly is not a fast server: answers that do
+not match count as mismatches, apart from HTTP and transport errors, and
+neither counts towards the "ok" throughput.
+
 Open loop: requests are scheduled at fixed times and each latency is
 measured from its scheduled time, so a slow server cannot hide its backlog
 by slowing the load down (coordinated omission). A bounded pool of worker
@@ -16,7 +23,6 @@ from __future__ import annotations
 import http.client
 import json
 import queue
-import random
 import re
 import threading
 import time
@@ -25,6 +31,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from engine.deploy import DeployError
+from engine.deploy.verify import compare
 
 MAX_TOTAL_S = 600.0  # the whole run, all phases: load must stay bounded
 SAMPLE_METRICS_S = 0.5
@@ -49,12 +56,53 @@ def phases(rate: float, warmup_s: float, steady_s: float, spike_s: float) -> lis
     return plan
 
 
+OK, MISMATCH, ERROR = "ok", "mismatch", "error"
+MAX_EXAMPLES = 5  # mismatch and error texts kept for the report
+
+
 @dataclass
 class Sample:
     sent_at: float      # scheduled time, seconds since the start
     latency_s: float
-    ok: bool
+    outcome: str        # ok (right answer) | mismatch (HTTP 200, wrong answer) | error (HTTP or transport)
     phase: str
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == OK
+
+    @property
+    def answered(self) -> bool:
+        """The server answered 200 (right or wrong): its latency is real."""
+        return self.outcome != ERROR
+
+
+@dataclass(frozen=True)
+class Request:
+    label: str               # which smoke row, for the report
+    body: bytes
+    expected: list[dict]     # reference output tensors (name, shape, data)
+    rtol: float
+    atol: float
+
+    def check(self, status: int, raw: bytes) -> tuple[str, str]:
+        """(outcome, why) for one answer."""
+        if status != 200:
+            return ERROR, f"HTTP {status}: {raw[:200].decode(errors='replace')}"
+        try:
+            outputs = {o.get("name"): o for o in json.loads(raw).get("outputs", [])}
+        except (ValueError, AttributeError):
+            return MISMATCH, "answer is not KServe v2 JSON"
+        for want in self.expected:
+            got = outputs.get(want["name"])
+            if got is None:
+                return MISMATCH, f"output {want['name']!r} missing"
+            if list(got.get("shape", [])) != list(want["shape"]):
+                return MISMATCH, f"output {want['name']!r} shape {got.get('shape')}, reference {want['shape']}"
+            diff = compare(want["name"], got.get("data", []), want["data"], self.rtol, self.atol)
+            if diff:
+                return MISMATCH, diff
+        return OK, ""
 
 
 @dataclass
@@ -65,30 +113,36 @@ class BenchResult:
     samples: list[Sample] = field(default_factory=list)
     queue_depth: list[tuple[float, float]] = field(default_factory=list)  # (t, depth)
     workers: int = 0
+    requests: int = 0                                   # distinct request bodies, used in turn
+    examples: dict[str, list[str]] = field(default_factory=lambda: {MISMATCH: [], ERROR: []})
 
 
-def _request_body(url: str, model: str, seed: int = 0) -> bytes:
-    """One batch-1 request from the model's metadata, seeded random data."""
-    conn = _connect(url)
-    try:
-        conn.request("GET", f"/v2/models/{model}")
-        resp = conn.getresponse()
-        meta = json.loads(resp.read() or b"{}")
-    finally:
-        conn.close()
-    if resp.status != 200:
-        raise DeployError(f"model metadata answered HTTP {resp.status}", where=f"{url}/v2/models/{model}",
-                          hint="is the engine deployed and serving this model? (invoke status)")
-    rng = random.Random(seed)
-    inputs = []
-    for t in meta["inputs"]:
-        shape = [d if d > 0 else 1 for d in t["shape"]]
-        n = 1
-        for d in shape:
-            n *= d
-        data = [rng.random() for _ in range(n)] if t["datatype"].startswith("FP") else [rng.randrange(2) for _ in range(n)]
-        inputs.append({"name": t["name"], "shape": shape, "datatype": t["datatype"], "data": data})
-    return json.dumps({"inputs": inputs}).encode()
+def _rows(tensor: dict, n: int) -> list[dict]:
+    """A tensor whose first dimension is n, as n tensors of first dimension 1."""
+    shape = tensor["shape"]
+    width = len(tensor["data"]) // n
+    return [{**tensor, "shape": [1, *shape[1:]], "data": tensor["data"][i * width:(i + 1) * width]}
+            for i in range(n)]
+
+
+def reference_requests(reference: dict) -> list[Request]:
+    """The smoke reference as requests: one per sample row when every input
+    and output has the same first (batch) dimension, else the whole input."""
+    ins, outs = reference["inputs"], reference["outputs"]
+    first = {t["shape"][0] if t["shape"] else None for t in ins + outs}
+    n = first.pop() if len(first) == 1 else None
+    tol = {"rtol": reference["rtol"], "atol": reference["atol"]}
+
+    def body(tensors: list[dict]) -> bytes:
+        return json.dumps({"inputs": [{k: t[k] for k in ("name", "shape", "datatype", "data")}
+                                      for t in tensors]}).encode()
+    if not isinstance(n, int) or n < 2:
+        return [Request("the smoke input", body(ins), outs, **tol)]
+    in_rows = [_rows(t, n) for t in ins]
+    out_rows = [_rows(t, n) for t in outs]
+    labels = reference.get("labels") or list(range(n))
+    return [Request(f"sample row {i} (label {labels[i]})", body([r[i] for r in in_rows]), [r[i] for r in out_rows],
+                    **tol) for i in range(n)]
 
 
 def _connect(url: str) -> http.client.HTTPConnection:
@@ -96,29 +150,34 @@ def _connect(url: str) -> http.client.HTTPConnection:
     return http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=30)
 
 
-def _worker(url: str, path: str, body: bytes, jobs: queue.Queue, out: list, lock: threading.Lock, t0: float) -> None:
+def _worker(url: str, path: str, requests: list[Request], jobs: queue.Queue, result: BenchResult,
+            lock: threading.Lock, t0: float) -> None:
     conn = _connect(url)
     headers = {"Content-Type": "application/json"}
     while True:
         job = jobs.get()
         if job is None:
             break
-        scheduled, phase = job
+        scheduled, phase, index = job
+        request = requests[index % len(requests)]
         delay = t0 + scheduled - time.monotonic()
         if delay > 0:
             time.sleep(delay)
         try:
-            conn.request("POST", path, body, headers)
+            conn.request("POST", path, request.body, headers)
             resp = conn.getresponse()
-            resp.read()
-            ok = resp.status == 200
-        except (OSError, http.client.HTTPException):
-            ok = False
+            raw = resp.read()
+            latency = time.monotonic() - (t0 + scheduled)  # the answer is in; checking it is our time
+            outcome, why = request.check(resp.status, raw)
+        except (OSError, http.client.HTTPException) as exc:
+            latency = time.monotonic() - (t0 + scheduled)
+            outcome, why = ERROR, f"{type(exc).__name__}: {exc}"
             conn.close()
             conn = _connect(url)
-        sample = Sample(scheduled, time.monotonic() - (t0 + scheduled), ok, phase)
         with lock:
-            out.append(sample)
+            result.samples.append(Sample(scheduled, latency, outcome, phase))
+            if outcome != OK and len(result.examples[outcome]) < MAX_EXAMPLES:
+                result.examples[outcome].append(f"{request.label}: {why}")
     conn.close()
 
 
@@ -137,20 +196,25 @@ def _sample_queue(url: str, model: str, stop: threading.Event, out: list, t0: fl
     conn.close()
 
 
-def run_load(url: str, model: str, plan: list[Phase], workers: int = 32) -> BenchResult:
-    """Drive the phases against url; every request is scheduled up front."""
-    body = _request_body(url, model)
-    result = BenchResult(url=url, model=model, plan=plan, workers=workers)
+def run_load(url: str, model: str, plan: list[Phase], requests: list[Request], workers: int = 32) -> BenchResult:
+    """Drive the phases against url with `requests` (reference_requests of the
+    model's smoke reference), each answer checked against its expected
+    output; every request is scheduled up front, the k-th one sending
+    requests[k mod len(requests)]."""
+    if not requests:
+        raise DeployError("bench needs at least one request", where=model)
+    result = BenchResult(url=url, model=model, plan=plan, workers=workers, requests=len(requests))
     jobs: queue.Queue = queue.Queue()
-    start = 0.0
+    start, index = 0.0, 0
     for p in plan:
         n = int(p.seconds * p.rate)
         for i in range(n):
-            jobs.put((start + i / p.rate, p.name))
+            jobs.put((start + i / p.rate, p.name, index))
+            index += 1
         start += p.seconds
     lock, stop = threading.Lock(), threading.Event()
     t0 = time.monotonic() + 0.2  # time for the workers to connect
-    threads = [threading.Thread(target=_worker, args=(url, f"/v2/models/{model}/infer", body, jobs, result.samples,
+    threads = [threading.Thread(target=_worker, args=(url, f"/v2/models/{model}/infer", requests, jobs, result,
                                                       lock, t0), daemon=True) for _ in range(workers)]
     for _ in threads:
         jobs.put(None)
@@ -181,9 +245,9 @@ def per_second(result: BenchResult) -> list[dict]:
         rows.setdefault(int(s.sent_at), []).append(s)
     out = []
     for sec in sorted(rows):
-        lat = [s.latency_s * 1e3 for s in rows[sec] if s.ok]
-        out.append({"t": sec, "sent": len(rows[sec]), "ok": len(lat), "p50": _percentile(lat, 50),
-                    "p90": _percentile(lat, 90), "p99": _percentile(lat, 99)})
+        lat = [s.latency_s * 1e3 for s in rows[sec] if s.answered]
+        out.append({"t": sec, "sent": len(rows[sec]), "ok": sum(s.ok for s in rows[sec]),
+                    "p50": _percentile(lat, 50), "p90": _percentile(lat, 90), "p99": _percentile(lat, 99)})
     return out
 
 
@@ -191,10 +255,12 @@ def summary(result: BenchResult) -> list[dict]:
     rows = []
     for p in result.plan:
         ss = [s for s in result.samples if s.phase == p.name]
-        lat = [s.latency_s * 1e3 for s in ss if s.ok]
+        lat = [s.latency_s * 1e3 for s in ss if s.answered]
+        ok = sum(s.ok for s in ss)
         rows.append({"phase": p.name, "seconds": p.seconds, "target_rps": p.rate, "sent": len(ss),
-                     "ok": len(lat), "errors": len(ss) - len(lat),
-                     "achieved_rps": len(lat) / p.seconds if p.seconds else 0.0,
+                     "ok": ok, "mismatches": sum(s.outcome == MISMATCH for s in ss),
+                     "errors": sum(s.outcome == ERROR for s in ss),
+                     "achieved_rps": ok / p.seconds if p.seconds else 0.0,
                      "p50": _percentile(lat, 50), "p90": _percentile(lat, 90), "p99": _percentile(lat, 99),
                      "max": max(lat) if lat else float("nan")})
     return rows
@@ -238,7 +304,7 @@ def _plots(result: BenchResult, out_dir: Path, stem: str) -> list[Path]:
 
     fig, ax = plt.subplots(figsize=(8, 3.5))
     ax.plot(t, [r["sent"] for r in rows], label="offered", linestyle="--")
-    ax.plot(t, [r["ok"] for r in rows], label="answered OK")
+    ax.plot(t, [r["ok"] for r in rows], label="answered correctly")
     ax.legend()
     ax.set_title("throughput (requests per second, by scheduled second)")
     finish(ax, "requests / s", "throughput")
@@ -259,15 +325,22 @@ def write_report(result: BenchResult, out_dir: Path, host: str) -> Path:
         f"# Load report: {result.model} on {host}",
         "",
         f"Target {result.url}, {result.workers} client threads with keep-alive, open loop (latency measured "
-        "from each request's scheduled time), one batch-1 JSON request per call.",
+        "from each request's scheduled time), one JSON request per call: the model's smoke inputs "
+        f"({result.requests} distinct request(s), in turn), each answer compared with its reference output. "
+        "ok = HTTP 200 with the right answer; mismatches = HTTP 200 with a wrong answer; errors = any other "
+        "HTTP status or no answer. Latencies are of every HTTP 200; achieved req/s counts ok only.",
         "",
-        "| phase | s | target req/s | sent | ok | errors | achieved req/s | p50 ms | p90 ms | p99 ms | max ms |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| phase | s | target req/s | sent | ok | mismatches | errors | achieved req/s | p50 ms | p90 ms | p99 ms "
+        "| max ms |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in summary(result):
         lines.append(f"| {r['phase']} | {r['seconds']:g} | {r['target_rps']:g} | {r['sent']} | {r['ok']} | "
-                     f"{r['errors']} | {r['achieved_rps']:.1f} | {r['p50']:.2f} | {r['p90']:.2f} | "
-                     f"{r['p99']:.2f} | {r['max']:.2f} |")
+                     f"{r['mismatches']} | {r['errors']} | {r['achieved_rps']:.1f} | {r['p50']:.2f} | "
+                     f"{r['p90']:.2f} | {r['p99']:.2f} | {r['max']:.2f} |")
+    for outcome, title in ((MISMATCH, "Mismatches (first few)"), (ERROR, "Errors (first few)")):
+        if result.examples[outcome]:
+            lines += ["", f"{title}:", ""] + [f"- {text}" for text in result.examples[outcome]]
     depth = [d for _, d in result.queue_depth]
     lines += ["", f"Queue depth (from /metrics): max {max(depth) if depth else 0:g}, "
                   f"{len(depth)} samples.", ""]

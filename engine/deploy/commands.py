@@ -5,6 +5,7 @@ the exit status. Errors print as one line, never a traceback."""
 from __future__ import annotations
 
 import sys
+import json
 from functools import wraps
 from pathlib import Path
 from engine.deploy import DeployError
@@ -37,8 +38,6 @@ def _one_line_errors(fn):
 
 def _sample_line(pipeline: Pipeline, results: list[HostResult]) -> None:
     """For each serving host the deployer can reach: its URL and one real prediction."""
-    import json
-
     from engine.deploy import verify
     from engine.deploy.bundle import read_member
     from engine.deploy.install import base_url
@@ -135,12 +134,25 @@ def bench(options: Options, *, rate: float, warmup_s: float, steady_s: float, sp
                           where="engine.listen", hint="bench a local host, or listen on an address this machine reaches")
     name = model or engine["models"][0]["name"]
     plan = load.phases(rate, warmup_s, steady_s, spike_s)
+    try:
+        # The reference of the release the host runs, not of the last local build.
+        reference = json.loads(target.read_active(f"models/{name}.smoke.json"))
+    except ValueError:
+        raise DeployError("the smoke reference is not JSON", where=f"{target.name}: models/{name}.smoke.json",
+                          hint="redeploy") from None
+    finally:
+        target.close()
     pipeline.report.note(f"load on {url} model {name}: " + ", ".join(f"{p.name} {p.seconds:g} s at {p.rate:g}/s"
                                                                   for p in plan))
-    result = load.run_load(url, name, plan, workers)
+    result = load.run_load(url, name, plan, load.reference_requests(reference), workers)
     path = load.write_report(result, out_dir, target.name)
-    for row in load.summary(result):
-        pipeline.report.note(f"  {row['phase']:<8} {row['achieved_rps']:7.1f} req/s ok, {row['errors']} errors, "
-                             f"p50 {row['p50']:.2f} ms, p99 {row['p99']:.2f} ms")
+    rows = load.summary(result)
+    for row in rows:
+        pipeline.report.note(f"  {row['phase']:<8} {row['achieved_rps']:7.1f} req/s ok, {row['mismatches']} wrong "
+                             f"answers, {row['errors']} errors, p50 {row['p50']:.2f} ms, p99 {row['p99']:.2f} ms")
+    for text in result.examples[load.MISMATCH]:
+        pipeline.report.note(f"  [red]wrong answer[/]: {text}")
     pipeline.report.note(f"report: {path}")
-    return 0
+    # Wrong answers are a failed bench; errors under a 150% spike may be the
+    # server shedding load as configured, which the report shows.
+    return 1 if any(row["mismatches"] for row in rows) else 0

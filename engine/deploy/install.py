@@ -85,6 +85,7 @@ class Outcome:
     reason: str = ""
     seconds: float = 0.0
     steps: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # served, but something the operator should know
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -99,6 +100,7 @@ class Settings:
     health_timeout_s: float = 60.0
     stop_timeout_s: float = 30.0
     keep_releases: int = 3
+    check_host: str = "auto"  # auto | enforce | warn: see pre_start_check
 
 
 def _say(message: str) -> None:
@@ -338,6 +340,59 @@ def engine_pid(host: HostRoot) -> int | None:
     return supervise.running_pid(host.root)
 
 
+CHECK_HOST = "opt/ai-engine/libexec/check-host"
+CHECK_HOST_MODES = ("auto", "enforce", "warn")
+
+
+def check_host_enforced(root: Path, mode: str) -> bool:
+    """Whether a failing check-host stops the start. auto: only when ROOT is
+    "/", i.e. when the spec's host section describes the machine the engine
+    runs on. Under any other root (build/root on a laptop, a CI box) the
+    hugepages, THP and memlock it checks are the deployer's machine's, which
+    the spec never claimed to tune: its findings are reported as warnings."""
+    if mode not in CHECK_HOST_MODES:
+        raise DeployError(f"unknown check-host mode {mode!r}", where="--check-host",
+                          hint=f"one of {', '.join(CHECK_HOST_MODES)}")
+    return Path(root).resolve() == Path("/") if mode == "auto" else mode == "enforce"
+
+
+def _findings(output: str) -> list[str]:
+    """check-host's `FAIL: what` + `  fix: command` pairs, one line each."""
+    found: list[str] = []
+    for line in output.splitlines():
+        if line.startswith("FAIL: "):
+            found.append(line[len("FAIL: "):])
+        elif line.startswith("  fix: ") and found:
+            found[-1] += f" (fix: {line[len('  fix: '):]})"
+    return found
+
+
+def pre_start_check(host: HostRoot, settings: Settings) -> list[str]:
+    """Run the rendered ROOT/opt/ai-engine/libexec/check-host before a
+    supervised start, as systemd's ExecStartPre does for the unit. Enforced
+    (see check_host_enforced): a failure raises DeployError with its
+    findings. Otherwise: the findings as warning lines."""
+    enforced = check_host_enforced(host.root, settings.check_host)
+    script = host.root / CHECK_HOST
+    if not script.is_file():
+        raise DeployError("check-host is missing (provisioning installs it)", where=str(script),
+                          hint="redeploy; the release's rootfs/ should hold it")
+    # AIE_SYS: the script's documented way to read another /sys tree (tests).
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
+           **{k: os.environ[k] for k in ("AIE_SYS",) if k in os.environ}}
+    try:
+        proc = subprocess.run([str(script)], capture_output=True, text=True, timeout=60, env=env)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise DeployError(f"check-host could not run: {exc}", where=str(script)) from None
+    if proc.returncode == 0:
+        return []
+    found = _findings(proc.stdout) or [f"exit {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-300:]}"]
+    if enforced:
+        raise DeployError("check-host refused the start: " + "; ".join(found), where=str(script),
+                          hint="fix the host as each finding says, then deploy again")
+    return [f"check-host (warning only, ROOT is not /): {f}" for f in found]
+
+
 def start_engine(host: HostRoot) -> int | None:
     if systemd_in_charge(host.root):
         _run(["systemctl", "daemon-reload"], "systemctl daemon-reload")
@@ -402,6 +457,15 @@ def _check_port_free(host: HostRoot, version: str) -> None:
                       where=f"{address}:{port}", hint="stop that process or change engine.http_port in the spec")
 
 
+def _checked_start_ok(host: HostRoot, settings: Settings, out: Outcome) -> None:
+    """The pre-start host check where no systemd runs it (ExecStartPre does there)."""
+    if systemd_in_charge(host.root):
+        return
+    warnings = pre_start_check(host, settings)
+    out.steps.append(f"check-host: {len(warnings)} warning(s)" if warnings else "check-host: ok")
+    out.warnings += [w for w in warnings if w not in out.warnings]
+
+
 def _activate(host: HostRoot, version: str, settings: Settings, out: Outcome) -> int | None:
     """Stop what runs, install the config of `version`, switch, start, verify."""
     stopped = stop_engine(host, settings.stop_timeout_s)
@@ -412,6 +476,7 @@ def _activate(host: HostRoot, version: str, settings: Settings, out: Outcome) ->
     host.switch(version)
     out.steps.append(f"current -> releases/{version}")
     _check_port_free(host, version)
+    _checked_start_ok(host, settings, out)
     pid = start_engine(host)
     out.steps.append(f"started pid {pid}")
     ready_s = check_serving(host, version, pid, settings)
@@ -460,6 +525,7 @@ def _refresh(host: HostRoot, version: str, settings: Settings, out: Outcome) -> 
         return
     out.steps.append(f"config: {changed} file(s) changed" if changed else "engine was not running")
     stop_engine(host, settings.stop_timeout_s)
+    _checked_start_ok(host, settings, out)
     out.pid = start_engine(host)
     check_serving(host, version, out.pid, settings)
     out.status = "restarted"

@@ -24,7 +24,7 @@ from typing import Callable
 from engine.deploy import DeployError
 from engine.deploy.bundle import INSTALLER_FILES, Bundle, BundleInputs, build_bundle, read_bundle
 from engine.deploy.report import Reporter
-from engine.deploy.targets import HostResult, Settings, Target, make_targets, run_fleet
+from engine.deploy.targets import HostResult, Settings, Target, host_key_policy, make_targets, run_fleet
 
 REPO = Path(__file__).resolve().parents[2]
 # Sources that decide what the converter writes and what the reference run
@@ -259,7 +259,8 @@ class Pipeline:
 
     # ---- host steps --------------------------------------------------------------
     def targets(self) -> list[Target]:
-        return make_targets(self.spec, self.opts.hosts, self.settings)
+        host_keys = host_key_policy(self.spec, self.opts.build_dir, say=self.report.host)
+        return make_targets(self.spec, self.opts.hosts, self.settings, host_keys)
 
     def deploy(self) -> list[HostResult]:
         bundle = self.bundle()

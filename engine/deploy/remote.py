@@ -2,7 +2,7 @@
 host's bare python3 (stdlib only):
 
     cd ROOT/opt/ai-engine/releases/<version>
-    python3 -m engine.deploy.remote install  --root ROOT [--health-timeout S] [--keep N]
+    python3 -m engine.deploy.remote install  --root ROOT [--health-timeout S] [--keep N] [--check-host MODE]
     python3 -m engine.deploy.remote rollback --root ROOT [--to VERSION]
     python3 -m engine.deploy.remote stop     --root ROOT
     python3 -m engine.deploy.remote status   --root ROOT
@@ -28,7 +28,7 @@ HERE_RELEASE = Path(__file__).resolve().parents[2]  # the release this copy of t
 
 def _settings(args: argparse.Namespace) -> install.Settings:
     return install.Settings(health_timeout_s=args.health_timeout, stop_timeout_s=args.stop_timeout,
-                            keep_releases=args.keep)
+                            keep_releases=args.keep, check_host=args.check_host)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--health-timeout", type=float, default=60.0, help="seconds a release has to become ready")
         p.add_argument("--stop-timeout", type=float, default=30.0, help="seconds between SIGTERM and SIGKILL")
         p.add_argument("--keep", type=int, default=3, help="releases kept for rollback")
+        p.add_argument("--check-host", choices=install.CHECK_HOST_MODES, default="auto",
+                       help="before a supervised start, a failing libexec/check-host stops it (enforce) or is "
+                            "reported (warn); auto: enforce only when --root is /")
         if name == "install":
             p.add_argument("--release", default=str(HERE_RELEASE), help="the extracted release (default: this one)")
             p.add_argument("--python", default=sys.executable, help="interpreter that builds the release venv")

@@ -48,6 +48,8 @@ class Reporter:
         if not self.quiet:
             colour = STYLE.get(result.status, "white")
             self.console.print(f"  [cyan]{result.name}[/]: [{colour}]{result.status}[/] in {result.seconds:.1f} s")
+            for warning in result.warnings:
+                self.console.print(f"  [cyan]{result.name}[/]: [yellow]warning:[/] {warning}")
 
     def table(self, results: Iterable[HostResult], title: str = "deploy") -> None:
         table = Table(title=title, title_justify="left")
@@ -55,8 +57,9 @@ class Reporter:
             table.add_column(col, overflow="fold", max_width=90 if col == "reason" else None)
         for r in results:
             colour = STYLE.get(r.status, "white")
+            reason = r.reason or (f"[yellow]{len(r.warnings)} warning(s), see above[/]" if r.warnings else "")
             table.add_row(r.name, r.active or r.version or "-", f"[{colour}]{r.status}[/]", f"{r.seconds:.1f} s",
-                          r.reason or "")
+                          reason)
         self.console.print(table)
 
     def status_table(self, results: Iterable[HostResult]) -> None:

@@ -12,9 +12,11 @@ stops launching hosts once too many failed (canary first when configured).
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import sys
+import threading
 import time
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -24,6 +26,7 @@ from typing import Callable
 
 from engine.deploy import DeployError, verify
 from engine.deploy.bundle import Bundle, extract
+from engine.deploy.hostkeys import HostKeyPolicy, is_key_line
 from engine.deploy.install import BASE, INSTALLED
 from engine.deploy.remote import RESULT_PREFIX
 from engine.deploy.supervise import LOGFILE
@@ -42,6 +45,7 @@ class Settings:
     max_fail_fraction: float = 0.0
     connect_timeout_s: float = 10.0
     command_timeout_s: float = 600.0
+    transfer_timeout_s: float = 300.0
     health_timeout_s: float = 60.0
     stop_timeout_s: float = 30.0
 
@@ -60,6 +64,7 @@ class HostResult:
     reason: str = ""
     seconds: float = 0.0
     steps: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
     data: dict = field(default_factory=dict)  # the host's full answer (status, logs)
 
     @property
@@ -73,7 +78,8 @@ def _parse_result(name: str, stdout: str, stderr: str, code: int) -> HostResult:
         tail = " | ".join((stderr or stdout).strip().splitlines()[-3:])
         return HostResult(name, "failed", reason=f"host-side command gave no result (exit {code}): {tail}")
     data = json.loads(lines[-1][len(RESULT_PREFIX):])
-    known = {k: data[k] for k in ("status", "version", "active", "pid", "reason", "seconds", "steps") if k in data}
+    fields = ("status", "version", "active", "pid", "reason", "seconds", "steps", "warnings")
+    known = {k: data[k] for k in fields if k in data}
     known.setdefault("status", "ok" if code == 0 else "failed")
     return HostResult(name, data=data, **known)
 
@@ -150,6 +156,15 @@ class Target:
             # a rollback, so report it and leave the release active.
             result.status, result.reason = "failed", f"serves on the host but not reachable from here: {exc}"
 
+    def read_active(self, rel: str) -> str:
+        """A file of the active release (e.g. a model's smoke reference)."""
+        path = f"{self._base()}/current/{rel}"
+        code, out, err = self._run(f"cat {shlex.quote(path)}", self.settings.command_timeout_s)
+        if code != 0:
+            raise DeployError(f"cannot read {rel} of the active release: {err.strip()[-200:]}",
+                              where=f"{self.name}:{path}", hint="is a release deployed here? (invoke status)")
+        return out
+
     def follow_log(self, lines: int) -> int:
         """Print the engine log's last lines, then follow it until interrupted."""
         log = f"{self.root.rstrip('/')}/{LOGFILE}"
@@ -203,27 +218,42 @@ class LocalTarget(Target):
 class SSHTarget(Target):
     kind = "ssh"
 
-    def __init__(self, name: str, host: dict, settings: Settings, jump: dict | None = None):
+    def __init__(self, name: str, host: dict, settings: Settings, host_keys: HostKeyPolicy,
+                 jump: dict | None = None):
         super().__init__(name, host.get("root") or "/", settings)
-        self.host, self.jump = host, jump
+        self.host, self.jump, self.host_keys = host, jump, host_keys
         self._conn = None
 
-    def _connection_for(self, host: dict, gateway=None):
+    def _connection_for(self, host: dict, name: str, gateway=None):
+        """A Fabric Connection (not yet open) held to the host's expected key,
+        and that expectation (None: trust on first use)."""
         from fabric import Connection
 
         t = self.settings.connect_timeout_s
         kwargs = {"banner_timeout": t, "auth_timeout": t, "channel_timeout": t}
         if host.get("key_file"):
             kwargs.update(key_filename=[str(host["key_file"])], look_for_keys=False, allow_agent=False)
-        return Connection(host["address"], user=host.get("user") or "root", port=host.get("port") or 22,
+        port = host.get("port") or 22
+        conn = Connection(host["address"], user=host.get("user") or "root", port=port,
                           connect_timeout=t, connect_kwargs=kwargs, gateway=gateway)
+        expected = self.host_keys.prepare(conn.client, name, host["address"], port, host.get("host_key"))
+        return conn, expected
 
     def connection(self):
+        from paramiko import BadHostKeyException
+
         if self._conn is None:
-            gateway = self._connection_for(self.jump) if self.jump else None
-            conn = self._connection_for(self.host, gateway)
+            gateway, jump_expected = self._connection_for(self.jump, self.jump["name"]) if self.jump else (None, None)
+            conn, expected = self._connection_for(self.host, self.name, gateway)
             try:
                 conn.open()
+            except BadHostKeyException as exc:
+                conn.close()
+                at_jump = gateway is not None and not gateway.is_connected
+                if at_jump:
+                    raise self.host_keys.mismatch(self.name, exc, jump_expected,
+                                                  via=f" (jump host {self.jump['name']})") from None
+                raise self.host_keys.mismatch(self.name, exc, expected) from None
             except Exception as exc:  # noqa: BLE001 - socket, paramiko and DNS errors all mean "unreachable"
                 conn.close()
                 via = f" via {self.jump['address']}" if self.jump else ""
@@ -252,13 +282,46 @@ class SSHTarget(Target):
         remote_bundle = f"{incoming}/{bundle.path.name}"
         self._run(f"mkdir -p {shlex.quote(incoming)}", self.settings.command_timeout_s)
         say(self.name, f"uploading {bundle.path.name} ({bundle.size / 1e6:.1f} MB)")
-        self.connection().put(str(bundle.path), remote_bundle)
+        self._upload(bundle.path, remote_bundle)
         q = shlex.quote
-        code, _, err = self._run(f"rm -rf {q(release)} && mkdir -p {q(release)} && "
-                                 f"tar -xzf {q(remote_bundle)} -C {q(release)} --no-same-owner && rm -f {q(remote_bundle)}",
-                                 self.settings.command_timeout_s)
+        code, out, err = self._run(f"rm -rf {q(release)} && mkdir -p {q(release)} && "
+                                   f"tar -xzf {q(remote_bundle)} -C {q(release)} --no-same-owner && "
+                                   f"rm -f {q(remote_bundle)}", self.settings.command_timeout_s)
         if code != 0:
-            raise DeployError(f"extracting the bundle failed: {err.strip()[-300:]}", where=f"{self.name}:{release}")
+            raise DeployError(f"extracting the bundle failed (exit {code}): {(err or out).strip()[-300:]}",
+                              where=f"{self.name}:{release}")
+
+    def _upload(self, local: Path, remote: str) -> None:
+        """sftp put, given up after deploy.transfer_timeout_s: a host that stops
+        taking data (hung sshd, dropped link) would otherwise block its
+        thread forever, since a stalled TCP stream raises nothing. A
+        watchdog closes the transport, which makes the blocked put fail."""
+        conn = self.connection()
+        limit = self.settings.transfer_timeout_s
+        fired = threading.Event()
+
+        def abort() -> None:
+            fired.set()
+            transport = conn.client.get_transport()
+            if transport is not None:
+                transport.close()
+
+        watchdog = threading.Timer(limit, abort)
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            conn.put(str(local), remote)
+        except Exception as exc:  # noqa: BLE001 - sftp, socket and EOF errors alike
+            if not fired.is_set():
+                raise DeployError(f"uploading the bundle failed: {type(exc).__name__}: {exc}",
+                                  where=f"{self.name}:{remote}") from None
+        finally:
+            watchdog.cancel()
+        if fired.is_set():
+            self.close()
+            raise DeployError(f"uploading the bundle did not finish within {limit:g} s "
+                              f"(deploy.transfer_timeout_s): the host stopped taking data or is too slow",
+                              where=f"{self.name}:{remote}", hint="check the host and the link, or raise the limit")
 
     def url(self, bundle_manifest: dict) -> str | None:
         listen = bundle_manifest["engine"]["listen"]
@@ -272,15 +335,37 @@ class SSHTarget(Target):
             self._conn = None
 
 
-def _parse_jump(text: str, hosts: dict[str, dict]) -> dict:
+def _parse_jump(text: str, hosts: dict[str, dict], via: dict) -> dict:
+    """The jump host: another host of the spec (its own key_file and
+    host_key), or user@host:port, which logs in with the key_file of the host
+    it leads to (`via`) and whose host key is checked against
+    deploy.known_hosts / trusted on first use."""
     if text in hosts:
         return hosts[text]
     user, _, rest = text.rpartition("@")
     address, _, port = rest.partition(":")
-    return {"address": address, "user": user or "root", "port": int(port) if port else 22}
+    return {"name": text, "address": address, "user": user or "root", "port": int(port) if port else 22,
+            "key_file": via.get("key_file")}
 
 
-def make_targets(spec, names: list[str] | None, settings: Settings) -> list[Target]:
+def _resolve_host_paths(spec, host: dict) -> dict:
+    """key_file and a host_key that names a file, relative to the first spec file."""
+    host = dict(host)
+    if host.get("key_file"):
+        host["key_file"] = str(spec.resolve(host["key_file"]))
+    if host.get("host_key") and not is_key_line(host["host_key"]):
+        host["host_key"] = str(spec.resolve(os.path.expanduser(host["host_key"])))
+    return host
+
+
+def host_key_policy(spec, build_dir: Path, say=lambda host, msg: None) -> HostKeyPolicy:
+    """The spec's host-key policy; keys trusted on first use go to BUILD/deploy/known_hosts."""
+    known = spec.data["deploy"].get("known_hosts")
+    return HostKeyPolicy(Path(build_dir) / "deploy" / "known_hosts",
+                         spec.resolve(os.path.expanduser(known)) if known else None, say)
+
+
+def make_targets(spec, names: list[str] | None, settings: Settings, host_keys: HostKeyPolicy) -> list[Target]:
     """Targets from the spec's hosts (all, or those named), in spec order."""
     hosts = {h["name"]: h for h in spec.data["hosts"]}
     if not hosts:
@@ -295,13 +380,11 @@ def make_targets(spec, names: list[str] | None, settings: Settings) -> list[Targ
         if host["type"] == "local":
             targets.append(LocalTarget(name, spec.resolve(host["root"]), settings))
         else:
-            host = dict(host)
-            if host.get("key_file"):
-                host["key_file"] = str(spec.resolve(host["key_file"]))
-            jump = _parse_jump(host["jump_host"], hosts) if host.get("jump_host") else None
-            if jump and jump.get("key_file"):
-                jump = dict(jump, key_file=str(spec.resolve(jump["key_file"])))
-            targets.append(SSHTarget(name, host, settings, jump))
+            host = _resolve_host_paths(spec, host)
+            jump = _parse_jump(host["jump_host"], hosts, host) if host.get("jump_host") else None
+            if jump is not None and jump["name"] in hosts:
+                jump = _resolve_host_paths(spec, jump)
+            targets.append(SSHTarget(name, host, settings, host_keys, jump))
     return targets
 
 

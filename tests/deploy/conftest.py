@@ -3,7 +3,9 @@
 Each SSH test host is a network namespace `aie-dep-hN` joined to the root
 namespace by a veth pair (10.233.(10+N).1 <-> .2, /30), running a real
 `/usr/sbin/sshd -D` with its own host key, accepting one generated client
-key for root, with its own root directory under the session's tmp. The
+key for root, listening on port 22 and on JUMP_PORT (to reach a host as a
+user@host:port jump host), with its own root directory under the session's
+tmp. The "stall" host is a live one that a test freezes mid-upload. The
 "dead" host is a namespace whose address answers nothing (a blackhole route
 for replies), so connecting to it times out. Everything is torn down on exit,
 on failure too: processes in the namespaces are killed, veths and
@@ -25,9 +27,10 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 SSHD = Path("/usr/sbin/sshd")
-LIVE_HOSTS = ("h1", "h2", "h3", "h4", "h5")
+LIVE_HOSTS = ("h1", "h2", "h3", "h4", "h5", "stall")
 DEAD = "dead"
 HTTP_PORT = 18700  # per namespace, so it cannot clash with anything on this machine
+JUMP_PORT = 2222   # every test sshd listens here too
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,11 @@ class TestHost:
     netns: str
     address: str
     root: Path
+
+    @property
+    def host_key_pub(self) -> str:
+        """The sshd's public host key line (what a spec pins)."""
+        return (self.root.parent / "host_key.pub").read_text().strip()
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -74,7 +82,7 @@ def _wait_banner(address: str, timeout_s: float = 15.0) -> None:
 def _sshd_config(d: Path, address: str) -> Path:
     cfg = d / "sshd_config"
     cfg.write_text("\n".join([
-        f"ListenAddress {address}", "Port 22",
+        f"ListenAddress {address}", "Port 22", f"Port {JUMP_PORT}",
         f"HostKey {d / 'host_key'}", f"PidFile {d / 'sshd.pid'}",
         f"AuthorizedKeysFile {d.parent / 'client_key.pub'}",
         "PermitRootLogin prohibit-password", "PubkeyAuthentication yes",
@@ -87,7 +95,7 @@ def _sshd_config(d: Path, address: str) -> Path:
 
 @pytest.fixture(scope="session")
 def ssh_hosts(tmp_path_factory):
-    """{name: TestHost} for h1..h5 (sshd running) and 'dead' (times out)."""
+    """{name: TestHost} for h1..h5 and stall (sshd running) and 'dead' (times out)."""
     if os.geteuid() != 0:
         pytest.skip("deploy SSH tests need root to create network namespaces and run sshd")
     if not SSHD.exists() or shutil.which("ip") is None or shutil.which("ssh-keygen") is None:
@@ -173,18 +181,67 @@ def digits_model(zoo):
 
 @pytest.fixture(scope="session")
 def fleet_spec(ssh_hosts, tmp_path_factory, digits_model):
-    """Spec files [default, site] listing every test host (one bundle serves all tests)."""
+    """Spec files [default, site] listing every test host (one bundle serves all tests).
+
+    Host keys: h1 pins its key as a public key line, h2 as a known_hosts file;
+    the others are trusted on first use. Extra entries reach the same
+    namespaces another way: through jump hosts (sshd forwards to its own
+    address, so no routing between namespaces is needed) and with a wrong pin."""
     d = tmp_path_factory.mktemp("fleetspec")
     key = ssh_hosts["h1"].root.parent.parent / "client_key"
     hosts = [{"name": h.name, "type": "ssh", "address": h.address, "user": "root", "key_file": str(key),
               "root": str(h.root)} for h in ssh_hosts.values()]
-    # h1 again, reached through h1 as a bastion: proves the jump path without
-    # routing between namespaces (sshd forwards to its own address).
-    h1 = ssh_hosts["h1"]
-    hosts.append({"name": "h1-via-jump", "type": "ssh", "address": h1.address, "user": "root", "key_file": str(key),
-                  "root": str(h1.root), "jump_host": "h1"})
+    h1, h2, h3 = ssh_hosts["h1"], ssh_hosts["h2"], ssh_hosts["h3"]
+    hosts[0]["host_key"] = h1.host_key_pub
+    (d / "h2_known_hosts").write_text(f"# h2 only\n{h2.address} {h2.host_key_pub}\n")
+    hosts[1]["host_key"] = str(d / "h2_known_hosts")
+    extra = [
+        {"name": "h1-via-jump", "address": h1.address, "root": str(h1.root), "jump_host": "h1"},
+        {"name": "h2-via-port-jump", "address": h2.address, "root": str(h2.root),
+         "jump_host": f"root@{h2.address}:{JUMP_PORT}"},
+        {"name": "h1-wrong-pin", "address": h1.address, "root": str(h1.root), "host_key": h2.host_key_pub},
+        {"name": "h3-via-wrong-jump", "address": h3.address, "root": str(h3.root), "jump_host": "h1-wrong-pin"},
+    ]
+    hosts += [{"type": "ssh", "user": "root", "key_file": str(key), **h} for h in extra]
     site = write_site(d / "site.yaml", hosts, listen="0.0.0.0", http_port=HTTP_PORT)
     return [REPO / "sysconfig" / "spec.yaml", site]
+
+
+@pytest.fixture(scope="session")
+def fleet_bundle(fleet_spec, deploy_build, kernels_lib):
+    """Built once: other work in the tree may change engine sources mid-session,
+    and these tests are about hosts, not about rebuilding."""
+    from engine.deploy.pipeline import Options, Pipeline
+    from engine.deploy.report import Reporter
+
+    opts = Options(specs=fleet_spec, build_dir=deploy_build, lib_dir=kernels_lib)
+    return Pipeline(opts, Reporter(quiet=True)).bundle().path
+
+
+@pytest.fixture(scope="session")
+def pipeline_for(fleet_spec, deploy_build, fleet_bundle, kernels_lib):
+    """Pipeline(hosts, version=None, reporter=None, build_dir=None): the fleet
+    bundle, or a fresh one stamped `version`; quiet unless given a reporter."""
+    from engine.deploy.pipeline import Options, Pipeline
+    from engine.deploy.report import Reporter
+
+    def make(hosts: list[str], version: str | None = None, reporter=None, build_dir: Path | None = None):
+        opts = Options(specs=fleet_spec, hosts=hosts, build_dir=build_dir or deploy_build, lib_dir=kernels_lib,
+                       version=version, bundle=None if version else fleet_bundle)
+        return Pipeline(opts, reporter or Reporter(quiet=True))
+    return make
+
+
+def recording_reporter():
+    """A Reporter whose output a test can read: (reporter, buffer)."""
+    import io
+
+    from rich.console import Console
+
+    from engine.deploy.report import Reporter
+
+    buffer = io.StringIO()
+    return Reporter(Console(file=buffer, width=1000, soft_wrap=True, highlight=False)), buffer
 
 
 @pytest.fixture(scope="session")

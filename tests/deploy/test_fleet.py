@@ -17,29 +17,11 @@ import pytest
 from engine.deploy import verify
 from engine.deploy.bundle import build_bundle
 from engine.deploy.install import INSTALLED
-from engine.deploy.pipeline import Options, Pipeline
-from engine.deploy.report import Reporter
-from tests.deploy.conftest import HTTP_PORT, REPO
+from engine.deploy.pipeline import Pipeline
+from tests.deploy.conftest import HTTP_PORT, REPO, recording_reporter
 
 TIMES = REPO / "build" / "reports" / "deploy-times.json"
 pytestmark = pytest.mark.root
-
-
-@pytest.fixture(scope="module")
-def fleet_bundle(fleet_spec, deploy_build, kernels_lib):
-    """Built once: other work in the tree may change engine sources mid-session,
-    and these tests are about hosts, not about rebuilding."""
-    opts = Options(specs=fleet_spec, build_dir=deploy_build, lib_dir=kernels_lib)
-    return Pipeline(opts, Reporter(quiet=True)).bundle().path
-
-
-@pytest.fixture(scope="module")
-def pipeline_for(fleet_spec, deploy_build, fleet_bundle, kernels_lib):
-    def make(hosts: list[str], version: str | None = None) -> Pipeline:
-        opts = Options(specs=fleet_spec, hosts=hosts, build_dir=deploy_build, lib_dir=kernels_lib,
-                       version=version, bundle=None if version else fleet_bundle)
-        return Pipeline(opts, Reporter(quiet=True))
-    return make
 
 
 def _engine_url(host) -> str:
@@ -74,7 +56,10 @@ def _by_name(results):
     return {r.name: r for r in results}
 
 
-def test_one_host_then_three_in_parallel_with_an_unreachable_one(pipeline_for, ssh_hosts):
+def test_one_host_then_three_in_parallel_with_an_unreachable_one(pipeline_for, ssh_hosts, deploy_build):
+    """Also the host-key policy on first contact: h1 (pinned key line) and h2
+    (pinned known_hosts file) deploy and are not recorded; h3 and h4 are
+    trusted on first use, said in the output and recorded."""
     p1 = pipeline_for(["h1"])
     t0 = time.monotonic()
     [r] = p1.deploy()
@@ -83,7 +68,8 @@ def test_one_host_then_three_in_parallel_with_an_unreachable_one(pipeline_for, s
     assert _active(ssh_hosts["h1"]) == p1.bundle().version
     _serves(p1, ssh_hosts["h1"])
 
-    p3 = pipeline_for(["h2", "h3", "h4", "dead"])
+    reporter, output = recording_reporter()
+    p3 = pipeline_for(["h2", "h3", "h4", "dead"], reporter=reporter)
     t0 = time.monotonic()
     results = _by_name(p3.deploy())
     _record_time("deploy_3_hosts_parallel_plus_unreachable_s", time.monotonic() - t0)
@@ -96,6 +82,16 @@ def test_one_host_then_three_in_parallel_with_an_unreachable_one(pipeline_for, s
     assert "cannot connect to 10.233." in dead.reason and "timed out" in dead.reason.lower(), dead.reason
     # connect_timeout_s is 3: the dead host must not hold the fleet up for long.
     assert dead.seconds < 3 + 10, dead.seconds
+
+    recorded = (deploy_build / "deploy" / "known_hosts").read_text()
+    for name in ("h3", "h4"):
+        host = ssh_hosts[name]
+        assert f"{host.address} {' '.join(host.host_key_pub.split()[:2])}\n" in recorded, recorded
+        assert f"{name}: trust on first use: accepted {host.address}'s host key ssh-ed25519 SHA256:" \
+               in output.getvalue(), output.getvalue()
+    for name in ("h1", "h2"):
+        assert ssh_hosts[name].host_key_pub.split()[1] not in recorded  # pinned: nothing to record
+        assert f"{name}: trust on first use" not in output.getvalue()
 
 
 def test_redeploy_without_changes_restarts_nothing(pipeline_for, ssh_hosts):
