@@ -16,25 +16,7 @@ import numpy as np
 
 from engine.errors import KernelError
 
-CONV_FIELDS = ("N", "H", "W", "C", "K", "R", "S", "stride_h", "stride_w", "dil_h", "dil_w",
-               "pad_top", "pad_left", "pad_bottom", "pad_right", "groups", "out_pad_h", "out_pad_w")
-POOL_FIELDS = ("N", "H", "W", "C", "kh", "kw", "stride_h", "stride_w", "dil_h", "dil_w",
-               "pad_top", "pad_left", "pad_bottom", "pad_right")
-
-
-class ConvParams(ctypes.Structure):
-    """aie_conv2d_params: 18 int64, in the order the executor reads them."""
-
-    _fields_ = [(name, ctypes.c_int64) for name in CONV_FIELDS]
-
-    def words(self) -> list[int]:
-        return [int(getattr(self, f)) for f in CONV_FIELDS]
-
-
-class PoolParams(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_int64) for name in POOL_FIELDS] + [
-        ("ceil_mode", ctypes.c_int32), ("count_include_pad", ctypes.c_int32)]
-
+from engine.kernels.conv import CONV_FIELDS, POOL_FIELDS, ConvParams, PoolParams  # noqa: F401 - one struct class each
 
 _bound = None
 

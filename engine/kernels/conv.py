@@ -24,17 +24,31 @@ _F32P = ctypes.POINTER(ctypes.c_float)
 _AIE_EINVAL = -1
 
 
-class _ConvParams(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_int64) for name in (
-        "N", "H", "W", "C", "K", "R", "S", "stride_h", "stride_w", "dil_h", "dil_w",
-        "pad_top", "pad_left", "pad_bottom", "pad_right", "groups", "out_pad_h", "out_pad_w")]
+CONV_FIELDS = ("N", "H", "W", "C", "K", "R", "S", "stride_h", "stride_w", "dil_h", "dil_w",
+               "pad_top", "pad_left", "pad_bottom", "pad_right", "groups", "out_pad_h", "out_pad_w")
+POOL_FIELDS = ("N", "H", "W", "C", "kh", "kw", "stride_h", "stride_w", "dil_h", "dil_w",
+               "pad_top", "pad_left", "pad_bottom", "pad_right")
 
 
-class _PoolParams(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_int64) for name in (
-        "N", "H", "W", "C", "kh", "kw", "stride_h", "stride_w", "dil_h", "dil_w",
-        "pad_top", "pad_left", "pad_bottom", "pad_right")] + [
+# The one Python definition of these C structs: ctypes checks argument types
+# by class, so the converter (engine.packing) must use these very classes.
+class ConvParams(ctypes.Structure):
+    """aie_conv2d_params: 18 int64, in the order the executor reads them."""
+
+    _fields_ = [(name, ctypes.c_int64) for name in CONV_FIELDS]
+
+    def words(self) -> list[int]:
+        return [int(getattr(self, f)) for f in CONV_FIELDS]
+
+
+class PoolParams(ctypes.Structure):
+    """aie_pool2d_params."""
+
+    _fields_ = [(name, ctypes.c_int64) for name in POOL_FIELDS] + [
         ("ceil_mode", ctypes.c_int32), ("count_include_pad", ctypes.c_int32)]
+
+
+_ConvParams, _PoolParams = ConvParams, PoolParams
 
 
 class _Epilogue(ctypes.Structure):
