@@ -63,6 +63,9 @@ def _ort_session(x_shape_nchw, w, b, stride, pad, group, threads):
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
+    # Idle onnxruntime workers spin for ~1 s after a run and would hold the
+    # CPU our second thread needs in the next (alternated) call.
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
 
 
@@ -158,9 +161,19 @@ def main() -> None:
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
     ap.add_argument("--quick", action="store_true", help="5 repeats, ~0.6 s per case")
     ap.add_argument("--filter", default="", help="only layers whose name contains this text")
+    ap.add_argument("--algo", choices=("auto", "gemm", "direct"), default="auto",
+                    help="force the general convolutions onto one path where the params allow it "
+                         "(aie_conv2d_set_algo; default auto: the library's own choice)")
     args = ap.parse_args()
     threads = tuple(int(t) for t in args.threads.split(","))
     repeats, budget = (5, 0.6) if args.quick else (11, 2.0)
+    if args.algo != "auto":
+        import ctypes
+
+        from engine.kernels._lib import lib
+
+        lib().aie_conv2d_set_algo.argtypes = [ctypes.c_int]
+        lib().aie_conv2d_set_algo({"gemm": 1, "direct": 2}[args.algo])
     rows = run(threads, repeats, budget, args.filter)
     print()
     print(header())

@@ -8,6 +8,13 @@ Prints p50/p99 per (model, batch, threads) for both engines and the ratio
 alternately so a shared host's load hits both alike; <= 1.0 means faster),
 ResNet-18 conversion time and .aie load time. --steady-state adds minor page faults over 1,000
 runs and RSS before/after 10,000 runs of the MLP.
+
+onnxruntime runs with session.intra_op.allow_spinning = 0 unless --ort-spinning:
+by default its idle intra-op workers keep spinning on a CPU for a long time
+after each run (~1 s), so in a process that alternates the two engines the
+engine's second thread would find its CPU taken by onnxruntime's spinning
+worker (measured: ResNet-18 batch 1 on 2 threads, engine 15.2 ms alone, 24-27
+ms beside a spinning onnxruntime). The engine's own pool sleeps after 50 us.
 """
 
 from __future__ import annotations
@@ -61,9 +68,23 @@ def main(argv=None) -> int:
     p.add_argument("--threads", default="1,2")
     p.add_argument("--runs", type=int, default=20)
     p.add_argument("--steady-state", action="store_true")
+    p.add_argument("--ort-spinning", action="store_true",
+                   help="leave onnxruntime's intra-op spinning on (it then holds a CPU between its runs)")
+    p.add_argument("--conv-algo", choices=("auto", "gemm", "direct"), default="auto",
+                   help="force convolutions onto one path where the params allow it (aie_conv2d_set_algo), "
+                        "to compare the paths end to end; default: the library's own choice")
     args = p.parse_args(argv)
+    if args.conv_algo != "auto":
+        import ctypes
+
+        from engine.kernels._lib import lib
+
+        lib().aie_conv2d_set_algo.argtypes = [ctypes.c_int]
+        lib().aie_conv2d_set_algo({"gemm": 1, "direct": 2}[args.conv_algo])
     tmp = Path(tempfile.mkdtemp(prefix="aie-bench-"))
     rows = []
+    print(f"load average {' '.join(f'{x:.1f}' for x in __import__('os').getloadavg())}, conv algo {args.conv_algo}, "
+          f"onnxruntime spinning {'on' if args.ort_spinning else 'off'}")
     print(f"{'model':<12} {'batch':>5} {'thr':>3} {'aie p50':>9} {'aie p99':>9} {'ort p50':>9} {'ort p99':>9} {'ratio':>6}")
     for name in args.models.split(","):
         src = zoo.ensure(name, tmp)
@@ -78,6 +99,8 @@ def main(argv=None) -> int:
             so = ort.SessionOptions()
             so.intra_op_num_threads = threads
             so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            if not args.ort_spinning:
+                so.add_session_config_entry("session.intra_op.allow_spinning", "0")
             osess = ort.InferenceSession(str(src), so, providers=["CPUExecutionProvider"])
             for batch in (int(x) for x in args.batches.split(",")):
                 feeds = zoo.random_inputs(name, batch=batch, seed=0)

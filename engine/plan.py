@@ -306,7 +306,10 @@ def assign_offsets(buffers: list[Buffer]) -> int:
 # AIE_STEP_THREADS = 1): waking the pool costs ~5-20 us on this class of
 # machine (more when the other core is busy), which is what a 2 MFLOP GEMM or
 # a 256 KiB element-wise pass takes on one core, so splitting smaller steps
-# makes 2 threads slower than 1.
+# makes 2 threads slower than 1. Re-measured (bench_models.py, 2 threads,
+# batch 1 and 64, five models): 2 MFLOP / 256 KiB beat 10 MFLOP / 1 MiB and
+# 50 MFLOP / 4 MiB on every cell but one (digits batch 64); higher bars only
+# looked better while onnxruntime's spinning workers held the second CPU.
 PARALLEL_MIN_FLOPS = 2_000_000
 PARALLEL_MIN_BYTES = 256 << 10
 _COMPUTE_OPS = {10, 11, 22, 25}  # matmul, conv, conv_transpose, gemm_packed

@@ -13,12 +13,13 @@ from engine.passes.cleanup import eliminate_dead_nodes
 from engine.passes.folding import fold_batchnorm, fold_constants
 from engine.passes.fusion import (fuse_bias_activation, fuse_conv_residual, fuse_gelu, fuse_layernorm,
                                   fuse_matmul_scale, fuse_silu)
+from engine.passes.gemm_conv import gemm_as_pointwise_conv
 from engine.passes.layout import to_kernel_layout
 from engine.passes.prepack import prepack_weights
 
 DEFAULT_PASSES: tuple[Callable[[Graph], Graph], ...] = (
     fold_constants, eliminate_dead_nodes, fold_batchnorm, fuse_layernorm, fuse_matmul_scale, fuse_silu, fuse_bias_activation, fuse_gelu,
-    to_kernel_layout, fuse_conv_residual, prepack_weights, eliminate_dead_nodes,
+    to_kernel_layout, gemm_as_pointwise_conv, fuse_conv_residual, prepack_weights, eliminate_dead_nodes,
 )
 
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "conv_direct.h"
 #include "conv_kernels.h"
 #include "conv_pack.h"
 #include "gemm_internal.h"
@@ -116,7 +117,14 @@ static size_t workspace_total(const aie_conv2d_params *p, int64_t P, int64_t Q, 
     int64_t kd = is_pointwise(p) ? p->C / p->groups : gemm_rows(p);
     size_t g = aie_sgemm_packed_workspace_size(p->N * P * Q, p->K / p->groups, kd, nt);
     /* + AIE_ALIGN: the caller's pointer may be unaligned */
-    return g ? AIE_ROUND_UP(g, AIE_ALIGN) + AIE_ALIGN : 0;
+    g = g ? AIE_ROUND_UP(g, AIE_ALIGN) + AIE_ALIGN : 0;
+    /* Room for the direct path wherever it can run, whatever the algo
+     * setting: a workspace sized once stays valid if it changes. */
+    if (p->groups == 1 && p->R * p->S <= AIE_CONV_DIRECT_MAX_TAPS) {
+        size_t d = aie_conv_direct_workspace(p, nt);
+        if (d > g) g = d;
+    }
+    return g;
 }
 
 size_t aie_conv2d_workspace_size(const aie_conv2d_params *p, int nthreads) {
@@ -173,6 +181,9 @@ int aie_conv2d(const aie_conv2d_params *p, const float *x, const void *packed_w,
         aie_parallel_dynamic((rows + d.rows_per_task - 1) / d.rows_per_task, nt, dw_task, &d);
         return AIE_OK;
     }
+
+    if (aie_conv_direct_chosen(p, Q))
+        return aie_conv_direct_run(p, P, Q, x, body, bias, residual, &e, y, workspace, workspace_size, nt);
 
     size_t need = workspace_total(p, P, Q, nt), gemm_bytes = need ? need - AIE_ALIGN : 0;
     if (need && (!workspace || workspace_size < need))

@@ -26,6 +26,49 @@ void aie_dwconv_rows_scalar(const aie_dwconv_args *a, int64_t row0, int64_t row1
 void aie_dwconv_rows_avx2(const aie_dwconv_args *a, int64_t row0, int64_t row1);
 void aie_dwconv_rows_avx512(const aie_dwconv_args *a, int64_t row0, int64_t row1);
 
+/* Direct (packing-free) convolution micro-kernel, NHWC, groups == 1.
+ * One call computes an h-pixel x NR-channel output tile (h <= MR consecutive
+ * output pixels of one output row, NR = the GEMM's panel width for the ISA,
+ * or a narrower tile: aie_conv_direct_shape) as a sum over segments: segment s covers rows [k0, k0 + len) of the
+ * GEMM-packed weight panel `pb` (K x NR, k-major, the layout
+ * aie_sgemm_pack_b writes), and pixel i's operand for row k0 + t is
+ * a[i * lda + t]. An interior tap row (all pixels inside the image) is one
+ * segment straight on x (lda = stride_w * C, len = S * C when dil_w == 1);
+ * taps that cross the image border are copied by the driver into a small
+ * zero-filled scratch (lda = C); taps entirely in the padding are skipped.
+ * Epilogue: r = acc + bias_col[j] + res[i * ldc + j] (each if not NULL),
+ * then ep->act; only columns < n are stored. */
+typedef struct {
+    const float *a;
+    int64_t lda, k0, len;
+} aie_conv_seg;
+
+typedef void (*aie_conv_direct_tile_fn)(int nseg, const aie_conv_seg *seg, const float *pb, const float *bias_col,
+                                        const float *res, float *c, int64_t ldc, int n,
+                                        const aie_epilogue *ep);
+/* Max tile height of any ISA's shapes (avx512 narrow: 28 pixels). */
+#define AIE_CONV_DIRECT_MR_MAX 28
+
+/* One tile shape: up to mr pixels x ncols output channels; tile[h] is the
+ * kernel for h pixels (1 <= h <= mr; tile[0] unused). */
+typedef struct {
+    int mr, ncols;
+    aie_conv_direct_tile_fn tile[AIE_CONV_DIRECT_MR_MAX + 1];
+} aie_conv_direct_shape;
+/* nr: the weight panel width (the GEMM's NR). wide: ncols = nr; narrow:
+ * twice the pixels, ncols = nr / 2, for convs with at most nr / 2 output
+ * channels (the wide tile would spend half its FMAs on panel padding). */
+typedef struct {
+    int nr;
+    aie_conv_direct_shape wide, narrow;
+} aie_conv_direct_kernel;
+
+extern const aie_conv_direct_kernel aie_conv_direct_scalar;
+#ifdef AIE_HAVE_X86
+extern const aie_conv_direct_kernel aie_conv_direct_avx2;
+extern const aie_conv_direct_kernel aie_conv_direct_avx512;
+#endif
+
 /* Pooling over output rows [row0, row1) of the flattened (n, p) range. */
 typedef struct {
     const aie_pool2d_params *p;

@@ -16,6 +16,7 @@
 
 #include "conv_kernels.h"
 #include "conv_pack.h"
+#include "gemm_internal.h"
 
 int aie_conv_transpose2d_output_shape(const aie_conv2d_params *p, int64_t *P, int64_t *Q) {
     int rc = aie_conv_check_params(p, "conv_transpose2d");
@@ -94,6 +95,7 @@ typedef struct {
     int64_t P, Q, n;
     const float *col, *bias;
     const aie_epilogue *ep;
+    const gemm_kernels *kt;
     float *y;
 } convt_ctx;
 
@@ -116,7 +118,7 @@ static void convt_gather_task(void *ctx, int64_t task, int64_t ntasks) {
     for (int64_t oh = r0; oh < r1; oh++) {
         for (int64_t ow = 0; ow < c->Q; ow++) {
             float *restrict out = c->y + ((c->n * c->P + oh) * c->Q + ow) * K;
-            for (int64_t k = 0; k < K; k++) out[k] = c->bias ? c->bias[k] : 0.f;
+            memset(out, 0, (size_t)K * sizeof(float));
             for (int64_t r = 0; r < p->R; r++) {
                 const int64_t h = convt_src(oh, r, p->pad_top, p->dil_h, p->stride_h, p->H);
                 if (h < 0) continue;
@@ -131,8 +133,12 @@ static void convt_gather_task(void *ctx, int64_t task, int64_t ntasks) {
                     }
                 }
             }
-            aie_act_row_s(out, K, c->ep->act, c->ep->p0, c->ep->p1);
         }
+        /* bias + activation on the finished output row, vectorised (the
+         * per-ISA GEMM epilogue; a scalar SiLU here cost more than the GEMM) */
+        float *row = c->y + (c->n * c->P + oh) * c->Q * K;
+        if (c->bias || c->ep->act != AIE_ACT_NONE)
+            c->kt->epilogue(row, K, c->Q, K, c->bias, NULL, c->ep->act, c->ep->p0, c->ep->p1);
     }
 }
 
@@ -165,7 +171,7 @@ int aie_conv_transpose2d(const aie_conv2d_params *p, const float *x, const void 
                                   &plain, gws, gws_size, nt);
             if (rc) return rc;
         }
-        convt_ctx c = {p, P, Q, n, col, bias, &e, y};
+        convt_ctx c = {p, P, Q, n, col, bias, &e, aie_gemm_kernels_for(aie_selected_isa()), y};
         aie_parallel_for(P < nt ? P : nt, nt, convt_gather_task, &c);
     }
     return AIE_OK;

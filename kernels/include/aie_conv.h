@@ -25,10 +25,14 @@
  * Algorithms (chosen from the params, the same for every call):
  *   - depthwise (groups == C == K > 1): a direct kernel vectorised over
  *     channels, per ISA (3x3 has a register-blocked row kernel);
- *   - 1x1, stride 1, no padding: aie_sgemm_packed straight on x;
- *   - anything else: im2col of a tile of output pixels into the caller's
- *     workspace (one tile per thread), then aie_sgemm_packed on the tile;
- *     grouped convolution runs one GEMM per group.
+ *   - groups == 1, R*S*C <= 4608 and output rows of at least half a tile
+ *     (7 pixels on AVX-512; a 1x1 stride-1 conv is one row of N*H*W
+ *     pixels): a direct kernel that broadcasts the input in place (balanced
+ *     tiles of up to MR output pixels of a row x the GEMM's packed weight
+ *     panels; only border taps are copied, with zeros for padding);
+ *   - other 1x1, stride 1, no padding convs: aie_sgemm_packed straight on x;
+ *   - anything else: implicit GEMM, im2col rows packed straight into the
+ *     GEMM's A panels; grouped convolution runs one GEMM per group.
  * Epilogue (fused): y = act(conv + bias + residual). `bias` is NULL or K
  * floats; `residual` is NULL or an NHWC tensor shaped like y (it may be y
  * itself — ResNet's Add + Relu in place — but not overlap it otherwise); the
@@ -84,6 +88,18 @@ size_t aie_conv2d_workspace_size(const aie_conv2d_params *p, int nthreads);
 int aie_conv2d(const aie_conv2d_params *p, const float *x, const void *packed_w, const float *bias,
                const float *residual, const aie_epilogue *ep, float *y, void *workspace,
                size_t workspace_size, int nthreads);
+
+/* Algorithm selection. aie_conv2d picks per call from the params and the
+ * selected ISA (AUTO): depthwise direct, the direct NHWC kernel (see the
+ * list above: the input is read in place, no im2col packing), 1x1 stride-1
+ * GEMM or implicit GEMM. aie_conv2d_set_algo forces GEMM or
+ * DIRECT process-wide where the params allow it (tests and benchmarks
+ * compare the paths); it returns the previous setting. Not thread-safe
+ * against concurrent aie_conv2d calls. aie_conv2d_algo says which path a
+ * call with these params takes now (-1 on bad params). */
+enum { AIE_CONV_ALGO_AUTO = 0, AIE_CONV_ALGO_GEMM = 1, AIE_CONV_ALGO_DIRECT = 2, AIE_CONV_ALGO_DEPTHWISE = 3 };
+int aie_conv2d_set_algo(int algo);
+int aie_conv2d_algo(const aie_conv2d_params *p);
 
 /* ConvTranspose 2-D (ONNX semantics, explicit pads): output
  *   P = stride_h*(H-1) + out_pad_h + (R-1)*dil_h + 1 - pad_top - pad_bottom

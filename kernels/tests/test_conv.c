@@ -31,7 +31,21 @@ static const conv_case CASES[] = {
     {"depthwise s2 d2 asym", P(2, 17, 17, 17, 17, 3, 3, 2, 2, 2, 2, 2, 1, 0, 2, 17), AIE_ACT_HARDSWISH, 0},
     {"depthwise 5x5 C40", P(1, 7, 7, 40, 40, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, 40), AIE_ACT_NONE, 0},
     {"depthwise 7x7 H3", P(1, 3, 3, 3, 3, 7, 7, 1, 1, 1, 1, 3, 3, 3, 3, 3), AIE_ACT_NONE, 0},
+    /* rows long enough for the direct kernel's tiles (14 pixels on AVX-512):
+     * ragged ends, borders on both sides, strides, dilation, asymmetric pads */
+    {"direct 3x3 W31 + residual", P(1, 6, 31, 17, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), AIE_ACT_RELU, 1},
+    {"direct stem 7x7 s2 W45", P(1, 21, 45, 3, 64, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, 1), AIE_ACT_RELU, 0},
+    {"direct 3x3 s2 d(1,2) asym", P(2, 9, 47, 5, 33, 3, 3, 2, 2, 1, 2, 0, 3, 2, 1, 1), AIE_ACT_HARDSWISH, 1},
+    {"direct 3x3 W9 half tiles", P(1, 5, 9, 9, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), AIE_ACT_CLIP, 0},
+    {"direct 1x5 big pads", P(1, 3, 30, 4, 7, 1, 5, 1, 1, 1, 1, 2, 4, 0, 3, 1), AIE_ACT_NONE, 1},
+    {"direct narrow 3x3 s2 K16", P(1, 9, 75, 3, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1), AIE_ACT_HARDSWISH, 1},
+    {"direct 1x1 s1 one flat row", P(3, 5, 7, 19, 45, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1), AIE_ACT_RELU, 1},
 };
+
+/* Every case runs under both general algorithms; the direct one falls back
+ * to implicit GEMM where the params do not allow it (groups, short rows). */
+static const int ALGOS[] = {AIE_CONV_ALGO_GEMM, AIE_CONV_ALGO_DIRECT};
+static int g_algo_now = AIE_CONV_ALGO_AUTO;
 
 static double act_ref(double v, int act) {
     switch (act) {
@@ -89,6 +103,14 @@ static double run_case(const conv_case *cs, aie_isa isa, int nt, float *y, const
     KT_CHECK(rc == AIE_OK, "%s/%s: pack: %s", cs->name, aie_isa_name(isa), aie_last_error());
     rc = aie_conv2d(p, x, packed, b, res, &ep, y, ws, wsz, nt);
     KT_CHECK(rc == AIE_OK, "%s/%s: conv2d: %s", cs->name, aie_isa_name(isa), aie_last_error());
+    if (nt == 2 && g_algo_now == AIE_CONV_ALGO_DIRECT && aie_conv2d_algo(p) == AIE_CONV_ALGO_DIRECT) {
+        /* the direct path's arithmetic does not depend on the worker */
+        float *y1 = malloc(ny * sizeof(float));
+        rc = aie_conv2d(p, x, packed, b, res == y ? NULL : res, &ep, y1, ws, wsz, 1);
+        KT_CHECK(rc == AIE_OK && memcmp(y1, y, ny * sizeof(float)) == 0, "%s/%s: direct, 1 vs 2 threads not bitwise",
+                 cs->name, aie_isa_name(isa));
+        free(y1);
+    }
     double worst = 0;
     for (size_t i = 0; i < ny; i++) {
         double e = fabs(y[i] - ref[i]) / scale[i];
@@ -227,12 +249,35 @@ static void test_errors(void) {
     free(packed);
 }
 
+/* The forced direct algo reaches the direct kernel on every ISA for the
+ * cases written for it (else the loop above would test GEMM twice). */
+static void test_direct_taken(void) {
+    const aie_isa saved = aie_selected_isa();
+    aie_conv2d_set_algo(AIE_CONV_ALGO_DIRECT);
+    for (int isa = AIE_ISA_SCALAR; isa <= (int)aie_best_isa(); isa++) {
+        aie_set_isa((aie_isa)isa);
+        for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
+            if (strncmp(CASES[i].name, "direct", 6) == 0)
+                KT_CHECK(aie_conv2d_algo(&CASES[i].p) == AIE_CONV_ALGO_DIRECT, "%s/%s: direct path not taken",
+                         CASES[i].name, aie_isa_name((aie_isa)isa));
+    }
+    aie_conv2d_set_algo(AIE_CONV_ALGO_AUTO);
+    aie_set_isa(saved);
+}
+
 int main(void) {
     if (aie_init() != AIE_OK) {
         fprintf(stderr, "aie_init: %s\n", aie_last_error());
         return 1;
     }
-    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) test_case(&CASES[i]);
+    for (size_t a = 0; a < sizeof ALGOS / sizeof ALGOS[0]; a++) {
+        g_algo_now = ALGOS[a];
+        aie_conv2d_set_algo(g_algo_now);
+        for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) test_case(&CASES[i]);
+    }
+    aie_conv2d_set_algo(AIE_CONV_ALGO_AUTO);
+    g_algo_now = AIE_CONV_ALGO_AUTO;
+    test_direct_taken();
     test_transpose();
     test_errors();
     return kt_report("test_conv");

@@ -15,6 +15,16 @@ import numpy as np
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
 
+def assert_close(y, want, scale, what):
+    """|y - want| within float32 accumulation error of the |x|*|w| scale."""
+    assert y.shape == want.shape, f"{what}: shape {y.shape} != {want.shape}"
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(y), nan), f"{what}: NaN positions differ"
+    err = np.abs(y.astype(np.float64) - want)[~nan]
+    tol = (1e-5 * scale + 1e-6)[~nan]
+    assert np.all(err <= tol), f"{what}: max error {err.max():.3g} (worst ratio {(err / tol).max():.3g})"
+
+
 def activation(y: np.ndarray, act) -> np.ndarray:
     """The activations of engine.kernels.conv, in float64."""
     if act is None:

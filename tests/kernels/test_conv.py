@@ -43,14 +43,7 @@ def _data(case, seed=0):
     return x, wt, b
 
 
-def _assert_close(y, want, scale, what):
-    """|y - want| within float32 accumulation error of the |x|*|w| scale."""
-    assert y.shape == want.shape, f"{what}: shape {y.shape} != {want.shape}"
-    nan = np.isnan(want)
-    assert np.array_equal(np.isnan(y), nan), f"{what}: NaN positions differ"
-    err = np.abs(y.astype(np.float64) - want)[~nan]
-    tol = (1e-5 * scale + 1e-6)[~nan]
-    assert np.all(err <= tol), f"{what}: max error {err.max():.3g} (worst ratio {(err / tol).max():.3g})"
+_assert_close = ref.assert_close
 
 
 @pytest.mark.parametrize("isa", ISAS)

@@ -1,0 +1,125 @@
+"""Where a zoo model's time goes: ai-engine per step vs onnxruntime per node type.
+
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/profile_model.py cnn_bn
+        [--batch 1] [--threads 1] [--top 15] [--repeats 5]
+
+ai-engine: InferenceSession.profile (each plan step run alone, best of
+--repeats; a step's time includes one ctypes call, ~1-3 us). Steps are
+grouped by kind (op name, and for conv: kernel RxS, stride, C->K, input
+HxW). onnxruntime: its own profiler (SessionOptions.enable_profiling), the
+median per node over --repeats runs, summed per op type. Prints both tables
+and each side's total, so the gap can be read per op family.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def step_label(row: dict) -> str:
+    ints = row["ints"]
+    if row["op_name"] in ("conv", "conv_transpose") and len(ints) >= 16:
+        N, H, W, C, K, R, S, sh, sw = ints[:9]
+        g = ints[15]
+        kind = "dw" if g == C == K and g > 1 else (f"g{g}" if g > 1 else "")
+        return f"{row['op_name']} {R}x{S}/{sh} {kind}{C}->{K} @{H}x{W}"
+    if row["op_name"] in ("matmul", "gemm_packed") and len(ints) >= 3:
+        return f"{row['op_name']} {ints[0]}x{ints[1]}x{ints[2]}"
+    return row["op_name"]
+
+
+def engine_profile(sess, feeds, repeats: int):
+    rows = sess.profile(feeds, repeats=repeats)
+    groups = defaultdict(lambda: [0, 0])
+    for r in rows:
+        g = groups[step_label(r)]
+        g[0] += r["ns"]
+        g[1] += 1
+    return rows, groups
+
+
+def ort_profile(src: Path, feeds, threads: int, repeats: int):
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.enable_profiling = True
+    so.profile_file_prefix = str(Path(tempfile.mkdtemp(prefix="aie-ortprof-")) / "ort")
+    sess = ort.InferenceSession(str(src), so, providers=["CPUExecutionProvider"])
+    for _ in range(repeats + 1):
+        sess.run(None, feeds)
+    path = sess.end_profiling()
+    events = json.load(open(path))
+    os.unlink(path)
+    per_node = defaultdict(list)
+    op_of = {}
+    for e in events:
+        if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):
+            node = e["name"][: -len("_kernel_time")]
+            per_node[node].append(e["dur"] * 1000)  # us -> ns
+            op_of[node] = e.get("args", {}).get("op_name", "?")
+    groups = defaultdict(lambda: [0, 0])
+    for node, durs in per_node.items():
+        durs = durs[1:] or durs  # the first run builds caches
+        g = groups[op_of[node]]
+        g[0] += float(np.median(durs))
+        g[1] += 1
+    return groups
+
+
+def print_groups(title: str, groups, top: int) -> float:
+    total = sum(v[0] for v in groups.values())
+    print(f"\n{title}: total {total / 1e6:.3f} ms")
+    print(f"{'ms':>9} {'share':>6} {'n':>4}  kind")
+    for label, (ns, n) in sorted(groups.items(), key=lambda kv: -kv[1][0])[:top]:
+        print(f"{ns / 1e6:>9.3f} {100 * ns / max(total, 1):>5.1f}% {n:>4}  {label}")
+    return total
+
+
+def main(argv=None) -> int:
+    from engine.session import InferenceSession
+    from models import zoo
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("model", choices=zoo.NAMES)
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--top", type=int, default=15)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--algo", choices=("auto", "gemm", "direct"), default="auto",
+                   help="convolution path where the params allow it (aie_conv2d_set_algo)")
+    args = p.parse_args(argv)
+    if args.algo != "auto":
+        import ctypes
+
+        from engine.kernels._lib import lib
+
+        lib().aie_conv2d_set_algo.argtypes = [ctypes.c_int]
+        lib().aie_conv2d_set_algo({"gemm": 1, "direct": 2}[args.algo])
+    src = zoo.ensure(args.model, Path(tempfile.gettempdir()) / "aie-profile-zoo")
+    feeds = zoo.random_inputs(args.model, batch=args.batch, seed=0)
+    sess = InferenceSession(src, threads=args.threads)
+    sess.run(None, feeds)
+    print(f"{args.model} batch {args.batch}, {args.threads} thread(s), load average "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    _, groups = engine_profile(sess, feeds, args.repeats)
+    print_groups("ai-engine (per step kind, best of repeats)", groups, args.top)
+    print_groups("onnxruntime (per op type, median per node)", ort_profile(src, feeds, args.threads, args.repeats),
+                 args.top)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
