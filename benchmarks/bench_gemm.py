@@ -65,19 +65,30 @@ def openblas_description() -> str:
     return "no OpenBLAS found by threadpoolctl"
 
 
+# OpenBLAS worker threads busy-wait after each call (its THREAD_TIMEOUT, about
+# 0.1 s by default) and ai-engine's pool spins at most 50 us: alternating call
+# by call would hand OpenBLAS's spinning thread the core our second thread
+# needs. So the two alternate in blocks with a pause between, long enough for
+# both pools to be asleep when the other starts.
+SWITCH_PAUSE_S = 0.25
+ROUNDS = 4
+
+
 def time_pair(ours, theirs, budget_s: float, min_reps: int) -> tuple[float, float]:
-    """Median seconds per call of each, alternating calls."""
+    """Median seconds per call of each, alternating blocks of calls."""
     ours(), theirs()  # warm caches, pool threads, page faults
     t_ours, t_theirs = [], []
-    start = time.perf_counter()
-    while len(t_ours) < min_reps or (time.perf_counter() - start < budget_s and len(t_ours) < 1000):
-        t0 = time.perf_counter()
-        ours()
-        t1 = time.perf_counter()
-        theirs()
-        t2 = time.perf_counter()
-        t_ours.append(t1 - t0)
-        t_theirs.append(t2 - t1)
+    for _ in range(ROUNDS):
+        for fn, sink in ((ours, t_ours), (theirs, t_theirs)):
+            time.sleep(SWITCH_PAUSE_S)
+            start = time.perf_counter()
+            reps = 0
+            while reps < max(1, min_reps // ROUNDS) or (time.perf_counter() - start < budget_s / ROUNDS
+                                                        and reps < 250):
+                t0 = time.perf_counter()
+                fn()
+                sink.append(time.perf_counter() - t0)
+                reps += 1
     return statistics.median(t_ours), statistics.median(t_theirs)
 
 
