@@ -14,12 +14,13 @@ from typing import Callable
 
 from engine.errors import UnsupportedOperatorError
 from engine.ops import control, data, elementwise, linear, nn, recurrent, reduce
-from engine.ops import (attention, bitwise, cumulative, einsum, loops, losses, masking, normalization,
-                        pooling_ext, quantize, recurrent_ext, sampling, scatter, scatter_ext, sorting, spectral)
+from engine.ops import (attention, bitwise, cumulative, einsum, fused_attention, fused_norm, loops, losses, masking,
+                        normalization, pooling_ext, quantize, recurrent_ext, sampling, scatter, scatter_ext, sorting,
+                        spectral)
 
 _FAMILIES = (data, elementwise, linear, nn, reduce, control, recurrent, masking, normalization, losses, attention,
              bitwise, cumulative, scatter, sorting, recurrent_ext, einsum, pooling_ext, sampling,
-             spectral, quantize, scatter_ext, loops)
+             spectral, quantize, scatter_ext, loops, fused_norm, fused_attention)
 
 REGISTRY: dict[str, dict[int, Callable]] = {}
 KNOWN_ATTRS: dict[str, set[str]] = {}

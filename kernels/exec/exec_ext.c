@@ -11,6 +11,8 @@ static const aie_exec_fn k_ext_fns[EXT_COUNT] = {
     [AIE_X_SCATTER_ND - AIE_X_EXT_FIRST] = aie_x_scatter_nd,
     [AIE_X_GATHER_ND - AIE_X_EXT_FIRST] = aie_x_gather_nd,
     [AIE_X_GRID_SAMPLE - AIE_X_EXT_FIRST] = aie_x_grid_sample,
+    [AIE_X_RMS_NORM - AIE_X_EXT_FIRST] = aie_x_rms_norm,
+    [AIE_X_ATTENTION - AIE_X_EXT_FIRST] = aie_x_attention,
 };
 
 static const char *const k_ext_names[EXT_COUNT] = {
@@ -21,6 +23,8 @@ static const char *const k_ext_names[EXT_COUNT] = {
     [AIE_X_SCATTER_ND - AIE_X_EXT_FIRST] = "scatter_nd",
     [AIE_X_GATHER_ND - AIE_X_EXT_FIRST] = "gather_nd",
     [AIE_X_GRID_SAMPLE - AIE_X_EXT_FIRST] = "grid_sample",
+    [AIE_X_RMS_NORM - AIE_X_EXT_FIRST] = "rms_norm",
+    [AIE_X_ATTENTION - AIE_X_EXT_FIRST] = "attention",
 };
 
 aie_exec_fn aie_exec_ext_fn(int64_t op) {

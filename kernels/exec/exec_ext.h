@@ -35,6 +35,10 @@ enum {
      * W, OH, OW, mode (0 nearest, 1 linear, 2 cubic), padding (0 zeros,
      * 1 border, 2 reflection), align_corners. float32. */
     AIE_X_GRID_SAMPLE = 206,
+    /* t: y, x, scale. ip: rows, cols. fp: eps. y = x / sqrt(mean(x^2) + eps) * scale. */
+    AIE_X_RMS_NORM = 207,
+    /* Fused attention: see attention_fused.c. */
+    AIE_X_ATTENTION = 208,
     AIE_X_EXT_END
 };
 
@@ -48,6 +52,9 @@ int aie_x_scatter_elements(const aie_step_args *a);
 int aie_x_scatter_nd(const aie_step_args *a);
 int aie_x_gather_nd(const aie_step_args *a);
 int aie_x_grid_sample(const aie_step_args *a);
+int aie_x_rms_norm(const aie_step_args *a);
+int aie_x_attention(const aie_step_args *a);
+size_t aie_attention_workspace(int64_t tile, int64_t L, int64_t dk, int64_t dv, int64_t workers);
 
 /* The function of an extension opcode, or NULL. */
 aie_exec_fn aie_exec_ext_fn(int64_t op);
