@@ -48,9 +48,6 @@ class PoolParams(ctypes.Structure):
         ("ceil_mode", ctypes.c_int32), ("count_include_pad", ctypes.c_int32)]
 
 
-_ConvParams, _PoolParams = ConvParams, PoolParams
-
-
 class _Epilogue(ctypes.Structure):
     """aie_epilogue (aie_gemm.h); the conv kernels take the bias separately."""
 
@@ -73,7 +70,7 @@ def _c():
     global _bound
     h = lib()
     if not _bound:
-        cp, pp = ctypes.POINTER(_ConvParams), ctypes.POINTER(_PoolParams)
+        cp, pp = ctypes.POINTER(ConvParams), ctypes.POINTER(PoolParams)
         i64p, vp, sz = ctypes.POINTER(ctypes.c_int64), ctypes.c_void_p, ctypes.c_size_t
         ep = ctypes.POINTER(_Epilogue)
         for name, res, args in (
@@ -188,9 +185,9 @@ class PackedConvWeights:
     isa: str
 
 
-def _conv_params(x_shape, k, cg, r, s, strides, pads, dilations, group, out_pad=(0, 0)) -> _ConvParams:
+def _conv_params(x_shape, k, cg, r, s, strides, pads, dilations, group, out_pad=(0, 0)) -> ConvParams:
     n, h, w, c = x_shape
-    return _ConvParams(n, h, w, c, k, r, s, strides[0], strides[1], dilations[0], dilations[1],
+    return ConvParams(n, h, w, c, k, r, s, strides[0], strides[1], dilations[0], dilations[1],
                        pads[0], pads[1], pads[2], pads[3], group, out_pad[0], out_pad[1])
 
 
@@ -296,7 +293,7 @@ def conv_transpose2d(x_nhwc: np.ndarray, w_ckrs: np.ndarray, bias: np.ndarray | 
     dilations = _ints("dilations", dilations, 2, 1)
     pads = _ints("pads", pads, 4, 0)
     out_pad = _ints("output_padding", output_padding, 2, 0)
-    params = _ConvParams(x.shape[0], x.shape[1], x.shape[2], c, k, r, s, strides[0], strides[1],
+    params = ConvParams(x.shape[0], x.shape[1], x.shape[2], c, k, r, s, strides[0], strides[1],
                          dilations[0], dilations[1], pads[0], pads[1], pads[2], pads[3], group,
                          out_pad[0], out_pad[1])
     h = _c()
@@ -330,7 +327,7 @@ def _pool(kind: int, what: str, x_nhwc, kernel, strides, pads, dilations, ceil_m
     strides = _ints("strides", strides if strides is not None else (1, 1), 2, 1)
     dilations = _ints("dilations", dilations, 2, 1)
     pads = _ints("pads", pads, 4, 0)
-    params = _PoolParams(*x.shape, *kernel, *strides, *dilations, *pads, int(bool(ceil_mode)),
+    params = PoolParams(*x.shape, *kernel, *strides, *dilations, *pads, int(bool(ceil_mode)),
                          int(bool(count_include_pad)))
     h = _c()
     p, q = ctypes.c_int64(), ctypes.c_int64()

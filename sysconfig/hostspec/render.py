@@ -10,14 +10,13 @@ and the names of its files, never on time, host or dict order.
 from __future__ import annotations
 
 import functools
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
 import yaml
 
+from hostspec.filesync import atomic_write, target_path
 from hostspec.hugepages import HugepagePlan, hugepage_plan
 from hostspec.sysctl_notes import note
 from hostspec.units import format_size
@@ -229,24 +228,9 @@ def _owned_patterns(spec) -> str:
 
 def write_tree(tree: dict[str, RenderedFile], out_dir: Path) -> None:
     """Write every file under out_dir; each appears wholly old or wholly new
-    (temp file in the same directory, fsync, rename)."""
+    (the same atomic write provision uses)."""
     out_dir = Path(out_dir)
     for rel, rendered in sorted(tree.items()):
-        target = out_dir / rel
+        target = target_path(out_dir, rel)
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(rendered.content)
-                fh.flush()
-                os.fchmod(fh.fileno(), rendered.mode)
-                os.fsync(fh.fileno())
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        dir_fd = os.open(target.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        atomic_write(target, rendered.content, rendered.mode)
