@@ -69,7 +69,7 @@ def ort_profile(src: Path, feeds, threads: int, repeats: int):
         if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):
             node = e["name"][: -len("_kernel_time")]
             per_node[node].append(e["dur"] * 1000)  # us -> ns
-            op_of[node] = e.get("args", {}).get("op_name", "?")
+            op_of[node] = ort_label(e.get("args", {}))
     groups = defaultdict(lambda: [0, 0])
     for node, durs in per_node.items():
         durs = durs[1:] or durs  # the first run builds caches
@@ -77,6 +77,24 @@ def ort_profile(src: Path, feeds, threads: int, repeats: int):
         g[0] += float(np.median(durs))
         g[1] += 1
     return groups
+
+
+def ort_label(args: dict) -> str:
+    """The engine's step label for an onnxruntime Conv node (from the shapes in
+    its profile event), so the two tables line up per layer kind."""
+    op = args.get("op_name", "?")
+    try:
+        shapes = [next(iter(d.values())) for d in args["input_type_shape"]]
+        out = next(iter(args["output_type_shape"][0].values()))
+    except (KeyError, IndexError, StopIteration, AttributeError):
+        return op
+    if op in ("Conv", "FusedConv") and len(shapes) >= 2 and len(shapes[0]) == 4 and len(out) == 4:
+        _, c, h, w = shapes[0]
+        k, cg, r, s = shapes[1]
+        sh = max(1, round(h / out[2])) if out[2] else 1
+        kind = "dw" if cg == 1 and k == c and c > 1 else ("" if cg == c else f"g{c // cg}")
+        return f"conv {r}x{s}/{sh} {kind}{c}->{k} @{h}x{w}"
+    return op
 
 
 def print_groups(title: str, groups, top: int) -> float:

@@ -34,6 +34,9 @@ def _lib():
             ("aie_conv2d_packed_size", sz, [cp]),
             ("aie_conv2d_pack_weights", ctypes.c_int, [cp, vp, vp, sz]),
             ("aie_conv2d_workspace_size", sz, [cp, ctypes.c_int]),
+            ("aie_conv2d_winograd_wins", ctypes.c_int, [cp]),
+            ("aie_conv2d_winograd_packed_size", sz, [cp]),
+            ("aie_conv2d_pack_winograd", ctypes.c_int, [cp, vp, vp, sz]),
             ("aie_conv_transpose2d_output_shape", ctypes.c_int, [cp, i64p, i64p]),
             ("aie_conv_transpose2d_packed_size", sz, [cp]),
             ("aie_conv_transpose2d_pack_weights", ctypes.c_int, [cp, vp, vp, sz]),
@@ -96,8 +99,25 @@ def conv_workspace(p: ConvParams, nthreads: int, transposed: bool = False) -> in
     return max(int(fn(ctypes.byref(p), n)) for n in {1, max(int(nthreads), 1)})
 
 
-def pack_conv(w: np.ndarray, group: int, transposed: bool = False) -> np.ndarray:
-    """Pack Conv (K, C/g, R, S) or ConvTranspose (C, K/g, R, S) weights."""
+def winograd_wins(p: ConvParams) -> bool:
+    """The library's choice of the Winograd F(2x2, 3x3) path for these params
+    on the selected ISA (H = W = 0: spatial size unknown, decide by channels)."""
+    return bool(_lib().aie_conv2d_winograd_wins(ctypes.byref(p)))
+
+
+# The packed-conv blob header (kernels/core/conv_pack.h): magic "AIEC", version,
+# isa, kind (4 = Winograd) as little-endian uint32s.
+_CONV_PACK_MAGIC, _CONV_PACK_WINOGRAD = 0x43454941, 4
+
+
+def is_winograd_blob(blob: np.ndarray) -> bool:
+    head = np.frombuffer(np.ascontiguousarray(blob[:16]).tobytes(), "<u4") if blob.size >= 16 else ()
+    return len(head) == 4 and int(head[0]) == _CONV_PACK_MAGIC and int(head[3]) == _CONV_PACK_WINOGRAD
+
+
+def pack_conv(w: np.ndarray, group: int, transposed: bool = False, winograd: bool = False) -> np.ndarray:
+    """Pack Conv (K, C/g, R, S) or ConvTranspose (C, K/g, R, S) weights;
+    winograd=True: 3x3 Conv weights for the Winograd path (see winograd_wins)."""
     w = np.ascontiguousarray(w, np.float32)
     if transposed:
         C, Kg, R, S = w.shape
@@ -108,12 +128,17 @@ def pack_conv(w: np.ndarray, group: int, transposed: bool = False) -> np.ndarray
         # Only C, K, R, S and groups shape the packing; the rest is a valid dummy.
         p = conv_params(N=1, H=R, W=S, C=Cg * group, K=K, R=R, S=S, stride_h=1, stride_w=1, dil_h=1, dil_w=1,
                         groups=group)
-    size = packed_conv_size(p, transposed)
+    h = _lib()
+    if winograd and not transposed:
+        size_fn, fn = h.aie_conv2d_winograd_packed_size, h.aie_conv2d_pack_winograd
+    elif transposed:
+        size_fn, fn = h.aie_conv_transpose2d_packed_size, h.aie_conv_transpose2d_pack_weights
+    else:
+        size_fn, fn = h.aie_conv2d_packed_size, h.aie_conv2d_pack_weights
+    size = int(size_fn(ctypes.byref(p)))
     if size == 0:
         raise KernelError(f"cannot pack weights of shape {w.shape} (group {group}): {_last_error()}")
     blob = _aligned(size)
-    h = _lib()
-    fn = h.aie_conv_transpose2d_pack_weights if transposed else h.aie_conv2d_pack_weights
     if fn(ctypes.byref(p), w.ctypes.data, blob.ctypes.data, size) != 0:
         raise KernelError(f"packing weights of shape {w.shape}: {_last_error()}")
     return blob

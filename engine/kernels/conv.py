@@ -78,6 +78,9 @@ def _c():
             ("aie_conv2d_packed_size", sz, [cp]),
             ("aie_conv2d_pack_weights", ctypes.c_int, [cp, vp, vp, sz]),
             ("aie_conv2d_workspace_size", sz, [cp, ctypes.c_int]),
+            ("aie_conv2d_winograd_wins", ctypes.c_int, [cp]),
+            ("aie_conv2d_winograd_packed_size", sz, [cp]),
+            ("aie_conv2d_pack_winograd", ctypes.c_int, [cp, vp, vp, sz]),
             ("aie_conv2d", ctypes.c_int, [cp, vp, vp, vp, vp, ep, vp, vp, sz, ctypes.c_int]),
             ("aie_conv_transpose2d_output_shape", ctypes.c_int, [cp, i64p, i64p]),
             ("aie_conv_transpose2d_packed_size", sz, [cp]),
@@ -183,6 +186,7 @@ class PackedConvWeights:
     weight_shape: tuple[int, int, int, int]  # K, C/group, R, S
     group: int
     isa: str
+    winograd: bool = False      # packed by pack_conv_weights(..., winograd=True)
 
 
 def _conv_params(x_shape, k, cg, r, s, strides, pads, dilations, group, out_pad=(0, 0)) -> ConvParams:
@@ -198,8 +202,12 @@ def _check_group(group: int, c: int, k: int, cg: int, what: str) -> None:
         raise ValueError(f"{what}: weights expect {cg * group} input channels ({cg} x group {group}), input has {c}")
 
 
-def pack_conv_weights(w_oihw: np.ndarray, *, group: int = 1) -> PackedConvWeights:
-    """Pack Conv weights (K x C/group x R x S) for the selected ISA."""
+def pack_conv_weights(w_oihw: np.ndarray, *, group: int = 1, winograd: bool = False) -> PackedConvWeights:
+    """Pack Conv weights (K x C/group x R x S) for the selected ISA.
+
+    winograd=True packs 3x3 weights (group 1) for the Winograd F(2x2, 3x3)
+    path, which conv2d_packed then takes for stride-1, dilation-1 calls
+    (2.25x fewer multiply-adds; see winograd_wins for when it is faster)."""
     w = _f32_array("weights", w_oihw, 4)
     k, cg, r, s = w.shape
     if min(w.shape) < 1 or group < 1 or k % group:
@@ -208,12 +216,27 @@ def pack_conv_weights(w_oihw: np.ndarray, *, group: int = 1) -> PackedConvWeight
     # Only C, K, R, S and groups shape the packing; the rest is a valid dummy.
     params = _conv_params((1, r, s, cg * group), k, cg, r, s, (1, 1), (0, 0, 0, 0), (1, 1), group)
     h = _c()
-    size = h.aie_conv2d_packed_size(ctypes.byref(params))
+    size_fn, pack_fn = ((h.aie_conv2d_winograd_packed_size, h.aie_conv2d_pack_winograd) if winograd
+                        else (h.aie_conv2d_packed_size, h.aie_conv2d_pack_weights))
+    size = size_fn(ctypes.byref(params))
     if size == 0:
-        raise ValueError(f"weights: cannot pack shape {w.shape}: {h.aie_last_error().decode()}")
+        raise ValueError(f"weights: cannot pack shape {w.shape}{' for Winograd' if winograd else ''}: "
+                         f"{h.aie_last_error().decode()}")
     blob = _aligned_bytes(size)
-    check(h.aie_conv2d_pack_weights(ctypes.byref(params), _ptr(w), _ptr(blob), size), "conv2d_pack_weights")
-    return PackedConvWeights(blob, (k, cg, r, s), group, h.aie_isa_name(h.aie_selected_isa()).decode())
+    check(pack_fn(ctypes.byref(params), _ptr(w), _ptr(blob), size), "conv2d_pack_weights")
+    return PackedConvWeights(blob, (k, cg, r, s), group, h.aie_isa_name(h.aie_selected_isa()).decode(),
+                             bool(winograd))
+
+
+def winograd_wins(x_shape, w_shape, *, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), group: int = 1) -> bool:
+    """Whether the library picks Winograd for this NHWC conv on the selected
+    ISA (3x3, stride 1, dilation 1, group 1, and sizes where it measured
+    faster). x_shape None: the spatial size is not known yet."""
+    k, cg, r, s = w_shape
+    n, hh, ww, c = x_shape if x_shape is not None else (1, 0, 0, cg * group)
+    params = _conv_params((n, hh, ww, c), k, cg, r, s, _ints("strides", strides, 2, 1), _ints("pads", pads, 4, 0),
+                          _ints("dilations", dilations, 2, 1), group)
+    return bool(_c().aie_conv2d_winograd_wins(ctypes.byref(params)))
 
 
 def conv2d_packed(x_nhwc: np.ndarray, packed: PackedConvWeights, bias: np.ndarray | None = None, *,
@@ -371,5 +394,5 @@ def global_max_pool(x_nhwc: np.ndarray, *, threads: int | None = None) -> np.nda
     return _global(_POOL_MAX, x_nhwc, threads)
 
 
-__all__ = ["PackedConvWeights", "pack_conv_weights", "conv2d", "conv2d_packed", "conv_transpose2d",
+__all__ = ["PackedConvWeights", "pack_conv_weights", "winograd_wins", "conv2d", "conv2d_packed", "conv_transpose2d",
            "max_pool2d", "avg_pool2d", "global_avg_pool", "global_max_pool"]

@@ -84,14 +84,19 @@ def _nhwc_result(ctx, shape) -> Value:
 def _packed_weights(ctx, w: Value, params, group: int, transposed: bool) -> Value:
     """The packed weight blob: the converter's (input 3) when it was packed
     for this host's ISA, else packed now from a constant, else by a step."""
-    from engine.packing import host_isa, pack_conv, packed_conv_size
+    from engine.packing import host_isa, is_winograd_blob, pack_conv, packed_conv_size, winograd_wins
 
     packed = ctx.input(3)
-    if packed is not None and ctx.attr("_packed_isa") == host_isa():
+    # Winograd where the library prefers it for this input size: the
+    # converter chose by channel counts alone, so a blob of the other kind
+    # is packed again (from the raw weights, which the .aie keeps).
+    wino = not transposed and winograd_wins(params)
+    if packed is not None and ctx.attr("_packed_isa") == host_isa() and (
+            w.const is None or packed.const is None or is_winograd_blob(packed.const) == wino):
         return packed
     if w.const is not None:
         w4 = w.const.reshape(w.shape[:2] + (1,) + w.shape[2:]) if w.rank == 3 else w.const
-        blob = pack_conv(w4, group, transposed)
+        blob = pack_conv(w4, group, transposed, winograd=wino)
         return Value(blob.shape, np.uint8, const=blob)
     size = packed_conv_size(params, transposed)
     if size == 0:

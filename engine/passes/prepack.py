@@ -15,7 +15,20 @@ import numpy as np
 
 from engine.errors import KernelError
 from engine.ir import Graph
-from engine.packing import host_isa, pack_conv, pack_gemm_b
+from engine.packing import conv_params, host_isa, pack_conv, pack_gemm_b, winograd_wins
+
+
+def _winograd(node, w: np.ndarray, group: int) -> bool:
+    """Winograd packing for 3x3 stride-1 dilation-1 convs where the library
+    prefers it by channel counts (the spatial size is not known here; a plan
+    for a size where it does not pay packs the GEMM layout again)."""
+    if w.ndim != 4 or w.shape[2:] != (3, 3):
+        return False
+    if any(int(v) != 1 for v in list(node.attrs.get("strides", [1, 1])) + list(node.attrs.get("dilations", [1, 1]))):
+        return False
+    K, Cg = w.shape[:2]
+    return winograd_wins(conv_params(N=1, H=0, W=0, C=Cg * group, K=K, R=3, S=3, stride_h=1, stride_w=1, dil_h=1,
+                                     dil_w=1, groups=group))
 
 
 def _pack(node, inits) -> tuple[tuple, np.ndarray | None] | None:
@@ -29,9 +42,10 @@ def _pack(node, inits) -> tuple[tuple, np.ndarray | None] | None:
         transposed = node.op == "ConvTranspose"
         if transposed and w.ndim != 4:
             return None
-        key = (node.inputs[1], node.op, group)
+        wino = not transposed and _winograd(node, w, group)
+        key = (node.inputs[1], node.op, group, wino)
         return key, (lambda: pack_conv(w.reshape(w.shape[:2] + (1,) + w.shape[2:]) if w.ndim == 3 else w, group,
-                                       transposed))
+                                       transposed, winograd=wino))
     if node.op == "Gemm" and w.ndim == 2:
         trans = int(node.attrs.get("transB", 0))
         return (node.inputs[1], "gemm", trans), (lambda: pack_gemm_b(w, bool(trans)))

@@ -11,6 +11,7 @@
 #include "conv_direct.h"
 #include "conv_kernels.h"
 #include "conv_pack.h"
+#include "conv_winograd.h"
 #include "gemm_internal.h"
 #include "threadpool.h"
 
@@ -102,6 +103,52 @@ int aie_conv2d_pack_weights(const aie_conv2d_params *p, const float *w, void *pa
     return rc;
 }
 
+/* ---- Winograd weights ---------------------------------------------------- */
+
+int aie_conv2d_winograd_wins(const aie_conv2d_params *p) {
+    if (!p) return 0;
+    /* H = W = 0: the spatial size is not known yet (a converter packing
+     * weights ahead of any input); decide from the channels alone */
+    aie_conv2d_params q = *p;
+    const int unknown = p->H == 0 && p->W == 0;
+    if (unknown) q.H = q.W = 3;
+    if (aie_conv_check_params(&q, "conv2d_winograd_wins") || !aie_conv_winograd_possible(&q)) return 0;
+    /* Measured (benchmarks/bench_conv.py, AVX-512, 1 thread): 2.25x fewer
+     * FMAs win wherever the 16/9 larger transformed weights still stream
+     * from L2/L3 faster than the FMAs they save: up to 256 x 256 channels;
+     * 512 x 512 at 7x7 (16 tiles) is bound by that stream and slower than
+     * the direct kernel. Too few tiles, or tiny channel counts, leave the
+     * 16 products too short to pay for the transforms. */
+    if (p->C < 16 || p->K < 16 || p->C * p->K > 256 * 256) return 0;
+    if (unknown) return 1;
+    int64_t P, Q;
+    if (aie_conv2d_output_shape(p, &P, &Q)) return 0;
+    return ((P + 1) / 2) * ((Q + 1) / 2) >= AIE_CONV_WINOGRAD_MIN_TILES;
+}
+
+size_t aie_conv2d_winograd_packed_size(const aie_conv2d_params *p) {
+    if (aie_conv_check_params(p, "conv2d_winograd_packed_size")) return 0;
+    if (!aie_conv_winograd_possible(p)) {
+        aie_fail(AIE_EINVAL, "conv2d_winograd_packed_size: Winograd needs a 3x3, stride-1, dilation-1, "
+                             "ungrouped convolution (got %lldx%lld, strides %lld,%lld, dilations %lld,%lld, groups %lld)",
+                 (long long)p->R, (long long)p->S, (long long)p->stride_h, (long long)p->stride_w,
+                 (long long)p->dil_h, (long long)p->dil_w, (long long)p->groups);
+        return 0;
+    }
+    return sizeof(aie_conv_pack_header) + 16 * (size_t)aie_conv_winograd_xi_bytes(p);
+}
+
+int aie_conv2d_pack_winograd(const aie_conv2d_params *p, const float *w, void *packed, size_t packed_size) {
+    size_t need = aie_conv2d_winograd_packed_size(p);
+    if (need == 0) return AIE_EINVAL;
+    if (!w || !packed) return aie_fail(AIE_EINVAL, "conv2d_pack_winograd: NULL weights or destination");
+    if (packed_size < need)
+        return aie_fail(AIE_ENOMEM, "conv2d_pack_winograd: destination holds %zu bytes, need %zu", packed_size, need);
+    aie_conv_pack_header *h = packed;
+    aie_conv_pack_header_fill(h, p, AIE_CONV_PACK_WINOGRAD);
+    return aie_conv_winograd_pack(p, w, (char *)packed + sizeof *h, h->group_bytes);
+}
+
 /* ---- workspace ---------------------------------------------------------- */
 
 static int eff_threads(int nthreads) {
@@ -123,6 +170,11 @@ static size_t workspace_total(const aie_conv2d_params *p, int64_t P, int64_t Q, 
     if (p->groups == 1 && p->R * p->S <= AIE_CONV_DIRECT_MAX_TAPS) {
         size_t d = aie_conv_direct_workspace(p, nt);
         if (d > g) g = d;
+    }
+    /* ... and for Winograd: the blob decides, the size must not depend on it */
+    if (aie_conv_winograd_possible(p)) {
+        size_t w = aie_conv_winograd_workspace(p, nt);
+        if (w > g) g = w;
     }
     return g;
 }
@@ -167,13 +219,32 @@ int aie_conv2d(const aie_conv2d_params *p, const float *x, const void *packed_w,
     if ((rc = aie_conv2d_output_shape(p, &P, &Q))) return rc;
     if (p->N == 0) return AIE_OK;
     aie_epilogue e;
-    if ((rc = aie_conv_check_call(p, x, packed_w, y, ep,
-                                  is_depthwise(p) ? AIE_CONV_PACK_DEPTHWISE : AIE_CONV_PACK_GEMM, "conv2d", &e)))
-        return rc;
+    /* Weights packed by aie_conv2d_pack_winograd choose the Winograd path */
+    const int winograd = packed_w && ((const aie_conv_pack_header *)packed_w)->magic == AIE_CONV_PACK_MAGIC &&
+                         ((const aie_conv_pack_header *)packed_w)->kind == AIE_CONV_PACK_WINOGRAD;
+    const int kind = winograd ? AIE_CONV_PACK_WINOGRAD
+                              : is_depthwise(p) ? AIE_CONV_PACK_DEPTHWISE : AIE_CONV_PACK_GEMM;
+    if ((rc = aie_conv_check_call(p, x, packed_w, y, ep, kind, "conv2d", &e))) return rc;
     const aie_conv_pack_header *h = packed_w;
     const char *body = (const char *)packed_w + sizeof *h;
     int nt = eff_threads(nthreads);
     const int64_t M = p->N * P * Q;
+
+    /* One workspace contract for every path: what aie_conv2d_workspace_size
+     * says for these params, whichever path the blob and params pick. */
+    size_t need = workspace_total(p, P, Q, nt), gemm_bytes = need ? need - AIE_ALIGN : 0;
+    if (need && (!workspace || workspace_size < need))
+        return aie_fail(AIE_ENOMEM, "conv2d: workspace of %zu bytes, need %zu (aie_conv2d_workspace_size)",
+                        workspace ? workspace_size : 0, need);
+
+    if (winograd) {
+        if (!aie_conv_winograd_possible(p))
+            return aie_fail(AIE_EINVAL, "conv2d: weights packed for Winograd need a 3x3, stride-1, dilation-1, "
+                                        "ungrouped convolution (these params: strides %lld,%lld, dilations %lld,%lld)",
+                            (long long)p->stride_h, (long long)p->stride_w, (long long)p->dil_h, (long long)p->dil_w);
+        return aie_conv_winograd_run(p, P, Q, x, body, h->group_bytes, bias, residual, &e, y, workspace,
+                                     workspace_size, nt);
+    }
 
     if (is_depthwise(p)) {
         int64_t rows = p->N * P, pieces = nt > 1 ? 4 * (int64_t)nt : 1;
@@ -185,10 +256,6 @@ int aie_conv2d(const aie_conv2d_params *p, const float *x, const void *packed_w,
     if (aie_conv_direct_chosen(p, Q))
         return aie_conv_direct_run(p, P, Q, x, body, bias, residual, &e, y, workspace, workspace_size, nt);
 
-    size_t need = workspace_total(p, P, Q, nt), gemm_bytes = need ? need - AIE_ALIGN : 0;
-    if (need && (!workspace || workspace_size < need))
-        return aie_fail(AIE_ENOMEM, "conv2d: workspace of %zu bytes, need %zu (aie_conv2d_workspace_size)",
-                        workspace ? workspace_size : 0, need);
     char *ws = need ? (char *)AIE_ROUND_UP((uintptr_t)workspace, AIE_ALIGN) : NULL;
 
     /* The residual rides on GEMM's beta: y holds the residual, beta = 1, and

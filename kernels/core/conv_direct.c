@@ -26,7 +26,7 @@ int aie_conv2d_set_algo(int algo) {
     return old;
 }
 
-static const aie_conv_direct_kernel *kernel_for(aie_isa isa) {
+const aie_conv_direct_kernel *aie_conv_direct_kernel_for(aie_isa isa) {
 #ifdef AIE_HAVE_X86
     if (isa == AIE_ISA_AVX512) return &aie_conv_direct_avx512;
     if (isa == AIE_ISA_AVX2) return &aie_conv_direct_avx2;
@@ -54,7 +54,7 @@ static const aie_conv_direct_shape *shape_for(const aie_conv_direct_kernel *k, c
 /* Rows shorter than half a tile leave too few independent FMA chains (and
  * there the implicit GEMM, whose tiles span output rows, does better). */
 int aie_conv_direct_possible(const aie_conv2d_params *p, int64_t Q) {
-    const aie_conv_direct_kernel *k = kernel_for(aie_selected_isa());
+    const aie_conv_direct_kernel *k = aie_conv_direct_kernel_for(aie_selected_isa());
     return p->groups == 1 && row_pixels(p, Q) >= (k->wide.mr + 1) / 2 && p->R * p->S <= AIE_CONV_DIRECT_MAX_TAPS &&
            k->nr == aie_gemm_kernels_for(aie_selected_isa())->nr;
 }
@@ -89,6 +89,7 @@ typedef struct {
     int64_t unit_tasks;           /* tasks per panel block (task = block * unit_tasks + unit range) */
     int64_t q_chunk, nqc;         /* column chunks of q_chunk pixels (a multiple of mr), nqc per row */
     int64_t panel_block;          /* output channels per pass over a task's tiles (a multiple of nr) */
+    int64_t nthreads;             /* a worker's next task is about nthreads on (dynamic hand-out) */
     const float *x, *pb, *bias, *res;
     const aie_epilogue *ep;
     float *y;
@@ -144,27 +145,51 @@ static void cd_task(void *ctx, int64_t task, int worker) {
     /* One block of weight panels (all of them when they fit in L2) over the
      * task's tiles: weights larger than L2 are read once per block, not once
      * per output row, and x, the smaller then, is re-read instead. */
+    const int64_t jb = task / d->unit_tasks * d->panel_block;
+    const int64_t jb_end = jb + d->panel_block < K ? jb + d->panel_block : K;
+    /* While this block runs from L2, its tiles prefetch the block this
+     * worker will most likely take next (tasks go out in order, so about
+     * nthreads on): spread over the block's k-loops, the stream from memory
+     * overlaps the FMAs instead of stalling the next block's first pass.
+     * Measured on ResNet-18's 3x3 512@7 with weights not in cache: 2.39 ->
+     * see docs/PERFORMANCE.md (Convolution, cold weights). */
+    const float *pf = d->pb, *pf_end = d->pb;
+    int64_t pf_step = 0;
     {
-        const int64_t jb = task / d->unit_tasks * d->panel_block;
-        const int64_t jb_end = jb + d->panel_block < K ? jb + d->panel_block : K;
-        for (int64_t u = u0; u < u1; u++) {
-            const int64_t row = u / d->nqc, n = row / d->P, p = row % d->P;
-            const int64_t qa = (u % d->nqc) * d->q_chunk, qb = qa + d->q_chunk < d->Q ? qa + d->q_chunk : d->Q;
-            /* balanced tiles: ceil(len / mr) of them, heights differing by
-             * at most one, so no pixel is computed twice */
-            const int64_t len = qb - qa, ntiles = (len + mr - 1) / mr, base = len / ntiles, extra = len % ntiles;
-            for (int64_t t = 0, q0 = qa; t < ntiles; t++) {
-                const int64_t mt = base + (t < extra);
-                const int nseg = tile_segments(d, n, p, q0, mt, seg, scratch);
-                const int64_t off = (row * d->Q + q0) * K;
-                const aie_conv_direct_tile_fn tile = d->k->tile[mt];
-                for (int64_t j = jb; j < jb_end; j += nr) {
-                    int ncols = (int)(K - j < ncols_max ? K - j : ncols_max);
-                    tile(nseg, seg, d->pb + j * kd, d->bias ? d->bias + j : NULL, d->res ? d->res + off + j : NULL,
-                         d->y + off + j, K, ncols, d->ep);
-                }
-                q0 += mt;
+        const int64_t next_block = (task + d->nthreads) / d->unit_tasks * d->panel_block;
+        if (next_block != jb && next_block < K) {
+            const int64_t nb_end = next_block + d->panel_block < K ? next_block + d->panel_block : K;
+            pf = d->pb + next_block * kd;
+            pf_end = d->pb + AIE_ROUND_UP(nb_end, nr) * kd;
+            const int64_t calls = (u1 - u0) * ((d->q_chunk + mr - 1) / mr) * ((jb_end - jb + nr - 1) / nr);
+            const int64_t iters = calls * kd; /* weight rows the block's tiles walk, at most */
+            pf_step = ((pf_end - pf) + iters - 1) / iters;
+        }
+    }
+    for (int64_t u = u0; u < u1; u++) {
+        const int64_t row = u / d->nqc, n = row / d->P, p = row % d->P;
+        const int64_t qa = (u % d->nqc) * d->q_chunk, qb = qa + d->q_chunk < d->Q ? qa + d->q_chunk : d->Q;
+        /* balanced tiles: ceil(len / mr) of them, heights differing by
+         * at most one, so no pixel is computed twice */
+        const int64_t len = qb - qa, ntiles = (len + mr - 1) / mr, base = len / ntiles, extra = len % ntiles;
+        for (int64_t t = 0, q0 = qa; t < ntiles; t++) {
+            const int64_t mt = base + (t < extra);
+            const int nseg = tile_segments(d, n, p, q0, mt, seg, scratch);
+            int64_t klen = 0;
+            for (int s = 0; s < nseg; s++) klen += seg[s].len;
+            const int64_t off = (row * d->Q + q0) * K;
+            const aie_conv_direct_tile_fn tile = d->k->tile[mt];
+            for (int64_t j = jb; j < jb_end; j += nr) {
+                int ncols = (int)(K - j < ncols_max ? K - j : ncols_max);
+                /* the prefetch cursor stays inside the blob: the last call
+                 * may get a shorter step (or none) */
+                int64_t step = pf_step;
+                if (step && (pf_end - pf) < step * klen) step = (pf_end - pf) / klen;
+                tile(nseg, seg, d->pb + j * kd, d->bias ? d->bias + j : NULL, d->res ? d->res + off + j : NULL,
+                     d->y + off + j, K, ncols, d->ep, pf, step);
+                pf += step * klen;
             }
+            q0 += mt;
         }
     }
 }
@@ -176,7 +201,7 @@ int aie_conv_direct_run(const aie_conv2d_params *p, int64_t P, int64_t Q, const 
     if (!workspace || workspace_size < need)
         return aie_fail(AIE_ENOMEM, "conv2d: workspace of %zu bytes, need %zu (aie_conv2d_workspace_size)",
                         workspace ? workspace_size : 0, need);
-    const aie_conv_direct_kernel *kern = kernel_for(aie_selected_isa());
+    const aie_conv_direct_kernel *kern = aie_conv_direct_kernel_for(aie_selected_isa());
     const aie_conv_direct_shape *k = shape_for(kern, p, Q);
     /* A 1x1 stride-1 conv is one row of N*H*W pixels: its tiles run on
      * across image rows and images. */
@@ -209,7 +234,7 @@ int aie_conv_direct_run(const aie_conv2d_params *p, int64_t P, int64_t Q, const 
     cd_ctx d = {
         .p = p, .k = k, .nr = kern->nr, .P = P, .Q = Q,
         .units_per_task = units_per_task, .unit_tasks = unit_tasks,
-        .q_chunk = q_chunk, .nqc = nqc, .panel_block = panel_block,
+        .q_chunk = q_chunk, .nqc = nqc, .panel_block = panel_block, .nthreads = nthreads > 1 ? nthreads : 1,
         /* the GEMM's packed-B blob: a 64-byte header (aie_sgemm_packed_b_size(0, 0)), then the panels */
         .pb = (const float *)((const char *)packed_b + aie_sgemm_packed_b_size(0, 0)),
         .x = x, .bias = bias, .res = residual, .ep = ep, .y = y,

@@ -35,7 +35,8 @@
 static inline __attribute__((always_inline)) void cd_tile(const int MR_, const int NV_, int nseg,
                                                           const aie_conv_seg *seg, const float *restrict pb,
                                                           const float *bias_col, const float *res, float *c,
-                                                          int64_t ldc, int n, const aie_epilogue *ep) {
+                                                          int64_t ldc, int n, const aie_epilogue *ep,
+                                                          const float *pf, const int64_t pf_step) {
     vf acc[CD_MR_NARROW][CD_NV];
 #pragma GCC unroll 32
     for (int i = 0; i < MR_; i++)
@@ -53,6 +54,10 @@ static inline __attribute__((always_inline)) void cd_tile(const int MR_, const i
         const float *b = pb + seg[s].k0 * CD_NR;
 #pragma GCC unroll 2
         for (int64_t t = 0; t < len; t++) {
+            /* locality 2: prefetcht1, into L2 -- the next panels are used
+             * after this whole block, not by this tile */
+            __builtin_prefetch(pf, 0, 2);
+            pf += pf_step;
             vf bv[CD_NV];
 #pragma GCC unroll 16
             for (int v = 0; v < NV_; v++) bv[v] = vf_load(b + v * VL);
@@ -103,8 +108,9 @@ static inline __attribute__((always_inline)) void cd_tile(const int MR_, const i
 #define CD_DEFINE(h, NV_)                                                                                         \
     static void CD_CAT(CD_CAT(CD_NAME, _nv##NV_##_h), h)(int nseg, const aie_conv_seg *seg, const float *pb,       \
                                                           const float *bias_col, const float *res, float *c,     \
-                                                          int64_t ldc, int n, const aie_epilogue *ep) {          \
-        cd_tile(h, NV_, nseg, seg, pb, bias_col, res, c, ldc, n, ep);                                        \
+                                                          int64_t ldc, int n, const aie_epilogue *ep,            \
+                                                          const float *pf, int64_t pf_step) {                    \
+        cd_tile(h, NV_, nseg, seg, pb, bias_col, res, c, ldc, n, ep, pf, pf_step);                           \
     }
 #define CD_FN(h, NV_) CD_CAT(CD_CAT(CD_NAME, _nv##NV_##_h), h)
 

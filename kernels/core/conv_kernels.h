@@ -37,7 +37,11 @@ void aie_dwconv_rows_avx512(const aie_dwconv_args *a, int64_t row0, int64_t row1
  * taps that cross the image border are copied by the driver into a small
  * zero-filled scratch (lda = C); taps entirely in the padding are skipped.
  * Epilogue: r = acc + bias_col[j] + res[i * ldc + j] (each if not NULL),
- * then ep->act; only columns < n are stored. */
+ * then ep->act; only columns < n are stored.
+ * pf, pf_step: while it runs, the kernel prefetches pf, pf + pf_step, ...
+ * (one line per weight row, into L2) -- the weight panels the caller will
+ * use next, so their first pass does not wait on memory (pf_step 0: none).
+ * Prefetches never fault; pf must lie inside the caller's weight blob. */
 typedef struct {
     const float *a;
     int64_t lda, k0, len;
@@ -45,7 +49,7 @@ typedef struct {
 
 typedef void (*aie_conv_direct_tile_fn)(int nseg, const aie_conv_seg *seg, const float *pb, const float *bias_col,
                                         const float *res, float *c, int64_t ldc, int n,
-                                        const aie_epilogue *ep);
+                                        const aie_epilogue *ep, const float *pf, int64_t pf_step);
 /* Max tile height of any ISA's shapes (avx512 narrow: 28 pixels). */
 #define AIE_CONV_DIRECT_MR_MAX 28
 
@@ -67,6 +71,36 @@ extern const aie_conv_direct_kernel aie_conv_direct_scalar;
 #ifdef AIE_HAVE_X86
 extern const aie_conv_direct_kernel aie_conv_direct_avx2;
 extern const aie_conv_direct_kernel aie_conv_direct_avx512;
+#endif
+
+/* Winograd F(2x2, 3x3) tile transforms (winograd_body.h; the driver is
+ * conv_winograd.c). Tiles are numbered (n, ti, tj) row-major over th x tw
+ * tiles per image; tile (ti, tj) covers output pixels 2ti..2ti+1 x
+ * 2tj..2tj+1 and reads input pixels from (2ti - pad_top, 2tj - pad_left)
+ * on, 4 x 4 of them (zeros outside the image).
+ *   input:  tiles [t0, t0 + nt) -> v[xi * vstride + i * C + c] for the 16
+ *           positions xi of V = B^T d B.
+ *   output: nt tiles from m[xi * mstride + i * ldm + jj] (jj < the panel
+ *           width, whole vectors readable) -> y channels [j, j + ncols) of
+ *           the tiles' in-image pixels, with bias, residual and activation. */
+typedef struct {
+    const aie_conv2d_params *p;
+    int64_t P, Q, th, tw;
+    const float *x, *bias, *residual;
+    const aie_epilogue *ep;
+    float *y;
+} aie_winograd_args;
+
+typedef struct {
+    void (*input)(const aie_winograd_args *a, int64_t t0, int64_t nt, float *v, int64_t vstride);
+    void (*output)(const aie_winograd_args *a, int64_t t0, int64_t nt, const float *m, int64_t mstride, int64_t ldm,
+                   int64_t j, int ncols);
+} aie_winograd_kernel;
+
+extern const aie_winograd_kernel aie_winograd_scalar;
+#ifdef AIE_HAVE_X86
+extern const aie_winograd_kernel aie_winograd_avx2;
+extern const aie_winograd_kernel aie_winograd_avx512;
 #endif
 
 /* Pooling over output rows [row0, row1) of the flattened (n, p) range. */

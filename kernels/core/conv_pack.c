@@ -19,6 +19,8 @@ void aie_conv_pack_header_fill(aie_conv_pack_header *h, const aie_conv2d_params 
         h->group_bytes = AIE_ROUND_UP(aie_sgemm_packed_b_size(p->R * p->S * Cg, Kg), AIE_ALIGN);
     else if (kind == AIE_CONV_PACK_TRANSPOSE)
         h->group_bytes = AIE_ROUND_UP(aie_sgemm_packed_b_size(Cg, p->R * p->S * Kg), AIE_ALIGN);
+    else if (kind == AIE_CONV_PACK_WINOGRAD)
+        h->group_bytes = AIE_ROUND_UP(aie_sgemm_packed_b_size(p->C, p->K), AIE_ALIGN);
     else
         h->group_bytes = 0;
 }

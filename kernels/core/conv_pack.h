@@ -16,12 +16,13 @@ typedef enum {
     AIE_CONV_PACK_GEMM = 1,      /* per group: aie_sgemm_pack_b of (R*S*C/g) x (K/g) */
     AIE_CONV_PACK_DEPTHWISE = 2, /* R*S x C floats */
     AIE_CONV_PACK_TRANSPOSE = 3, /* per group: aie_sgemm_pack_b of (C/g) x (R*S*K/g) */
+    AIE_CONV_PACK_WINOGRAD = 4,  /* 16 x aie_sgemm_pack_b of C x K (transformed 3x3 weights), group_bytes apart */
 } aie_conv_pack_kind;
 
 typedef struct {
     uint32_t magic, version, isa, kind;
     int64_t C, K, R, S, groups;
-    uint64_t group_bytes; /* stride between the groups' bodies */
+    uint64_t group_bytes; /* stride between the groups' bodies (Winograd: the 16 matrices') */
 } aie_conv_pack_header;
 
 _Static_assert(sizeof(aie_conv_pack_header) == 64, "the packed body starts 64-byte aligned");

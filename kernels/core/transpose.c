@@ -7,6 +7,9 @@
  *  - a 2-D transpose at the core (input stride 1 on the second-to-last
  *    output dim): 32 x 32 element tiles, so both the rows read and the rows
  *    written stay in L1 (32 * 32 * 8 B = 8 KiB) instead of striding memory;
+ *  - the same with a short innermost output dim (< 8, e.g. NCHW -> NHWC of
+ *    an RGB image): blocks of SHORT_BLOCK output rows, one pass per output
+ *    column reading the input contiguously (no per-row index arithmetic);
  *  - anything else: element loops along the innermost dim.
  */
 #include <string.h>
@@ -18,6 +21,7 @@
 #include "vmath.h"
 
 #define TILE 32
+#define SHORT_BLOCK 256
 #define CP_MAX_DIMS (2 * AIE_MAX_DIMS) /* tile views each dim as (reps, size) */
 
 typedef struct {
@@ -27,7 +31,7 @@ typedef struct {
     const char *x;
     char *y;
     int64_t units, ntasks, nb;
-    int mode; /* 0 rows, 1 tiles */
+    int mode; /* 0 rows, 1 tiles, 2 short rows */
 } cp_ctx;
 
 static inline void copy_elems(char *d, const char *s, int64_t n, int64_t sstride, size_t es) {
@@ -36,6 +40,16 @@ static inline void copy_elems(char *d, const char *s, int64_t n, int64_t sstride
     case 2: for (int64_t j = 0; j < n; j++) memcpy(d + 2 * j, s + 2 * j * sstride, 2); break;
     case 4: for (int64_t j = 0; j < n; j++) memcpy(d + 4 * j, s + 4 * j * sstride, 4); break;
     default: for (int64_t j = 0; j < n; j++) memcpy(d + 8 * j, s + 8 * j * sstride, 8); break;
+    }
+}
+
+/* d[i * n] = s[i] for i < count: one output column from a contiguous input run */
+static inline void copy_column(char *d, int64_t n, const char *s, int64_t count, size_t es) {
+    switch (es) {
+    case 1: for (int64_t i = 0; i < count; i++) d[i * n] = s[i]; break;
+    case 2: for (int64_t i = 0; i < count; i++) memcpy(d + 2 * i * n, s + 2 * i, 2); break;
+    case 4: for (int64_t i = 0; i < count; i++) memcpy(d + 4 * i * n, s + 4 * i, 4); break;
+    default: for (int64_t i = 0; i < count; i++) memcpy(d + 8 * i * n, s + 8 * i, 8); break;
     }
 }
 
@@ -65,6 +79,16 @@ static void copy_task(void *vctx, int64_t t, int64_t nt) {
         return;
     }
     int64_t p = c->sh[last - 1]; /* the dim read with stride 1 */
+    if (c->mode == 2) {
+        for (int64_t u = lo; u < hi; u++) {
+            int64_t o = u / c->nb, i0 = (u % c->nb) * SHORT_BLOCK, i1 = i0 + SHORT_BLOCK < p ? i0 + SHORT_BLOCK : p;
+            const char *src = c->x + row_offset(c, o, last - 1) * es;
+            char *dst = c->y + o * p * n * es;
+            for (int64_t j = 0; j < n; j++)
+                copy_column(dst + (i0 * n + j) * es, n, src + (i0 + j * sl) * es, i1 - i0, c->es);
+        }
+        return;
+    }
     for (int64_t u = lo; u < hi; u++) {
         int64_t o = u / c->nb, i0 = (u % c->nb) * TILE, i1 = i0 + TILE < p ? i0 + TILE : p;
         const char *src = c->x + row_offset(c, o, last - 1) * es;
@@ -111,6 +135,11 @@ int aie_copy_nd(size_t es, int ndim, const int64_t *shape, const void *x, const 
         c.nb = (c.sh[last - 1] + TILE - 1) / TILE;
         c.units = numel / (c.sh[last] * c.sh[last - 1]) * c.nb;
         c.ntasks = aie_ops_tasks(c.units, TILE * c.sh[last], nthreads);
+    } else if (c.nd >= 2 && c.st[last] != 1 && c.st[last - 1] == 1) {
+        c.mode = 2;
+        c.nb = (c.sh[last - 1] + SHORT_BLOCK - 1) / SHORT_BLOCK;
+        c.units = numel / (c.sh[last] * c.sh[last - 1]) * c.nb;
+        c.ntasks = aie_ops_tasks(c.units, SHORT_BLOCK * c.sh[last], nthreads);
     } else {
         c.units = numel / c.sh[last];
         c.ntasks = aie_ops_tasks(c.units, c.sh[last], nthreads);

@@ -22,6 +22,7 @@ static inline void vf_storen(float *p, vf v, int n) {
 static inline vf vf_fma(vf a, vf b, vf c) { return a * b + c; }
 static inline vf vf_mul(vf a, vf b) { return a * b; }
 static inline vf vf_add(vf a, vf b) { return a + b; }
+static inline vf vf_sub(vf a, vf b) { return a - b; }
 /* x86 min/max semantics (the second operand when either is NaN), in
  * the scalar file too, so every path clamps NaN the same way. */
 static inline vf vf_min(vf a, vf b) { return a < b ? a : b; }

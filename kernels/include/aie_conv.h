@@ -22,7 +22,9 @@
  * pointers): the converter stores it in the model file and the runtime maps
  * it back at any address. Give it 64-byte alignment for full speed.
  *
- * Algorithms (chosen from the params, the same for every call):
+ * Algorithms (chosen from the params and the packing, the same for every call):
+ *   - weights packed by aie_conv2d_pack_winograd (3x3, stride 1, dilation 1,
+ *     groups 1): Winograd F(2x2, 3x3), see below;
  *   - depthwise (groups == C == K > 1): a direct kernel vectorised over
  *     channels, per ISA (3x3 has a register-blocked row kernel);
  *   - groups == 1, R*S*C <= 4608 and output rows of at least half a tile
@@ -100,6 +102,22 @@ int aie_conv2d(const aie_conv2d_params *p, const float *x, const void *packed_w,
 enum { AIE_CONV_ALGO_AUTO = 0, AIE_CONV_ALGO_GEMM = 1, AIE_CONV_ALGO_DIRECT = 2, AIE_CONV_ALGO_DEPTHWISE = 3 };
 int aie_conv2d_set_algo(int algo);
 int aie_conv2d_algo(const aie_conv2d_params *p);
+
+/* Winograd F(2x2, 3x3): for 3x3, stride-1, dilation-1, ungrouped convs,
+ * weights packed by aie_conv2d_pack_winograd (16 transformed C x K
+ * matrices: 16/9 of the GEMM packing's bytes) make aie_conv2d compute each
+ * 2x2 output block from 16 instead of 36 products per (c, k) pair: 2.25x
+ * fewer multiply-adds. The blob decides: aie_conv2d takes the Winograd path
+ * for such weights (and rejects params it cannot serve) and the other paths
+ * for aie_conv2d_pack_weights blobs; aie_conv2d_workspace_size covers both.
+ * aie_conv2d_winograd_wins: 1 when Winograd is the faster choice for these
+ * params on the selected ISA (0 on bad params); with H = W = 0 ("spatial
+ * size not known yet", e.g. a converter packing ahead of any input) it
+ * decides from C and K alone. Accuracy: within the bound documented above
+ * for the other paths (the transforms only add; weights transform in double). */
+int aie_conv2d_winograd_wins(const aie_conv2d_params *p);
+size_t aie_conv2d_winograd_packed_size(const aie_conv2d_params *p);
+int aie_conv2d_pack_winograd(const aie_conv2d_params *p, const float *w_oihw, void *packed, size_t packed_size);
 
 /* ConvTranspose 2-D (ONNX semantics, explicit pads): output
  *   P = stride_h*(H-1) + out_pad_h + (R-1)*dil_h + 1 - pad_top - pad_bottom

@@ -39,6 +39,7 @@ static const conv_case CASES[] = {
     {"direct 3x3 W9 half tiles", P(1, 5, 9, 9, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), AIE_ACT_CLIP, 0},
     {"direct 1x5 big pads", P(1, 3, 30, 4, 7, 1, 5, 1, 1, 1, 1, 2, 4, 0, 3, 1), AIE_ACT_NONE, 1},
     {"direct narrow 3x3 s2 K16", P(1, 9, 75, 3, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1), AIE_ACT_HARDSWISH, 1},
+    {"3x3 asym pads N2 (winograd too)", P(2, 9, 11, 19, 37, 3, 3, 1, 1, 1, 1, 2, 0, 1, 2, 1), AIE_ACT_HARDSWISH, 1},
     {"direct 1x1 s1 one flat row", P(3, 5, 7, 19, 45, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1), AIE_ACT_RELU, 1},
 };
 
@@ -46,6 +47,8 @@ static const conv_case CASES[] = {
  * to implicit GEMM where the params do not allow it (groups, short rows). */
 static const int ALGOS[] = {AIE_CONV_ALGO_GEMM, AIE_CONV_ALGO_DIRECT};
 static int g_algo_now = AIE_CONV_ALGO_AUTO;
+/* 1: pack with aie_conv2d_pack_winograd (the cases that allow it) */
+static int g_winograd = 0;
 
 static double act_ref(double v, int act) {
     switch (act) {
@@ -95,16 +98,17 @@ static double run_case(const conv_case *cs, aie_isa isa, int nt, float *y, const
                        const float *b, const float *res, const double *ref, const double *scale, size_t ny) {
     aie_set_isa(isa);
     const aie_conv2d_params *p = &cs->p;
-    size_t psz = aie_conv2d_packed_size(p), wsz = aie_conv2d_workspace_size(p, nt);
+    size_t psz = g_winograd ? aie_conv2d_winograd_packed_size(p) : aie_conv2d_packed_size(p);
+    size_t wsz = aie_conv2d_workspace_size(p, nt);
     void *packed = aligned_alloc(64, AIE_TEST_ROUND64(psz));
     void *ws = wsz ? malloc(wsz) : NULL;
     aie_epilogue ep = {NULL, AIE_BIAS_NONE, cs->act, 0.f, 6.f};
-    int rc = aie_conv2d_pack_weights(p, w, packed, psz);
+    int rc = g_winograd ? aie_conv2d_pack_winograd(p, w, packed, psz) : aie_conv2d_pack_weights(p, w, packed, psz);
     KT_CHECK(rc == AIE_OK, "%s/%s: pack: %s", cs->name, aie_isa_name(isa), aie_last_error());
     rc = aie_conv2d(p, x, packed, b, res, &ep, y, ws, wsz, nt);
     KT_CHECK(rc == AIE_OK, "%s/%s: conv2d: %s", cs->name, aie_isa_name(isa), aie_last_error());
-    if (nt == 2 && g_algo_now == AIE_CONV_ALGO_DIRECT && aie_conv2d_algo(p) == AIE_CONV_ALGO_DIRECT) {
-        /* the direct path's arithmetic does not depend on the worker */
+    if (nt == 2 && (g_winograd || (g_algo_now == AIE_CONV_ALGO_DIRECT && aie_conv2d_algo(p) == AIE_CONV_ALGO_DIRECT))) {
+        /* the direct and Winograd paths' arithmetic does not depend on the worker */
         float *y1 = malloc(ny * sizeof(float));
         rc = aie_conv2d(p, x, packed, b, res == y ? NULL : res, &ep, y1, ws, wsz, 1);
         KT_CHECK(rc == AIE_OK && memcmp(y1, y, ny * sizeof(float)) == 0, "%s/%s: direct, 1 vs 2 threads not bitwise",
@@ -277,6 +281,15 @@ int main(void) {
     }
     aie_conv2d_set_algo(AIE_CONV_ALGO_AUTO);
     g_algo_now = AIE_CONV_ALGO_AUTO;
+    /* Winograd F(2x2, 3x3): the 3x3 stride-1 dilation-1 ungrouped cases */
+    g_winograd = 1;
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
+        const aie_conv2d_params *p = &CASES[i].p;
+        if (p->R == 3 && p->S == 3 && p->stride_h == 1 && p->stride_w == 1 && p->dil_h == 1 && p->dil_w == 1 &&
+            p->groups == 1)
+            test_case(&CASES[i]);
+    }
+    g_winograd = 0;
     test_direct_taken();
     test_transpose();
     test_errors();
