@@ -471,7 +471,10 @@ class ExecPlan:
     def release_arena(self, address: int) -> None:
         self._free.append(address)
 
-    def run(self, weights_ptr: int, inputs: list[np.ndarray], nthreads: int) -> list[np.ndarray]:
+    def bind(self, weights_ptr: int, inputs: list[np.ndarray]) -> "BoundRun":
+        """Everything one run needs, with an arena taken from the pool: for
+        run() below and for callers that run plans on their own thread
+        (engine.server.runner). release() gives the arena back."""
         outs = [np.empty(shape, dtype) if const is None else const.copy() for shape, dtype, const in self.outputs]
         in_ptrs = (ctypes.c_void_p * max(len(inputs), 1))(*[a.ctypes.data for a in inputs])
         out_ptrs = self._out_type(*[o.ctypes.data for o in outs])
@@ -479,16 +482,19 @@ class ExecPlan:
         if blobs is None:
             blobs = self._blobs[weights_ptr] = (ctypes.c_void_p * 2)(weights_ptr, self.consts.ctypes.data)
         arena = self.acquire_arena()
+        return BoundRun(self, outs, (self._cplan_ref, arena, blobs, in_ptrs, out_ptrs), inputs)
+
+    def run(self, weights_ptr: int, inputs: list[np.ndarray], nthreads: int) -> list[np.ndarray]:
+        bound = self.bind(weights_ptr, inputs)
         try:
-            rc = self._call(self._cplan_ref, arena, blobs, in_ptrs, out_ptrs, nthreads)
+            rc = self._call(*bound.args, nthreads)
         finally:
-            self.release_arena(arena)
+            bound.release()
         if rc != 0:
             from engine.kernels._lib import lib
 
             raise KernelError(f"inference failed: {lib().aie_last_error().decode()}")
-        return outs
-
+        return bound.outs
 
     def profile(self, weights_ptr: int, inputs: list[np.ndarray], nthreads: int, repeats: int = 5) -> list[dict]:
         """Per-step times: each step runs as a one-step plan sharing this
@@ -530,6 +536,23 @@ class ExecPlan:
             rows.append({"index": i, "op": op, "op_name": name_fn(op).decode(),
                          "ints": self.iparams[i0:i0 + ni].tolist(), "threads": thr, "ns": best[i]})
         return rows
+
+
+class BoundRun:
+    """One run's arguments for aie_exec_run (plan, arena, blobs, input and
+    output pointer arrays) and the objects they point into, kept alive
+    together until release()."""
+
+    __slots__ = ("plan", "outs", "args", "inputs", "_released")
+
+    def __init__(self, plan: ExecPlan, outs: list[np.ndarray], args: tuple, inputs: list[np.ndarray]):
+        self.plan, self.outs, self.args, self.inputs = plan, outs, args, inputs
+        self._released = False
+
+    def release(self) -> None:
+        if not self._released:
+            self._released = True
+            self.plan.release_arena(self.args[1])
 
 
 _EXEC_FN = None

@@ -181,6 +181,13 @@ class InferenceSession:
             return outs
         return [outs[names.index(n)] for n in output_names]
 
+    def bind(self, input_feed: dict):
+        """Validate the feeds and bind a run of all outputs without running it
+        (engine.plan.BoundRun): for servers that run plans on their own C
+        thread (engine.server.runner). Raises what run() raises for bad feeds."""
+        arrays = self._check_feeds(input_feed)
+        return self._plan(arrays).bind(self._weights_ptr, arrays)
+
     def profile(self, input_feed: dict, repeats: int = 5) -> list[dict]:
         """Per-step times of the plan for these feeds (ExecPlan.profile): a
         diagnostic path, separate from run(), which carries no timing code."""

@@ -55,40 +55,42 @@ async def read_request(reader: asyncio.StreamReader, writer: asyncio.StreamWrite
                        client: str) -> Request:
     """Read one request. Idle wait for its first byte is bounded by
     idle_timeout_s (ClientGone), the rest of the head by header_timeout_s
-    (408: a slowloris cannot hold a connection by trickling bytes)."""
-    # asyncio.timeout, not wait_for: wait_for wraps every read in a new Task
-    # (Python 3.11), three per request, which showed in the per-request profile.
+    (408: a slowloris cannot hold a connection by trickling bytes), the body
+    by idle_timeout_s again (408)."""
+    # One asyncio.timeout rescheduled per phase, not one per read: wait_for
+    # wrapped every read in a Task (Python 3.11) and even three timeout
+    # contexts showed in the per-request profile of a small model.
+    loop = asyncio.get_running_loop()
+    phase, length = "idle", 0
     try:
-        async with asyncio.timeout(limits.idle_timeout_s):
+        async with asyncio.timeout(limits.idle_timeout_s) as deadline:
             first = await reader.readexactly(1)
-    except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
-        raise ClientGone() from None
-    try:
-        async with asyncio.timeout(limits.header_timeout_s):
+            phase = "head"
+            deadline.reschedule(loop.time() + limits.header_timeout_s)
             head = first + await reader.readuntil(b"\r\n\r\n")
+            if len(head) > limits.max_header_bytes:
+                raise HttpError(431, f"request head exceeds {limits.max_header_bytes} bytes")
+            req = parse_head(head, limits, client)
+            length = _content_length(req)
+            if length > limits.max_body:
+                raise HttpError(413, f"body of {length} bytes exceeds the limit of {limits.max_body} bytes")
+            if length:
+                if req.header("expect", "").lower() == "100-continue":
+                    writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+                # A body slower than the idle timeout is a stalled client.
+                phase = "body"
+                deadline.reschedule(loop.time() + limits.idle_timeout_s)
+                req.body = await reader.readexactly(length)
     except TimeoutError:
-        raise HttpError(408, f"request head not received within {limits.header_timeout_s:g} s") from None
+        if phase == "idle":
+            raise ClientGone() from None
+        if phase == "head":
+            raise HttpError(408, f"request head not received within {limits.header_timeout_s:g} s") from None
+        raise HttpError(408, f"body of {length} bytes not received within {limits.idle_timeout_s:g} s") from None
     except asyncio.LimitOverrunError:
         raise HttpError(431, f"request head exceeds {limits.max_header_bytes} bytes") from None
     except (asyncio.IncompleteReadError, ConnectionError):
         raise ClientGone() from None
-    if len(head) > limits.max_header_bytes:
-        raise HttpError(431, f"request head exceeds {limits.max_header_bytes} bytes")
-    req = parse_head(head, limits, client)
-    length = _content_length(req)
-    if length > limits.max_body:
-        raise HttpError(413, f"body of {length} bytes exceeds the limit of {limits.max_body} bytes")
-    if length:
-        if req.header("expect", "").lower() == "100-continue":
-            writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-        try:
-            # A body slower than the idle timeout is a stalled client.
-            async with asyncio.timeout(limits.idle_timeout_s):
-                req.body = await reader.readexactly(length)
-        except TimeoutError:
-            raise HttpError(408, f"body of {length} bytes not received within {limits.idle_timeout_s:g} s") from None
-        except (asyncio.IncompleteReadError, ConnectionError):
-            raise ClientGone() from None
     return req
 
 

@@ -55,7 +55,8 @@ def trace_context(header: str | None) -> tuple[str, str, str | None]:
     m = _TRACEPARENT.match(header.strip().lower()) if header else None
     if m and m.group(1) != "0" * 32 and m.group(2) != "0" * 16:
         return m.group(1), secrets.token_hex(8), m.group(2)
-    return secrets.token_hex(16), secrets.token_hex(8), None
+    ids = secrets.token_hex(24)  # one getrandom call for both ids
+    return ids[:32], ids[32:], None
 
 
 # ---- infer request decoding ------------------------------------------------

@@ -1,6 +1,7 @@
 """Per-model dynamic batcher: a bounded queue per priority level, deadlines
-enforced by timers on the event loop, and batches executed on a thread pool
-(the kernels release the GIL), so the loop never blocks on compute.
+enforced by timers on the event loop, and batches executed on one C thread
+per instance (engine.server.runner: completion arrives on an eventfd), so
+the loop never blocks on compute.
 
 Rules, in the order they decide:
 - Priority (Triton semantics): level 1 runs first; FIFO within a level.
@@ -32,12 +33,11 @@ import asyncio
 import collections
 import math
 import time
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 
 from engine.server.metrics import Metrics
 from engine.server.models import LoadedModel
+from engine.server.runner import InstanceRunner
 
 QUEUED, RUNNING, DONE = 0, 1, 2
 
@@ -90,8 +90,8 @@ class ModelScheduler:
         self._arrival = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
-        self._executor = ThreadPoolExecutor(max_workers=len(model.sessions),
-                                            thread_name_prefix=f"infer-{model.name}")
+        loop = asyncio.get_running_loop()
+        self._runners = [InstanceRunner(loop) for _ in model.sessions]
         self._workers = [asyncio.get_running_loop().create_task(self._worker(i, s))
                          for i, s in enumerate(model.sessions)]
         # Since the last dispatch, a request arrived while others were queued or running.
@@ -265,7 +265,7 @@ class ModelScheduler:
                 r.queue_ns = int((start - r.arrival) * 1e9)
                 r.instance = instance
             try:
-                results = await loop.run_in_executor(self._executor, _execute, session, self.model, live)
+                results = await self._runners[instance].run(session, self.model, live)
             except Exception as exc:  # noqa: BLE001 - a failed run fails its requests, not the server
                 for r in live:
                     _settle(r)
@@ -323,9 +323,10 @@ class ModelScheduler:
         for w in self._workers:
             w.cancel()
         await asyncio.gather(*self._workers, return_exceptions=True)
-        # The executor thread may still be running a batch if drain timed out;
-        # do not wait for it on the loop.
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        # A runner may still be running a batch if drain timed out; close()
+        # does not wait for it on the loop.
+        for runner in self._runners:
+            runner.close()
         self.model.close()
 
 
@@ -334,26 +335,3 @@ def _settle(r: InferenceRequest) -> None:
     if r.timer:
         r.timer.cancel()  # do not keep the request (and its tensors) alive until a far deadline
         r.timer = None
-
-
-def _execute(session, model: LoadedModel, batch: list[InferenceRequest]):
-    """Runs on an executor thread: join, run, split. Returns per-request outputs and timings."""
-    t0 = time.perf_counter_ns()
-    if len(batch) == 1:
-        feeds = batch[0].inputs
-    else:
-        feeds = {name: np.concatenate([r.inputs[name] for r in batch]) for name in batch[0].inputs}
-    t1 = time.perf_counter_ns()
-    results = session.run(None, feeds)
-    t2 = time.perf_counter_ns()
-    names = [t.name for t in model.outputs]
-    per_request = []
-    if len(batch) == 1:
-        per_request.append(dict(zip(names, (np.asarray(a) for a in results))))
-    else:
-        offset = 0
-        for r in batch:
-            per_request.append({n: a[offset:offset + r.batch] for n, a in zip(names, results)})
-            offset += r.batch
-    t3 = time.perf_counter_ns()
-    return per_request, t1 - t0, t2 - t1, t3 - t2

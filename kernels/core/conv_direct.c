@@ -151,8 +151,8 @@ static void cd_task(void *ctx, int64_t task, int worker) {
      * worker will most likely take next (tasks go out in order, so about
      * nthreads on): spread over the block's k-loops, the stream from memory
      * overlaps the FMAs instead of stalling the next block's first pass.
-     * Measured on ResNet-18's 3x3 512@7 with weights not in cache: 2.39 ->
-     * see docs/PERFORMANCE.md (Convolution, cold weights). */
+     * Measured on ResNet-18's 3x3 512@7, 1 thread, weights not in cache
+     * (8 weight sets in rotation): 2.39 -> 1.64 ms, onnxruntime 1.85 ms. */
     const float *pf = d->pb, *pf_end = d->pb;
     int64_t pf_step = 0;
     {

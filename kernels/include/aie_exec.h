@@ -193,6 +193,24 @@ typedef struct {
 int aie_exec_run(const aie_exec_plan *plan, void *arena, const void *const *blobs,
                  const void *const *inputs, void *const *outputs, int nthreads);
 
+/* Plan runner: a thread of its own that runs one submitted plan at a time
+ * and then writes the 8-byte value 1 to notify_fd (an eventfd, or a pipe's
+ * write end), so an event loop can wait for inferences without a thread of
+ * its own blocked in a call (the server's instances: no GIL hand-off per
+ * inference). The caller keeps every pointer passed to submit (the plan's
+ * tables, arena, blobs, input/output pointer arrays and buffers) alive and
+ * untouched until collect says the run finished.
+ *   submit:  AIE_OK, or AIE_EINVAL while the previous run is not collected;
+ *   collect: AIE_EINVAL while nothing finished, else the run's status, with
+ *            the run's aie_last_error() text copied into msg (cap bytes);
+ *   free:    waits for a run in progress, then stops the thread. */
+typedef struct aie_exec_runner aie_exec_runner;
+aie_exec_runner *aie_exec_runner_new(int notify_fd);
+int aie_exec_runner_submit(aie_exec_runner *r, const aie_exec_plan *plan, void *arena, const void *const *blobs,
+                           const void *const *inputs, void *const *outputs, int nthreads);
+int aie_exec_runner_collect(aie_exec_runner *r, char *msg, size_t cap);
+void aie_exec_runner_free(aie_exec_runner *r);
+
 /* Name of an opcode (for errors and profiles); "?" when unknown. */
 const char *aie_exec_op_name(int64_t op);
 
