@@ -15,7 +15,6 @@ Status codes: 400 bad input, 401/403 auth, 404 unknown model/route,
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import secrets
 import time
@@ -24,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine import __version__
+from engine.server import jsoncodec
 from engine.server.http import Request
 from engine.server.models import KSERVE_TO_NUMPY, NUMPY_TO_KSERVE, LoadedModel, element_count
 from engine.server.state import ARENA_BYTES, ServeError, ServerState, arena_stats, rss_bytes
@@ -43,7 +43,7 @@ class Response:
 
 
 def _json(obj, status: int = 200, headers=()) -> Response:
-    return Response(status, json.dumps(obj, separators=(",", ":")).encode(), headers=list(headers))
+    return Response(status, jsoncodec.dumps(obj), headers=list(headers))
 
 
 def error_response(status: int, message: str, headers=()) -> Response:
@@ -94,7 +94,7 @@ def decode_infer(body: bytes, header_length: str | None, model: LoadedModel):
     else:
         split = len(body)
     try:
-        doc = json.loads(body[:split])
+        doc = jsoncodec.loads(body[:split])
     except (ValueError, UnicodeDecodeError) as exc:
         raise ServeError(400, f"request JSON is malformed: {exc}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("inputs"), list):
@@ -168,7 +168,7 @@ def encode_infer(model: LoadedModel, outputs: dict[str, np.ndarray], requested: 
     doc = {"model_name": model.name, "model_version": model.version}
     if request_id is not None:
         doc["id"] = request_id
-    tensors, chunks = [], []
+    tensors, chunks, finite = [], [], True
     for name, binary in requested.items():
         arr = np.ascontiguousarray(outputs[name])
         entry = {"name": name, "datatype": NUMPY_TO_KSERVE[arr.dtype], "shape": list(arr.shape)}
@@ -177,10 +177,12 @@ def encode_infer(model: LoadedModel, outputs: dict[str, np.ndarray], requested: 
             entry["parameters"] = {"binary_data_size": len(raw)}
             chunks.append(raw)
         else:
+            if finite and arr.dtype.kind == "f" and not np.isfinite(arr).all():
+                finite = False
             entry["data"] = arr.ravel().tolist()
         tensors.append(entry)
     doc["outputs"] = tensors
-    head = json.dumps(doc, separators=(",", ":")).encode()
+    head = jsoncodec.dumps(doc, finite=finite)
     if not chunks:
         return Response(200, head)
     return Response(200, b"".join([head, *chunks]), "application/octet-stream",
