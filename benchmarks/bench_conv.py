@@ -11,6 +11,13 @@ the median per-call time of each and the median of the per-block ratios.
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/bench_conv.py
     ... --quick            (fewer repeats, for a smoke run)
     ... --filter dw        (only shapes whose name contains "dw")
+    ... --weight-sets 8    (rotate 8 copies of the weights, both sides: the
+                            weights come from memory as inside a model,
+                            not from cache as in a loop over one layer)
+    ... --algo winograd    (Winograd packing for every 3x3 stride-1 layer)
+
+The "path" column is the engine's algorithm for the layer: the library's
+own choice (auto), including Winograd where aie_conv2d_winograd_wins says so.
 """
 
 from __future__ import annotations
@@ -90,7 +97,26 @@ def _paired_seconds(fn_a, fn_b, repeats: int, budget_s: float) -> tuple[float, f
     return statistics.median(a), statistics.median(b), statistics.median(x / y for x, y in zip(a, b))
 
 
-def run(threads_list=(1, 2), repeats=11, budget_s=2.0, name_filter=""):
+_ALGO_NAMES = {0: "auto", 1: "gemm", 2: "direct", 3: "depthwise"}
+
+
+def _path(kernels, x_shape, w_shape, stride, pad, group, winograd: bool) -> str:
+    import ctypes
+
+    from engine.kernels._lib import lib
+    from engine.kernels.conv import ConvParams
+
+    if winograd:
+        return "winograd"
+    n, h, w, c = x_shape
+    k, cg, r, s = w_shape
+    p = ConvParams(n, h, w, c, k, r, s, stride, stride, 1, 1, pad, pad, pad, pad, group, 0, 0)
+    fn = lib().aie_conv2d_algo
+    fn.argtypes, fn.restype = [ctypes.POINTER(ConvParams)], ctypes.c_int
+    return _ALGO_NAMES.get(fn(ctypes.byref(p)), "?")
+
+
+def run(threads_list=(1, 2), repeats=11, budget_s=2.0, name_filter="", weight_sets=1, algo="auto"):
     from engine import kernels
 
     rng = np.random.default_rng(0)
@@ -99,35 +125,55 @@ def run(threads_list=(1, 2), repeats=11, budget_s=2.0, name_filter=""):
         if name_filter and name_filter not in name:
             continue
         x = rng.standard_normal((1, h, w_, c), dtype=np.float32)
-        wt = (rng.standard_normal((k, c // group, r, s), dtype=np.float32) * 0.1).astype(np.float32)
+        wts = [(rng.standard_normal((k, c // group, r, s), dtype=np.float32) * 0.1).astype(np.float32)
+               for _ in range(max(1, weight_sets))]
+        wt = wts[0]
         b = rng.standard_normal(k, dtype=np.float32)
-        packed = kernels.pack_conv_weights(wt, group=group)
+        possible = (r, s) == (3, 3) and stride == 1 and group == 1
+        if algo == "winograd":
+            wino = possible
+        elif algo == "auto":
+            wino = kernels.winograd_wins(x.shape, wt.shape, strides=(stride, stride), pads=(pad,) * 4, group=group)
+        else:
+            wino = False
+        packs = [kernels.pack_conv_weights(w, group=group, winograd=wino) for w in wts]
+        path = _path(kernels, x.shape, wt.shape, stride, pad, group, wino)
         x_nchw = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
         p = (h + 2 * pad - r) // stride + 1
         q = (w_ + 2 * pad - s) // stride + 1
         flops = 2.0 * p * q * k * (c // group) * r * s
         out = np.empty((1, p, q, k), np.float32)
         for nt in threads_list:
-            sess = _ort_session(x_nchw.shape, wt, b, stride, pad, group, nt)
+            sessions = [_ort_session(x_nchw.shape, w, b, stride, pad, group, nt) for w in wts]
             feed = {"x": x_nchw}
-            want = sess.run(None, feed)[0].transpose(0, 2, 3, 1)
+            want = sessions[0].run(None, feed)[0].transpose(0, 2, 3, 1)
             kw = dict(strides=(stride, stride), pads=(pad,) * 4, threads=nt, out=out)
-            got = kernels.conv2d_packed(x, packed, b, **kw)
+            got = kernels.conv2d_packed(x, packs[0], b, **kw)
             err = float(np.max(np.abs(got - want)) / (np.max(np.abs(want)) + 1e-30))
-            t_ours, t_ort, ratio = _paired_seconds(lambda: kernels.conv2d_packed(x, packed, b, **kw),
-                                                   lambda: sess.run(None, feed), repeats, budget_s)
-            rows.append(dict(name=name, threads=nt, ours_ms=t_ours * 1e3, ort_ms=t_ort * 1e3,
+            turn = {"ours": 0, "ort": 0}
+
+            def ours():
+                turn["ours"] = (turn["ours"] + 1) % len(packs)
+                kernels.conv2d_packed(x, packs[turn["ours"]], b, **kw)
+
+            def theirs():
+                turn["ort"] = (turn["ort"] + 1) % len(sessions)
+                sessions[turn["ort"]].run(None, feed)
+
+            t_ours, t_ort, ratio = _paired_seconds(ours, theirs, repeats, budget_s)
+            rows.append(dict(name=name, threads=nt, path=path, ours_ms=t_ours * 1e3, ort_ms=t_ort * 1e3,
                              ratio=ratio, gflops=flops / t_ours / 1e9, ort_gflops=flops / t_ort / 1e9, err=err))
-            print(f"  {name:28s} t={nt}  ours {t_ours * 1e3:8.3f} ms  ort {t_ort * 1e3:8.3f} ms  "
+            print(f"  {name:28s} t={nt}  {path:9s} ours {t_ours * 1e3:8.3f} ms  ort {t_ort * 1e3:8.3f} ms  "
                   f"ratio {ratio:5.2f}  max rel err {err:.1e}", flush=True)
     return rows
 
 
 def markdown(rows) -> str:
-    lines = ["| layer | threads | engine ms | onnxruntime ms | ratio (engine/ORT) | engine GFLOP/s | ORT GFLOP/s |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| layer | threads | path | engine ms | onnxruntime ms | ratio (engine/ORT) | engine GFLOP/s | "
+             "ORT GFLOP/s |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['name']} | {r['threads']} | {r['ours_ms']:.3f} | {r['ort_ms']:.3f} | "
+        lines.append(f"| {r['name']} | {r['threads']} | {r['path']} | {r['ours_ms']:.3f} | {r['ort_ms']:.3f} | "
                      f"{r['ratio']:.2f} | {r['gflops']:.1f} | {r['ort_gflops']:.1f} |")
     for nt in sorted({r["threads"] for r in rows}):
         ratios = [r["ratio"] for r in rows if r["threads"] == nt]
@@ -161,22 +207,27 @@ def main() -> None:
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
     ap.add_argument("--quick", action="store_true", help="5 repeats, ~0.6 s per case")
     ap.add_argument("--filter", default="", help="only layers whose name contains this text")
-    ap.add_argument("--algo", choices=("auto", "gemm", "direct"), default="auto",
+    ap.add_argument("--algo", choices=("auto", "gemm", "direct", "winograd"), default="auto",
                     help="force the general convolutions onto one path where the params allow it "
-                         "(aie_conv2d_set_algo; default auto: the library's own choice)")
+                         "(aie_conv2d_set_algo, or Winograd packing for 3x3 stride-1 layers; default auto: "
+                         "the library's own choice)")
+    ap.add_argument("--weight-sets", type=int, default=1,
+                    help="copies of the weights rotated call by call on both sides (default 1; 8: weights "
+                         "come from memory, as inside a model)")
     args = ap.parse_args()
     threads = tuple(int(t) for t in args.threads.split(","))
     repeats, budget = (5, 0.6) if args.quick else (11, 2.0)
-    if args.algo != "auto":
+    if args.algo in ("gemm", "direct"):
         import ctypes
 
         from engine.kernels._lib import lib
 
         lib().aie_conv2d_set_algo.argtypes = [ctypes.c_int]
         lib().aie_conv2d_set_algo({"gemm": 1, "direct": 2}[args.algo])
-    rows = run(threads, repeats, budget, args.filter)
+    rows = run(threads, repeats, budget, args.filter, args.weight_sets, args.algo)
     print()
-    print(header())
+    print(header() + (f", {args.weight_sets} weight sets in rotation" if args.weight_sets > 1 else "")
+          + (f", algo {args.algo}" if args.algo != "auto" else ""))
     print()
     print(markdown(rows))
 
