@@ -9,7 +9,7 @@ Signals (installed on the event loop):
 Shutdown order: readiness goes to 503 and listeners close -> new requests on
 open connections get 503 + Connection: close -> wait for queues to drain and
 for every accepted request to be answered -> close connections -> release
-models and thread pools.
+models and their inference threads.
 """
 
 from __future__ import annotations
