@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+nan = float("nan")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
@@ -157,6 +158,76 @@ def measure(kind: str, port: int, model: str, x_name: str, x: np.ndarray, concur
     return asyncio.run(main())
 
 
+# ---- open loop: a fixed arrival rate -----------------------------------------------
+async def _read_http(reader) -> tuple[bytes, dict, bytes]:
+    status_line = await reader.readline()
+    hdrs = {}
+    while True:
+        line = await reader.readline()
+        if line in (b"\r\n", b""):
+            break
+        k, _, v = line.decode().partition(":")
+        hdrs[k.strip().lower()] = v.strip()
+    return status_line, hdrs, await reader.readexactly(int(hdrs.get("content-length", 0)))
+
+
+def open_loop(kind: str, port: int, model: str, x_name: str, x: np.ndarray, rate: float, duration: float,
+              max_conns: int = 64) -> dict:
+    """Requests sent at `rate` per second whatever the answers do (an open
+    loop, unlike measure()): latency counts from each request's scheduled
+    time, so a server falling behind shows as latency, not as a slower
+    generator. A request that finds all max_conns connections busy is
+    dropped and counted (the load no longer keeps the queue bounded)."""
+    if kind == "tcp":
+        frame = b"".join(wire.encode_infer(1, model, {x_name: x}))
+    else:
+        body, headers = kserve_body(x_name, x, kind == "http-binary")
+        frame = (f"POST /v2/models/{model}/infer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {len(body)}\r\n"
+                 + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n").encode() + body
+
+    async def main():
+        idle, opened, lat, errors, dropped = [], [0], [], [0], [0]
+
+        async def one(target: float):
+            if idle:
+                conn = idle.pop()
+            elif opened[0] < max_conns:
+                opened[0] += 1
+                conn = await asyncio.open_connection("127.0.0.1", port)
+            else:
+                dropped[0] += 1
+                return
+            reader, writer = conn
+            writer.write(frame)
+            if kind == "tcp":
+                op, length, _ = wire.parse_header(await reader.readexactly(16), 1 << 40)
+                await reader.readexactly(length)
+                ok = op == wire.OP_RESULT
+            else:
+                status_line, _, _ = await _read_http(reader)
+                ok = b" 200 " in status_line
+            lat.append(time.perf_counter() - target)
+            if not ok:
+                errors[0] += 1
+            idle.append(conn)
+
+        start = time.perf_counter() + 0.05
+        tasks = []
+        for i in range(int(rate * duration)):
+            target = start + i / rate
+            delay = target - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.ensure_future(one(target)))
+        await asyncio.gather(*tasks)
+        elapsed = time.perf_counter() - start
+        for _, writer in idle:
+            writer.close()
+        return {"lat": lat, "errors": errors[0], "dropped": dropped[0], "elapsed": elapsed}
+
+    return asyncio.run(main())
+
+
 def summarize(slices: list[dict]) -> dict:
     lat = np.sort(np.concatenate([np.asarray(s["lat"], float) for s in slices])) * 1e3
     elapsed = sum(s["elapsed"] for s in slices)
@@ -231,9 +302,13 @@ def main(argv=None) -> int:
     ap.add_argument("--slices", type=int, default=4, help="slices per cell, taken round-robin across cells")
     ap.add_argument("--servers", default="ai-engine,ort+uvicorn", help="servers to measure")
     ap.add_argument("--protocols", default="http-json,http-binary,tcp", help="protocols to measure")
+    ap.add_argument("--rates", default="",
+                    help="also run an open loop at these arrival rates (req/s, e.g. 20,30,40,50) for the binary "
+                         "protocols: p99 at a fixed load, and the highest rate with p99 <= --p99-target-ms")
+    ap.add_argument("--p99-target-ms", type=float, default=50.0)
     args = ap.parse_args(argv)
     models = args.models.split(",")
-    concs = [int(c) for c in args.concurrency.split(",")]
+    concs = [int(c) for c in args.concurrency.split(",") if c]  # "": open loop only (--rates)
     servers, protocols = set(args.servers.split(",")), set(args.protocols.split(","))
 
     from engine.convert import convert_file
@@ -305,6 +380,35 @@ def main(argv=None) -> int:
         for m, server, kind, c, r, ok in rows:
             print(f"| {m} | {server} | {kind} | {c} | {r['rps']:.0f} | {r['p50']:.2f} | {r['p99']:.2f} | "
                   f"{r['p999']:.2f} | {r['errors']}{'' if ok else ' WRONG'} |")
+        if args.rates:
+            rates = [float(r) for r in args.rates.split(",")]
+            print(f"\nOpen loop: {args.duration:g} s per rate, latency from each request's scheduled time, "
+                  f"at most 64 connections (a request finding none free is dropped)")
+            print("\n| model | server | protocol | offered req/s | answered req/s | p50 ms | p99 ms | dropped | errors |")
+            print("|---|---|---|---:|---:|---:|---:|---:|---:|")
+            best = {}
+            for m in models:
+                x = zoo.random_inputs(m, batch=1, seed=0)
+                x_name, x = next(iter(x.items()))
+                x = np.ascontiguousarray(x, np.float32)
+                for server, kind, port in [("ai-engine", "http-binary", http_port), ("ai-engine", "tcp", tcp_port),
+                                           ("ort+uvicorn", "http-binary", peer_port)]:
+                    if server not in servers or kind not in protocols:
+                        continue
+                    for rate in rates:
+                        r = open_loop(kind, port, m, x_name, x, rate, args.duration)
+                        lat = np.asarray(r["lat"]) * 1e3
+                        p50, p99 = (float(np.percentile(lat, q)) for q in (50, 99)) if len(lat) else (nan, nan)
+                        print(f"| {m} | {server} | {kind} | {rate:g} | {len(lat) / r['elapsed']:.1f} | {p50:.2f} | "
+                              f"{p99:.2f} | {r['dropped']} | {r['errors']} |", flush=True)
+                        passed = p99 <= args.p99_target_ms and not r["dropped"] and not r["errors"]
+                        best.setdefault((m, server, kind), []).append((rate, passed))
+            for (m, server, kind), results in sorted(best.items()):
+                ok = [rate for rate, passed in results if passed]
+                missed = [f"{rate:g}" for rate, passed in results if not passed and ok and rate < max(ok)]
+                print(f"highest offered rate with p99 <= {args.p99_target_ms:g} ms: {m} {server} {kind}: "
+                      + (f"{max(ok):g} req/s" if ok else "none")
+                      + (f" (missed below it at {', '.join(missed)} req/s)" if missed else ""))
         for m in models:
             x = next(iter(zoo.random_inputs(m, batch=1, seed=0).values())).astype(np.float32)
             c = codec_comparison(x)
