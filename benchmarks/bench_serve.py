@@ -85,6 +85,18 @@ def decode_kserve(body: bytes, headers: dict) -> np.ndarray:
 
 
 # ---- load generator ------------------------------------------------------------
+async def _read_http(reader) -> tuple[bytes, dict, bytes]:
+    status_line = await reader.readline()
+    hdrs = {}
+    while True:
+        line = await reader.readline()
+        if line in (b"\r\n", b""):
+            break
+        k, _, v = line.decode().partition(":")
+        hdrs[k.strip().lower()] = v.strip()
+    return status_line, hdrs, await reader.readexactly(int(hdrs.get("content-length", 0)))
+
+
 async def _http_conn(port: int, path: str, body: bytes, headers: dict, stop: float, lat: list, errors: list,
                      first: list):
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -94,15 +106,7 @@ async def _http_conn(port: int, path: str, body: bytes, headers: dict, stop: flo
         while time.monotonic() < stop:
             t0 = time.perf_counter()
             writer.write(head + body)
-            status_line = await reader.readline()
-            hdrs = {}
-            while True:
-                line = await reader.readline()
-                if line in (b"\r\n", b""):
-                    break
-                k, _, v = line.decode().partition(":")
-                hdrs[k.strip().lower()] = v.strip()
-            data = await reader.readexactly(int(hdrs.get("content-length", 0)))
+            status_line, hdrs, data = await _read_http(reader)
             if b" 200 " not in status_line:
                 errors.append(status_line)
                 continue
@@ -159,18 +163,6 @@ def measure(kind: str, port: int, model: str, x_name: str, x: np.ndarray, concur
 
 
 # ---- open loop: a fixed arrival rate -----------------------------------------------
-async def _read_http(reader) -> tuple[bytes, dict, bytes]:
-    status_line = await reader.readline()
-    hdrs = {}
-    while True:
-        line = await reader.readline()
-        if line in (b"\r\n", b""):
-            break
-        k, _, v = line.decode().partition(":")
-        hdrs[k.strip().lower()] = v.strip()
-    return status_line, hdrs, await reader.readexactly(int(hdrs.get("content-length", 0)))
-
-
 def open_loop(kind: str, port: int, model: str, x_name: str, x: np.ndarray, rate: float, duration: float,
               max_conns: int = 64) -> dict:
     """Requests sent at `rate` per second whatever the answers do (an open
