@@ -18,39 +18,14 @@ from engine.errors import KernelError
 
 from engine.kernels.conv import CONV_FIELDS, POOL_FIELDS, ConvParams, PoolParams  # noqa: F401 - one struct class each
 
-_bound = None
-
-
 def _lib():
-    global _bound
-    from engine.kernels._lib import lib
+    """The library, its conv/pool and GEMM signatures declared once by the
+    numpy layer that owns them (engine.kernels.conv, engine.kernels.gemm)."""
+    from engine.kernels.conv import _c
+    from engine.kernels.gemm import _api
 
-    h = lib()
-    if _bound is not h:
-        cp, pp, vp, sz, i64p = (ctypes.POINTER(ConvParams), ctypes.POINTER(PoolParams), ctypes.c_void_p,
-                                ctypes.c_size_t, ctypes.POINTER(ctypes.c_int64))
-        for name, res, args in (
-            ("aie_conv2d_output_shape", ctypes.c_int, [cp, i64p, i64p]),
-            ("aie_conv2d_packed_size", sz, [cp]),
-            ("aie_conv2d_pack_weights", ctypes.c_int, [cp, vp, vp, sz]),
-            ("aie_conv2d_workspace_size", sz, [cp, ctypes.c_int]),
-            ("aie_conv2d_winograd_wins", ctypes.c_int, [cp]),
-            ("aie_conv2d_winograd_packed_size", sz, [cp]),
-            ("aie_conv2d_pack_winograd", ctypes.c_int, [cp, vp, vp, sz]),
-            ("aie_conv_transpose2d_output_shape", ctypes.c_int, [cp, i64p, i64p]),
-            ("aie_conv_transpose2d_packed_size", sz, [cp]),
-            ("aie_conv_transpose2d_pack_weights", ctypes.c_int, [cp, vp, vp, sz]),
-            ("aie_conv_transpose2d_workspace_size", sz, [cp, ctypes.c_int]),
-            ("aie_pool2d_output_shape", ctypes.c_int, [pp, i64p, i64p]),
-            ("aie_sgemm_packed_b_size", sz, [ctypes.c_int64, ctypes.c_int64]),
-            ("aie_sgemm_pack_b", ctypes.c_int, [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, vp, ctypes.c_int64,
-                                                vp, sz]),
-            ("aie_sgemm_workspace_size", sz, [ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int]),
-        ):
-            fn = getattr(h, name)
-            fn.restype, fn.argtypes = res, args
-        _bound = h
-    return h
+    _api()
+    return _c()
 
 
 def host_isa() -> int:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.ir import Graph, Node
+from engine.passes.rewrite import single_consumer, splice
 
 _EPILOGUE = ("_act", "_bias")
 
@@ -50,8 +51,7 @@ def fuse_attention(graph: Graph) -> Graph:
     fused: dict[int, Node] = {}
 
     def only(name: str) -> Node | None:
-        users = consumers.get(name, [])
-        return users[0] if len(users) == 1 and name not in outputs else None
+        return single_consumer(consumers, outputs, name)
 
     for mm1 in graph.nodes:
         if mm1.op != "MatMul" or any(k in mm1.attrs for k in _EPILOGUE) or id(mm1) in drop:
@@ -97,7 +97,4 @@ def fuse_attention(graph: Graph) -> Graph:
                     [mm2.outputs[0]], {"alpha": alpha})
         drop.update(id(n) for n in chain)
         fused[id(mm2)] = node
-    if not fused:
-        return graph
-    graph.nodes = [fused.get(id(n), n) for n in graph.nodes if id(n) not in drop or id(n) in fused]
-    return graph
+    return splice(graph, fused, drop)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.ir import Graph, Node
+from engine.passes.rewrite import single_consumer, splice
 
 
 def _rank(graph: Graph, name: str) -> int | None:
@@ -73,8 +74,7 @@ def fuse_rmsnorm(graph: Graph) -> Graph:
     fused: dict[int, Node] = {}
 
     def only(name: str) -> Node | None:
-        users = consumers.get(name, [])
-        return users[0] if len(users) == 1 and name not in outputs else None
+        return single_consumer(consumers, outputs, name)
 
     for sq in graph.nodes:
         x = _square_of(sq, inits)
@@ -119,7 +119,4 @@ def fuse_rmsnorm(graph: Graph) -> Graph:
         node = Node("FusedRMSNorm", sq.name + "/fused_rmsnorm", [x, scale], [last.outputs[0]], {"epsilon": eps})
         drop.update(id(n) for n in chain)
         fused[id(last)] = node
-    if not fused:
-        return graph
-    graph.nodes = [fused.get(id(n), n) for n in graph.nodes if id(n) not in drop or id(n) in fused]
-    return graph
+    return splice(graph, fused, drop)

@@ -18,13 +18,9 @@ from __future__ import annotations
 import numpy as np
 
 from engine.ir import Graph, Node
+from engine.passes.rewrite import single_consumer
 from engine.ops.common import (ACT_CLIP, ACT_GELU, ACT_HARDSIGMOID, ACT_HARDSWISH, ACT_LEAKY_RELU, ACT_RELU,
                                ACT_SIGMOID, ACT_SILU, ACT_TANH)
-
-
-def _single_consumer(graph_consumers, outputs, name):
-    users = graph_consumers.get(name, [])
-    return users[0] if len(users) == 1 and name not in outputs else None
 
 
 def _activation(node: Node, inits) -> tuple[int, float, float] | None:
@@ -66,7 +62,7 @@ def fuse_bias_activation(graph: Graph) -> Graph:
     for node in graph.nodes:
         if node.op == "MatMul" and "_bias" not in node.attrs and "_act" not in node.attrs and node.inputs[1] in inits \
                 and inits[node.inputs[1]].ndim == 2:
-            add = _single_consumer(consumers, outputs, node.outputs[0])
+            add = single_consumer(consumers, outputs, node.outputs[0])
             if add is not None and add.op == "Add":
                 other = add.inputs[1] if add.inputs[0] == node.outputs[0] else add.inputs[0]
                 n = inits[node.inputs[1]].shape[1]
@@ -79,7 +75,7 @@ def fuse_bias_activation(graph: Graph) -> Graph:
     for node in graph.nodes:
         if id(node) in drop or node.op not in ("Conv", "ConvTranspose", "Gemm", "MatMul") or "_act" in node.attrs:
             continue
-        user = _single_consumer(consumers, outputs, node.outputs[0])
+        user = single_consumer(consumers, outputs, node.outputs[0])
         if user is None or id(user) in drop:
             continue
         act = _activation(user, inits)
@@ -106,7 +102,7 @@ def fuse_silu(graph: Graph) -> Graph:
         x = sig.inputs[0]
         prod = producers.get(x)
         users = consumers.get(x, [])
-        mul = _single_consumer(consumers, outputs, sig.outputs[0])
+        mul = single_consumer(consumers, outputs, sig.outputs[0])
         if prod is None or prod.op not in ("Conv", "ConvTranspose", "Gemm", "MatMul") or "_act" in prod.attrs \
                 or mul is None or mul.op != "Mul" or sorted(mul.inputs) != sorted([x, sig.outputs[0]]) \
                 or len(users) != 2 or x in outputs or id(prod) in drop:
@@ -139,7 +135,7 @@ def fuse_gelu(graph: Graph) -> Graph:
     drop = set()
 
     def one(name):
-        return _single_consumer(consumers, outputs, name)
+        return single_consumer(consumers, outputs, name)
 
     for erf in graph.nodes:
         if erf.op != "Erf" or id(erf) in drop:
@@ -189,7 +185,7 @@ def fuse_matmul_scale(graph: Graph) -> Graph:
     for mm in graph.nodes:
         if mm.op != "MatMul" or any(k in mm.attrs for k in ("_act", "_bias", "_alpha")):
             continue
-        user = _single_consumer(consumers, outputs, mm.outputs[0])
+        user = single_consumer(consumers, outputs, mm.outputs[0])
         if user is None or user.op not in ("Div", "Mul"):
             continue
         c = _const_operand(user, mm.outputs[0], inits)
@@ -221,10 +217,10 @@ def fuse_conv_residual(graph: Graph) -> Graph:
             conv, skip = producers.get(add.inputs[k]), add.inputs[1 - k]
             if conv is None or conv.op != "Conv" or not conv.attrs.get("_nhwc") or "_act" in conv.attrs \
                     or len(conv.inputs) > 4 or skip in inits or skip == add.inputs[k] or id(conv) in drop \
-                    or _single_consumer(consumers, outputs, add.inputs[k]) is not add:
+                    or single_consumer(consumers, outputs, add.inputs[k]) is not add:
                 continue
             last, out = add, add.outputs[0]
-            act_node = _single_consumer(consumers, outputs, out)
+            act_node = single_consumer(consumers, outputs, out)
             act = _activation(act_node, inits) if act_node is not None else None
             if act is not None:
                 conv.attrs["_act"], conv.attrs["_p0"], conv.attrs["_p1"] = act
@@ -285,29 +281,29 @@ def fuse_layernorm(graph: Graph) -> Graph:
         div = next((n for n in d_users if n.op == "Div" and n.inputs[0] == sub.outputs[0]), None)
         if pow_ is None or div is None or len(d_users) != 2:
             continue
-        mean2 = _single_consumer(consumers, outputs, pow_.outputs[0])
+        mean2 = single_consumer(consumers, outputs, pow_.outputs[0])
         if mean2 is None or not _last_axis_mean(mean2, inits):
             continue
-        add = _single_consumer(consumers, outputs, mean2.outputs[0])
+        add = single_consumer(consumers, outputs, mean2.outputs[0])
         if add is None or add.op != "Add":
             continue
         eps_name = add.inputs[1] if add.inputs[0] == mean2.outputs[0] else add.inputs[0]
         if eps_name not in inits or inits[eps_name].size != 1:
             continue
-        sqrt = _single_consumer(consumers, outputs, add.outputs[0])
+        sqrt = single_consumer(consumers, outputs, add.outputs[0])
         if sqrt is None or sqrt.op != "Sqrt" or producers.get(div.inputs[1]) is not sqrt:
             continue
         if any(n in outputs for n in (mean1.outputs[0], sub.outputs[0], pow_.outputs[0], sqrt.outputs[0])):
             continue
         chain = [mean1, sub, pow_, mean2, add, sqrt, div]
         out, scale, bias = div.outputs[0], "", ""
-        mul = _single_consumer(consumers, outputs, out)
+        mul = single_consumer(consumers, outputs, out)
         if mul is not None and mul.op == "Mul":
             g = mul.inputs[1] if mul.inputs[0] == out else mul.inputs[0]
             if g in inits and inits[g].ndim == 1:
                 scale, out = g, mul.outputs[0]
                 chain.append(mul)
-                badd = _single_consumer(consumers, outputs, out)
+                badd = single_consumer(consumers, outputs, out)
                 if badd is not None and badd.op == "Add":
                     b = badd.inputs[1] if badd.inputs[0] == out else badd.inputs[0]
                     if b in inits and inits[b].ndim == 1:
