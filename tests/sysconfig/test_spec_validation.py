@@ -185,8 +185,9 @@ def test_yaml_syntax_error_has_the_line(in_tmp):
             vm.swappiness: 1
            bad: [unclosed
         """)
-    assert problems(f) == ["spec.yaml:5: YAML syntax error: expected <block end>, but found '<block mapping start>' "
-                           "(while parsing a block mapping)"]
+    assert problems(f) == ["spec.yaml:5:4: YAML syntax error: bad indentation: this line lines up with none of the "
+                           "keys above it (the mapping from line 3) (keys of one mapping start in the same column; "
+                           "indent with spaces)"]
 
 
 def test_unsupported_version_and_missing_version(in_tmp):
