@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Sequence
 
@@ -25,7 +26,10 @@ from hostspec.schema import resolve_ref, fill_defaults, load_schema, locate, val
 from hostspec.specpaths import missing_files, resolve_paths
 from hostspec.yamlsource import KeyPath, Origins, format_path, read_yaml
 
-DEFAULT_SPEC = Path(__file__).resolve().parents[1] / "spec.yaml"
+# Package data (pip unpacks wheels, so it is a real file). In a checkout it is a
+# link to sysconfig/spec.yaml, the one file to edit; resolving the link keeps
+# its relative paths (../build/...) relative to sysconfig/ as written.
+DEFAULT_SPEC = Path(str(resources.files("hostspec") / "data" / "spec.yaml")).resolve()
 HUGEPAGE_SIZES = {"2M": 2 << 20, "1G": 1 << 30}
 
 
