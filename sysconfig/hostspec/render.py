@@ -190,9 +190,9 @@ def _check_host_context(spec, plan: HugepagePlan) -> dict:
 
 @functools.cache
 def _env() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.PackageLoader("hostspec", "data/templates"), undefined=jinja2.StrictUndefined,
-                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
-                              autoescape=False)
+    return jinja2.Environment(loader=jinja2.PackageLoader("hostspec", "data/templates"),
+                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True, trim_blocks=True,
+                              lstrip_blocks=True, autoescape=False)
 
 
 def render_tree(spec) -> dict[str, RenderedFile]:

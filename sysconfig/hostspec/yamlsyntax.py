@@ -46,7 +46,8 @@ def _explain(exc: yaml.MarkedYAMLError) -> tuple[object, str, str | None]:
         return here, "a list item ('- ') where a key was expected", \
             "indent the list under its key, or make every item of the list a '- ' line"
     if problem.startswith("expected <block end>"):
-        message = f"bad indentation: this line lines up with none of the keys above it (the mapping from line {opened.line + 1})"
+        message = ("bad indentation: this line lines up with none of the keys above it "
+                   f"(the mapping from line {opened.line + 1})")
         return here, message, "keys of one mapping start in the same column; indent with spaces"
     if problem == "mapping values are not allowed here":
         return here, "unexpected ':' (a key cannot start in the middle of a value)", \

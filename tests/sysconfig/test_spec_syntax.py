@@ -3,29 +3,10 @@ sysctl values the kernel can read (issue 10 item 11)."""
 
 from __future__ import annotations
 
-import textwrap
-
 import pytest
 
-from hostspec.errors import SpecError
 from hostspec.loader import load_spec
-
-
-@pytest.fixture
-def in_tmp(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
-
-
-def write(dir_, name: str, text: str) -> str:
-    (dir_ / name).write_text(textwrap.dedent(text).lstrip("\n"))
-    return name
-
-
-def problems(*paths: str) -> list[str]:
-    with pytest.raises(SpecError) as info:
-        load_spec(list(paths))
-    return [str(p) for p in info.value.problems]
+from spec_support import in_tmp, problems, write  # noqa: F401 (in_tmp is a fixture)
 
 
 @pytest.mark.parametrize("text,expected", [
