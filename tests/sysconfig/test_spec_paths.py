@@ -156,7 +156,8 @@ def test_every_key_described_as_a_path_or_file_is_marked_x_path():
         described = bool(words.search(schema.get("description", "")))
         if marked:
             seen.add(key)
-            assert marked in ("spec-file", "spec-dir", "host"), key
+            assert marked in ("spec-file", "spec-dir", "host"), \
+                f"{key}: x-path must be spec-file, spec-dir or host (see hostspec/specpaths.py), not {marked!r}"
             assert described, f"{key}: x-path {marked}, but its description does not say it is a path"
         elif key not in NOT_PATHS:
             assert not described, f"{key}: its description names a path or file; mark it with x-path"
