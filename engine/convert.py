@@ -114,7 +114,7 @@ def convert_spec_models(spec_paths, out_dir: str | Path, *, progress: Callable[[
     out_dir.mkdir(parents=True, exist_ok=True)
     summaries = []
     for model in spec.data["engine"]["models"]:
-        src = spec.resolve(model["source"])
+        src = Path(model["source"])  # absolute: the spec loader resolved it
         if not src.exists():
             try:
                 from models import zoo

@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Callable
 
 from engine.deploy import DeployError
+from hostspec.specpaths import SSH_KEY_TYPE_PREFIXES, is_key_line
 
 Say = Callable[[str, str], None]  # (host name, message)
-_KEY_TYPE_PREFIXES = ("ssh-", "ecdsa-", "sk-")
 _record_lock = threading.Lock()  # fleet threads append to the TOFU file concurrently
 
 
@@ -55,7 +55,7 @@ def _parse_key_line(text: str, where: str):
     from paramiko.hostkeys import HostKeyEntry, InvalidHostKey
 
     fields = text.split()
-    if fields and fields[0].startswith(_KEY_TYPE_PREFIXES):
+    if fields and fields[0].startswith(SSH_KEY_TYPE_PREFIXES):
         fields.insert(0, "pinned")  # a bare .pub line: give it the host-names field known_hosts has
     line = " ".join(fields)  # paramiko splits on single spaces
     try:
@@ -80,12 +80,6 @@ def _load_file(path: Path, where: str):
         raise DeployError(f"cannot read the known_hosts file: {exc.strerror}", where=f"{where}: {path}") from None
     except Exception as exc:  # noqa: BLE001 - paramiko raises assorted errors for damaged files
         raise DeployError(f"unreadable known_hosts file: {type(exc).__name__}: {exc}", where=f"{where}: {path}") from None
-
-
-def is_key_line(value: str) -> bool:
-    fields = value.split()
-    return bool(fields) and (fields[0].startswith(_KEY_TYPE_PREFIXES) or
-                             len(fields) >= 3 and fields[1].startswith(_KEY_TYPE_PREFIXES))
 
 
 @dataclass(frozen=True)

@@ -166,7 +166,7 @@ class Pipeline:
         converter = sorted(p for pattern in CONVERTER_SOURCES for p in REPO.glob(pattern))
         result = {}
         for model in self.spec.data["engine"]["models"]:
-            name, source = model["name"], self.spec.resolve(model["source"])
+            name, source = model["name"], Path(model["source"])  # absolute: the spec loader resolved it
             if not source.is_file():
                 self._generate(name, source)
             aie, smoke = out / f"{name}.aie", out / f"{name}.smoke.json"

@@ -12,7 +12,6 @@ stops launching hosts once too many failed (canary first when configured).
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import subprocess
 import sys
@@ -26,7 +25,7 @@ from typing import Callable
 
 from engine.deploy import DeployError, verify
 from engine.deploy.bundle import Bundle, extract
-from engine.deploy.hostkeys import HostKeyPolicy, is_key_line
+from engine.deploy.hostkeys import HostKeyPolicy
 from engine.deploy.install import BASE, INSTALLED
 from engine.deploy.remote import RESULT_PREFIX
 from engine.deploy.supervise import LOGFILE
@@ -348,21 +347,10 @@ def _parse_jump(text: str, hosts: dict[str, dict], via: dict) -> dict:
             "key_file": via.get("key_file")}
 
 
-def _resolve_host_paths(spec, host: dict) -> dict:
-    """key_file and a host_key that names a file, relative to the first spec file."""
-    host = dict(host)
-    if host.get("key_file"):
-        host["key_file"] = str(spec.resolve(host["key_file"]))
-    if host.get("host_key") and not is_key_line(host["host_key"]):
-        host["host_key"] = str(spec.resolve(os.path.expanduser(host["host_key"])))
-    return host
-
-
 def host_key_policy(spec, build_dir: Path, say=lambda host, msg: None) -> HostKeyPolicy:
     """The spec's host-key policy; keys trusted on first use go to BUILD/deploy/known_hosts."""
-    known = spec.data["deploy"].get("known_hosts")
-    return HostKeyPolicy(Path(build_dir) / "deploy" / "known_hosts",
-                         spec.resolve(os.path.expanduser(known)) if known else None, say)
+    known = spec.data["deploy"].get("known_hosts")  # absolute: the spec loader resolved it
+    return HostKeyPolicy(Path(build_dir) / "deploy" / "known_hosts", Path(known) if known else None, say)
 
 
 def make_targets(spec, names: list[str] | None, settings: Settings, host_keys: HostKeyPolicy) -> list[Target]:
@@ -378,12 +366,9 @@ def make_targets(spec, names: list[str] | None, settings: Settings, host_keys: H
         if names and name not in names:
             continue
         if host["type"] == "local":
-            targets.append(LocalTarget(name, spec.resolve(host["root"]), settings))
+            targets.append(LocalTarget(name, host["root"], settings))
         else:
-            host = _resolve_host_paths(spec, host)
             jump = _parse_jump(host["jump_host"], hosts, host) if host.get("jump_host") else None
-            if jump is not None and jump["name"] in hosts:
-                jump = _resolve_host_paths(spec, jump)
             targets.append(SSHTarget(name, host, settings, host_keys, jump))
     return targets
 

@@ -9,7 +9,8 @@ import re
 from pathlib import Path
 
 from hostspec.errors import Problem
-from hostspec.schema import locate
+from hostspec.schema import describe, locate
+from hostspec.sysctl_notes import FREE_TEXT, integer_fields
 from hostspec.yamlsource import KeyPath, Origins, format_path
 
 # Kernel arguments the GRUB drop-in derives from host.hugepages and
@@ -17,6 +18,7 @@ from hostspec.yamlsource import KeyPath, Origins, format_path
 OWNED_CMDLINE_KEYS = ("default_hugepagesz", "hugepagesz", "hugepages", "transparent_hugepage")
 # sysctl keys derived from other settings (see render.desired_sysctl).
 DERIVED_SYSCTL = {"vm.nr_hugepages": "host.hugepages.count", "net.ipv4.tcp_tw_reuse": "host.direct_ip_clients"}
+_INTEGERS_RE = re.compile(r"^-?[0-9]+(\s+-?[0-9]+)*$")
 _JUMP_RE = re.compile(r"^(?:[A-Za-z0-9_.-]+@)?[A-Za-z0-9_.:\[\]-]+(?::[0-9]{1,5})?$")
 
 
@@ -63,9 +65,11 @@ def _check_host(r: _Report, host: dict) -> None:
         elif sum(hp["per_node"].values()) != hp["count"]:
             r.add(("host", "hugepages", "per_node"),
                   f"node counts add up to {sum(hp['per_node'].values())}, not host.hugepages.count {hp['count']}")
-    for key in host["sysctl"]:
+    for key, value in host["sysctl"].items():
         if key in DERIVED_SYSCTL:
             r.add(("host", "sysctl", key), "derived setting; do not set it here", f"set {DERIVED_SYSCTL[key]} instead")
+        else:
+            _check_sysctl_value(r, key, value)
     seen: dict[str, int] = {}
     for i, arg in enumerate(host["kernel_cmdline"]):
         key = arg.split("=", 1)[0]
@@ -76,6 +80,21 @@ def _check_host(r: _Report, host: dict) -> None:
             r.add(("host", "kernel_cmdline", i), f"{key} given twice (also item {seen[key]})")
         else:
             seen[key] = i
+
+
+def _check_sysctl_value(r: _Report, key: str, value: int | str) -> None:
+    """The forms the kernel reads: integers (several, space-separated, for
+    keys like ip_local_port_range) or one word (tcp_congestion_control bbr).
+    Prose like 'a lot' would be written to sysctl.d and fail at boot."""
+    text = str(value).strip()
+    fields = integer_fields(key)
+    if fields is not None:
+        if not _INTEGERS_RE.match(text) or len(text.split()) != fields:
+            want = "an integer" if fields == 1 else f"{fields} integers separated by spaces"
+            r.add(("host", "sysctl", key), f"expected {want}, got {describe(value)}")
+    elif key not in FREE_TEXT and len(text.split()) > 1 and not _INTEGERS_RE.match(text):
+        r.add(("host", "sysctl", key), f"expected an integer, integers separated by spaces (e.g. '32768 60999') "
+              f"or one word (e.g. bbr), got {describe(value)}")
 
 
 def _check_service(r: _Report, service: dict, engine: dict) -> None:

@@ -17,11 +17,14 @@ class Problem:
     message: str
     hint: str | None = None
     severity: str = "error"  # or "warning"
+    column: int | None = None  # 1-based; only YAML syntax errors know it
 
     def __str__(self) -> str:
         where = ""
         if self.file is not None:
-            where = f"{self.file}:{self.line}: " if self.line is not None else f"{self.file}: "
+            where = f"{self.file}: "
+            if self.line is not None:
+                where = f"{self.file}:{self.line}:{self.column}: " if self.column else f"{self.file}:{self.line}: "
         text = f"{where}{self.path}: " if self.path else where
         if self.severity != "error":
             text += f"{self.severity}: "

@@ -3,7 +3,9 @@
 Stages, each reporting every problem it finds before stopping:
 read each YAML file (syntax, duplicate keys, empty or non-mapping files) ->
 merge the layers -> JSON Schema validation -> defaults and units (sizes to
-bytes, durations to seconds, percentages to numbers) -> cross-key checks.
+bytes, durations to seconds, percentages to numbers) -> cross-key checks ->
+path-valued keys made absolute, each against the directory of the file that
+wrote it (hostspec.specpaths).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Sequence
 
@@ -20,24 +23,25 @@ from hostspec.checks import check_spec, missing_sysctls
 from hostspec.errors import Problem, SpecError
 from hostspec.merge import merge_layers
 from hostspec.schema import resolve_ref, fill_defaults, load_schema, locate, validate
+from hostspec.specpaths import missing_files, resolve_paths
 from hostspec.yamlsource import KeyPath, Origins, format_path, read_yaml
 
-DEFAULT_SPEC = Path(__file__).resolve().parents[1] / "spec.yaml"
+# Package data (pip unpacks wheels, so it is a real file). In a checkout it is a
+# link to sysconfig/spec.yaml, the one file to edit; resolving the link keeps
+# its relative paths (../build/...) relative to sysconfig/ as written.
+DEFAULT_SPEC = Path(str(resources.files("hostspec") / "data" / "spec.yaml")).resolve()
 HUGEPAGE_SIZES = {"2M": 2 << 20, "1G": 1 << 30}
 
 
 @dataclass(frozen=True)
 class Spec:
-    data: dict  # merged, validated, defaults filled in; sizes in bytes; durations in seconds
+    data: dict  # merged, validated, defaults filled in; sizes in bytes; durations in seconds; paths absolute
     sources: tuple[Path, ...]  # the spec files, in merge order
-    digest: str  # sha256 hex of the canonical merged data
+    # sha256 hex of the canonical merged data with paths as written, so the
+    # same spec gives the same digest (and rendered banners) in any checkout
+    digest: str
     warnings: tuple[Problem, ...]
     origins: dict = field(default_factory=dict, repr=False, compare=False)  # key path -> (file, line)
-
-    def resolve(self, p: str) -> Path:
-        """A path from the spec, relative to the directory of the first spec file."""
-        path = Path(p)
-        return path if path.is_absolute() else (self.sources[0].parent / path).resolve()
 
     def where(self, path: KeyPath) -> tuple[str | None, int | None]:
         """(file, line) that set `path` (or its nearest written ancestor)."""
@@ -104,21 +108,30 @@ def _fill_host_defaults(hosts: list[dict], raw_hosts: object) -> None:
                     host.pop(key, None)
 
 
-def load_spec(paths: Sequence[Path | str] | None = None, *, proc: Path = Path("/proc")) -> Spec:
+def load_spec(paths: Sequence[Path | str] | None = None, *, proc: Path = Path("/proc"),
+              require_files: bool = False) -> Spec:
     """Load, merge, validate and normalise spec files (None: the embedded default).
     Raises SpecError with every problem found. Warnings (e.g. a sysctl this
-    kernel lacks, checked under `proc`) are returned on Spec.warnings."""
+    kernel lacks, checked under `proc`) are returned on Spec.warnings.
+    A local file the spec names (model source, SSH key) that is missing is an
+    error with `require_files` (commands that read those files), else a
+    warning: render and provision do not read them, and a host provisioning
+    from a shipped spec does not have them."""
     files = [Path(p) for p in paths] if paths else [DEFAULT_SPEC]
+    names = [display_name(f) if f == DEFAULT_SPEC else str(f) for f in files]
     layers, problems = [], []
-    for f in files:
+    for i, (f, name) in enumerate(zip(files, names)):
         try:
-            layers.append(read_yaml(f, display_name(f) if f == DEFAULT_SPEC else str(f)))
+            layers.append(read_yaml(f, name, first=i == 0))
         except SpecError as exc:
             problems.extend(exc.problems)
     if problems:
         raise SpecError(problems)
     raw, origins = merge_layers(layers)
     problems = validate(raw, origins)
+    if "version" not in layers[0][0] and "version" in raw:
+        problems.append(Problem(names[0], 1, "version", "missing in the first spec file",
+                                "the first file starts with 'version: 1'; overlays may omit it"))
     if problems:
         raise SpecError(problems)
     data = fill_defaults(raw)
@@ -129,10 +142,15 @@ def load_spec(paths: Sequence[Path | str] | None = None, *, proc: Path = Path("/
     problems = check_spec(data, raw, origins)
     if problems:
         raise SpecError(problems)
-    warnings = missing_sysctls(data, origins, proc, "warning")
-    warnings += _reservation_warnings(data, origins)
+    digest = canonical_digest(data)
     sources = tuple(Path(os.path.abspath(f)) for f in files)
-    return Spec(data=data, sources=sources, digest=canonical_digest(data), warnings=tuple(warnings), origins=origins)
+    resolve_paths(data, origins, {name: src.parent for name, src in zip(names, sources)})
+    missing = missing_files(data, origins, "error" if require_files else "warning")
+    if require_files and missing:
+        raise SpecError(missing)
+    warnings = missing_sysctls(data, origins, proc, "warning")
+    warnings += _reservation_warnings(data, origins) + missing
+    return Spec(data=data, sources=sources, digest=digest, warnings=tuple(warnings), origins=origins)
 
 
 def _reservation_warnings(data: dict, origins: Origins) -> list[Problem]:

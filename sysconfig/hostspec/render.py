@@ -2,7 +2,8 @@
 root) and compute the live state provision compares against.
 
 Templates live in templates/ at paths that mirror the target
-(templates/etc/sysctl.d/90-ai-engine.conf.j2 -> etc/sysctl.d/90-ai-engine.conf).
+(templates/etc/sysctl.d/90-ai-engine.conf.j2 -> etc/sysctl.d/90-ai-engine.conf),
+shipped as package data hostspec/data/templates (a link to templates/ in a checkout).
 Output is byte-for-byte deterministic: it depends only on the spec's data
 and the names of its files, never on time, host or dict order.
 """
@@ -21,8 +22,8 @@ from hostspec.hugepages import HugepagePlan, hugepage_plan
 from hostspec.sysctl_notes import note
 from hostspec.units import format_size
 
-REPO = Path(__file__).resolve().parents[2]
-TEMPLATES = REPO / "templates"
+_CHECKOUT = Path(__file__).resolve().parents[2]
+REPO = _CHECKOUT if (_CHECKOUT / "pyproject.toml").is_file() else None  # None: installed from a wheel
 STATE_DIR = "/var/lib/ai-engine"
 LOG_DIR = "/var/log/ai-engine"
 MODELS_DIR = "/opt/ai-engine/current/models"
@@ -50,7 +51,7 @@ def source_names(spec) -> list[str]:
     names = []
     for src in spec.sources:
         try:
-            names.append(str(src.resolve().relative_to(REPO)))
+            names.append(str(src.resolve().relative_to(REPO)) if REPO else str(src))
         except ValueError:
             names.append(str(src))
     return names
@@ -189,11 +190,9 @@ def _check_host_context(spec, plan: HugepagePlan) -> dict:
 
 @functools.cache
 def _env() -> jinja2.Environment:
-    if not TEMPLATES.is_dir():
-        raise FileNotFoundError(f"templates directory not found: {TEMPLATES}")
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
-                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
-                              autoescape=False)
+    return jinja2.Environment(loader=jinja2.PackageLoader("hostspec", "data/templates"),
+                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True, trim_blocks=True,
+                              lstrip_blocks=True, autoescape=False)
 
 
 def render_tree(spec) -> dict[str, RenderedFile]:

@@ -1,4 +1,5 @@
-"""Validate merged spec data against sysconfig/schema.json and turn each
+"""Validate merged spec data against the schema (sysconfig/schema.json, shipped
+as package data hostspec/data/schema.json) and turn each
 jsonschema error into one `Problem` a person can act on: the key path, what
 was expected (from the schema's `x-expected`), a did-you-mean hint for
 unknown keys and enum values, and the line that set the value."""
@@ -10,19 +11,21 @@ import difflib
 import functools
 import json
 import re
-from pathlib import Path
+from importlib import resources
 
 import jsonschema
 
 from hostspec.errors import Problem
 from hostspec.yamlsource import KeyPath, Origins, format_path
 
-SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schema.json"
+# Package data, so a wheel installed on a host carries it; in a checkout
+# hostspec/data/schema.json is a link to sysconfig/schema.json, the one file to edit.
+SCHEMA = resources.files("hostspec") / "data" / "schema.json"
 
 
 @functools.cache
 def load_schema() -> dict:
-    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    return json.loads(SCHEMA.read_text(encoding="utf-8"))
 
 
 @functools.cache

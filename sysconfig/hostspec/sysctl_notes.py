@@ -30,5 +30,16 @@ NOTES = {
 }
 
 
+# Every key in NOTES takes integers: one, or this many separated by spaces.
+INTEGER_FIELDS = {"net.ipv4.tcp_rmem": 3, "net.ipv4.tcp_wmem": 3, "net.ipv4.ip_local_port_range": 2}
+# Keys whose value is free text with spaces (a pipe to a core handler and its arguments).
+FREE_TEXT = frozenset({"kernel.core_pattern"})
+
+
+def integer_fields(key: str) -> int | None:
+    """How many integers `key` takes, when this table knows the key."""
+    return INTEGER_FIELDS.get(key, 1) if key in NOTES else None
+
+
 def note(key: str) -> str:
     return NOTES.get(key, "site setting from host.sysctl (see the kernel's sysctl documentation)")

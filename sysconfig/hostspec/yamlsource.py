@@ -13,6 +13,7 @@ from pathlib import Path
 import yaml
 
 from hostspec.errors import Problem, SpecError
+from hostspec.yamlsyntax import syntax_problem
 
 KeyPath = tuple  # ('engine', 'models', 0, 'name')
 Origins = dict  # KeyPath -> (file, line)
@@ -78,8 +79,10 @@ class _Walker:
         return out
 
 
-def read_yaml(path: Path, display: str) -> tuple[object, Origins]:
-    """Parse `path` (shown as `display` in problems). Raises SpecError listing every problem."""
+def read_yaml(path: Path, display: str, *, first: bool = True) -> tuple[object, Origins]:
+    """Parse `path` (shown as `display` in problems). Raises SpecError listing every problem.
+    An empty (or comment-only) overlay is a layer that changes nothing; the
+    first file must hold at least `version: 1`."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -88,15 +91,11 @@ def read_yaml(path: Path, display: str) -> tuple[object, Origins]:
         raise SpecError([Problem(display, None, "", f"cannot read spec file: {exc}")]) from None
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        detail = exc.problem or "unreadable YAML"
-        if exc.context:
-            detail = f"{detail} ({exc.context})"
-        raise SpecError([Problem(display, mark.line + 1 if mark else None, "", f"YAML syntax error: {detail}")]) from None
     except yaml.YAMLError as exc:
-        raise SpecError([Problem(display, None, "", f"YAML syntax error: {exc}")]) from None
+        raise SpecError([syntax_problem(display, exc)]) from None
     if root is None:
+        if not first:
+            return {}, {(): (display, 1)}
         raise SpecError([Problem(display, 1, "", "empty file", "a spec starts with 'version: 1'")])
     if not isinstance(root, yaml.MappingNode):
         kind = "a list" if isinstance(root, yaml.SequenceNode) else f"the scalar {root.value!r}"

@@ -3,30 +3,11 @@ including the file and line of the offending value."""
 
 from __future__ import annotations
 
-import textwrap
-
 import pytest
 
 from hostspec.errors import Problem, SpecError
 from hostspec.loader import load_spec
-
-
-@pytest.fixture
-def in_tmp(tmp_path, monkeypatch):
-    """Work in tmp_path so problems name 'spec.yaml' as a user would see it."""
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
-
-
-def write(dir_, name: str, text: str) -> str:
-    (dir_ / name).write_text(textwrap.dedent(text).lstrip("\n"))
-    return name
-
-
-def problems(*paths: str) -> list[str]:
-    with pytest.raises(SpecError) as info:
-        load_spec(list(paths))
-    return [str(p) for p in info.value.problems]
+from spec_support import in_tmp, problems, write  # noqa: F401 (in_tmp is a fixture)
 
 
 def test_minimal_spec_is_valid_and_gets_every_default(in_tmp):
@@ -185,8 +166,9 @@ def test_yaml_syntax_error_has_the_line(in_tmp):
             vm.swappiness: 1
            bad: [unclosed
         """)
-    assert problems(f) == ["spec.yaml:5: YAML syntax error: expected <block end>, but found '<block mapping start>' "
-                           "(while parsing a block mapping)"]
+    assert problems(f) == ["spec.yaml:5:4: YAML syntax error: bad indentation: this line lines up with none of the "
+                           "keys above it (the mapping from line 3) (keys of one mapping start in the same column; "
+                           "indent with spaces)"]
 
 
 def test_unsupported_version_and_missing_version(in_tmp):
