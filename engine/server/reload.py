@@ -38,6 +38,8 @@ async def reload_config(state: ServerState, config_path: str, root: str | None) 
     state.auth = auth
     if config.auth.rate_limit != old.auth.rate_limit:
         state.rate_limiter = RateLimiter(config.auth.rate_limit)
+    if config.auth.failure_limit != old.auth.failure_limit:
+        state.failure_limiter = RateLimiter(config.auth.failure_limit)
     for name, err in errors.items():
         log.error("model_load_failed", model=name, error=err, kept="previous version" if
                   state.registry.get(name).scheduler else "none")

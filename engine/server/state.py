@@ -37,6 +37,7 @@ class ServerState:
         self.registry = ModelRegistry(self.metrics)
         self.auth = Authenticator(config.auth)
         self.rate_limiter = RateLimiter(config.auth.rate_limit)
+        self.failure_limiter = RateLimiter(config.auth.failure_limit)
         self.started = time.time()
         self.draining = False
         self.in_flight = 0                    # requests accepted and not yet answered
@@ -46,10 +47,18 @@ class ServerState:
 
     # ---- admission --------------------------------------------------------
     def authenticate(self, authorization: str | None, client: str) -> Principal:
+        """`client` is the peer's address (no port): failed attempts are
+        limited per address, before any token is parsed, so guessing and
+        flooding cost the server a dictionary lookup each."""
+        if self.auth.enabled and (wait := self.failure_limiter.wait(client)):
+            self.metrics.rate_limited += 1
+            raise ServeError(429, f"too many failed authentications from {client}; retry in {wait:.0f} s",
+                             [("Retry-After", str(max(1, int(wait + 0.999))))])
         try:
             principal = self.auth.authenticate(authorization)
         except AuthError as exc:
             self.metrics.auth_failures += 1
+            self.failure_limiter.acquire(client)
             raise ServeError(exc.status, exc.message,
                              [("WWW-Authenticate", 'Bearer realm="ai-engine"')]) from None
         wait = self.rate_limiter.acquire(principal.subject or client)
