@@ -42,6 +42,7 @@ class LimitsConfig:
     header_timeout_s: float = 10.0  # a request's headers must arrive within this (slowloris)
     idle_timeout_s: float = 60.0    # keep-alive connection with no request in flight
     drain_timeout_s: float = 30.0   # SIGTERM: longest wait for queued + in-flight work
+    drain_delay_s: float = 5.0      # SIGTERM: serve on while readiness says 503, so load balancers move away
 
 
 @dataclass(frozen=True)
@@ -123,7 +124,8 @@ class EngineConfig:
 _SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 _SIZE_RE = re.compile(r"^\s*(\d+)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
 _SIZE_FIELDS = {"size", "max_body", "max_header_bytes", "hugepage_size"}
-_PATH_FIELDS = {"path", "secret_file", "public_key_file", "state_dir", "log_dir"}
+_PATH_FIELDS = {"path", "secret_file", "public_key_file", "state_dir", "log_dir", "cert_file", "key_file",
+                "client_ca_file"}
 _LOG_LEVELS = ("debug", "info", "warning", "error")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 
@@ -260,6 +262,8 @@ def _check(cfg: EngineConfig) -> None:
     for key in ("header_timeout_s", "idle_timeout_s", "drain_timeout_s"):
         if getattr(lim, key) <= 0:
             raise ConfigError(f"must be > 0 seconds, got {getattr(lim, key)}", where=f"engine.limits.{key}")
+    if lim.drain_delay_s < 0:
+        raise ConfigError(f"must be >= 0 seconds, got {lim.drain_delay_s}", where="engine.limits.drain_delay_s")
     auth = cfg.auth
     allowed = {"HS256", "HS384", "HS512", "RS256", "RS384", "RS512", "ES256", "ES384", "ES512"}
     for alg in auth.algorithms:

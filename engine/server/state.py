@@ -39,7 +39,7 @@ class ServerState:
         self.rate_limiter = RateLimiter(config.auth.rate_limit)
         self.failure_limiter = RateLimiter(config.auth.failure_limit)
         self.started = time.time()
-        self.draining = False
+        self.draining = False                 # SIGTERM: readiness 503, connections told to close
         self.in_flight = 0                    # requests accepted and not yet answered
         # JSON (de)coding of large tensors takes milliseconds: done here, off the loop.
         self.codec_pool = ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1)),
@@ -83,9 +83,6 @@ class ServerState:
                     priority: int | None, timeout_us: int | None, principal: Principal, info: dict):
         """Validate, queue and await one request; {output name: array}.
         `info` receives batch/queue/compute figures for the request log."""
-        if self.draining:
-            raise ServeError(503, "server is shutting down; not accepting new requests",
-                             [("Retry-After", "1")])
         model = self.model(name, version)
         if not principal.may_infer(name):
             raise ServeError(403, f"token lacks scope 'infer:{name}' (or 'infer')")

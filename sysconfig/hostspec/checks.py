@@ -108,6 +108,12 @@ def _check_engine(r: _Report, engine: dict) -> None:
             r.add(("engine", "auth", "secret_file"), "required by the HS* algorithms when auth is enabled")
         if any(not a.startswith("HS") for a in algs) and not auth["public_key_file"]:
             r.add(("engine", "auth", "public_key_file"), "required by the RS*/ES*/EdDSA algorithms when auth is enabled")
+    tls = engine["tls"]
+    if (tls["cert_file"] is None) != (tls["key_file"] is None):
+        missing = "key_file" if tls["key_file"] is None else "cert_file"
+        r.add(("engine", "tls", missing), "TLS needs both cert_file and key_file", "set both, or neither for plain TCP")
+    if tls["client_ca_file"] is not None and tls["cert_file"] is None:
+        r.add(("engine", "tls", "client_ca_file"), "mutual TLS needs cert_file and key_file too")
     _unique_names(r, engine["models"], ("engine", "models"), "model")
     for i, m in enumerate(engine["models"]):
         at = ("engine", "models", i)

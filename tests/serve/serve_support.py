@@ -192,6 +192,9 @@ def _factory(tmp: Path):
                   "binary_port": free_port() if binary else None, "log_level": "info",
                   "state_dir": str(d / "state"), "log_dir": str(d / "log"), "models": models}
         config.update(engine)
+        # No load balancer watches these servers: a stop need not wait out the
+        # drain delay unless the test sets one (test_drain.py).
+        config["limits"] = {"drain_delay_s": 0, **config.get("limits", {})}
         server = ServerProcess(d, config, env)
         servers.append(server)
         return server
