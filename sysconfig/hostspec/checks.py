@@ -86,6 +86,12 @@ def _check_service(r: _Report, service: dict, engine: dict) -> None:
     if policy not in ("fifo", "rr") and prio is not None:
         r.add(("service", "cpu_scheduling_priority"), f"only meaningful with fifo or rr, not {policy}",
               "set it to null or change the policy")
+    caps = service["hardening"]["capability_bounding_set"]
+    for key in ("http_port", "binary_port"):
+        port = engine[key]
+        if port is not None and port < 1024 and "CAP_NET_BIND_SERVICE" not in caps:
+            r.add(("engine", key), f"port {port} is privileged (< 1024) and the engine holds no capability",
+                  "add CAP_NET_BIND_SERVICE to service.hardening.capability_bounding_set, or use a port >= 1024")
     memlock, arena = service["limit_memlock"], engine["arena"]["size"]
     if engine["arena"]["mlock"] and memlock != "infinity" and memlock < arena:
         r.add(("service", "limit_memlock"), f"{memlock} bytes cannot lock engine.arena.size ({arena} bytes)",
