@@ -20,6 +20,7 @@ import numpy as np
 
 from engine.client import Client, ServerError
 from engine.server import binary as wire
+from serve_support import wait_for
 
 HTTP_CLIENTS, BINARY_CLIENTS = 64, 8
 MAX_REQUESTS = 2000          # per client: bounds the load in count ...
@@ -28,16 +29,6 @@ DELAY_S = 3.0
 X = np.linspace(-1, 1, 16, dtype=np.float32).reshape(1, 16)
 BODY = json.dumps({"inputs": [{"name": "x", "shape": [1, 16], "datatype": "FP32",
                                "data": X.ravel().tolist()}]}).encode()
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.01)
-    raise AssertionError(f"not within {timeout} s: {what}")
 
 
 class Tally:

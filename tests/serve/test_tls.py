@@ -13,7 +13,6 @@ import socket
 import ssl
 import subprocess
 import sys
-import time
 import urllib.request
 
 import numpy as np
@@ -95,18 +94,8 @@ class TlsServer(ServerProcess):
         self.ctx = ctx
         super().__init__(tmp, config, env)
 
-    def wait_ready(self, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.log_path.read_text()}")
-            try:
-                if self.request("GET", "/v2/health/ready")[0] == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.05)
-        raise RuntimeError(f"server not ready in {timeout} s:\n{self.log_path.read_text()}")
+    def answers_ready(self) -> bool:
+        return self.request("GET", "/v2/health/ready")[0] == 200
 
     def request(self, method: str, path: str, body: bytes | None = None, ctx: ssl.SSLContext | None = None):
         req = urllib.request.Request(f"https://{self.url}{path}", data=body, method=method)
