@@ -10,7 +10,10 @@
         rid = c.send("mlp", {"x": x}); ...; rid, outputs_or_error = c.receive()
 
 The server answers each request by its id as soon as it is done, so requests
-sent back to back share its batches. A Client is not thread-safe (one per
+sent back to back share its batches. When the server drains (SIGTERM) it sends
+GOODBYE: the answers still due are read, and the next request goes on a new
+connection; a server that has stopped accepting then refuses it before any
+byte of the request is sent (ConnectionRefusedError: safe to retry elsewhere). A Client is not thread-safe (one per
 thread). Answers are read into a buffer allocated at the announced size and
 returned as numpy views of it.
 """
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import socket
+import ssl
 import zlib
 from collections.abc import Iterable
 
@@ -37,22 +41,38 @@ class ServerError(EngineError):
 
 
 class Client:
-    def __init__(self, host: str = "127.0.0.1", port: int = 8001, *, timeout: float = 30.0, token: str = ""):
+    def __init__(self, host: str = "127.0.0.1", port: int = 8001, *, timeout: float = 30.0, token: str = "",
+                 ssl_context: ssl.SSLContext | None = None, server_hostname: str | None = None):
+        """`ssl_context`: speak TLS (a server with engine.tls); the certificate
+        is checked against `server_hostname`, by default `host`."""
         self.host, self.port, self.timeout, self.token = host, port, timeout, token
+        self.ssl_context, self.server_hostname = ssl_context, server_hostname or host
         self._sock: socket.socket | None = None
         self._ids = itertools.count(1)
         self._header = bytearray(wire.HEADER.size)
         self._waiting: set[int] = set()                     # ids sent, answer not read yet
         self._answers: dict[int, object] = {}               # read by infer() for another id
+        self._goodbye = False                               # the server asked for a new connection
 
     def connect(self) -> None:
         if self._sock is None:
-            self._sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
-            self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.ssl_context is not None:
+                try:
+                    sock = self.ssl_context.wrap_socket(sock, server_hostname=self.server_hostname)
+                except BaseException:
+                    sock.close()
+                    raise
+            self._sock = sock
 
     def close(self) -> None:
         self._waiting.clear()
         self._answers.clear()
+        self._close_socket()
+
+    def _close_socket(self) -> None:
+        self._goodbye = False
         if self._sock is not None:
             self._sock.close()
             self._sock = None
@@ -72,6 +92,7 @@ class Client:
     def send(self, model: str, inputs: dict[str, np.ndarray], *, version: str = "", priority: int = 0,
              timeout_us: int = 0) -> int:
         """Send one request without waiting for its answer; its request id."""
+        self._leave_if_told()
         self.connect()
         rid = next(self._ids)
         parts = wire.encode_infer(rid, model, inputs, version=version, token=self.token, priority=priority,
@@ -136,9 +157,53 @@ class Client:
                 raise failed
         return results
 
+    def _leave_if_told(self) -> None:
+        """Before a request: move to a new connection when the server said
+        GOODBYE, or closed this one while it was idle (both may be waiting
+        unread in the socket), keeping the answers still due on the old one."""
+        if self._sock is None:
+            return
+        if not self._waiting and not self._goodbye:
+            got = self._peek_idle()
+            if got is None:
+                return
+            if got != wire.OP_GOODBYE:
+                self._close_socket()  # closed (or an error frame) while idle: nothing of ours was lost
+                return
+            self._goodbye = True
+        if self._goodbye:
+            while self._waiting:
+                rid, answer = self._read_answer()
+                self._answers[rid] = answer
+            self._close_socket()
+
+    def _peek_idle(self) -> int | None:
+        """With nothing in flight: the op of a frame the server sent on its
+        own, -1 if it closed the connection, None if nothing arrived. (A
+        non-blocking read, not select(): TLS may hold decrypted bytes, or
+        deliver records that carry none.)"""
+        self._sock.settimeout(0)
+        try:
+            n = self._sock.recv_into(self._header)
+        except (BlockingIOError, ssl.SSLWantReadError):
+            return None
+        except OSError:
+            return -1
+        finally:
+            self._sock.settimeout(self.timeout)
+        if n == 0:
+            return -1
+        try:
+            return self._read_frame(n)[0]
+        except (OSError, EngineError):
+            return -1
+
     def _read_answer(self) -> tuple[int, dict[str, np.ndarray] | ServerError]:
         try:
             op, payload = self._read_frame()
+            while op == wire.OP_GOODBYE:  # answers still due follow it
+                self._goodbye = True
+                op, payload = self._read_frame()
         except (OSError, EngineError):
             self._lost()  # the stream's position is unknown now
             raise
@@ -165,8 +230,9 @@ class Client:
         self._answers.clear()
         self.close()
 
-    def _read_frame(self) -> tuple[int, memoryview]:
-        self._recv_into(memoryview(self._header))
+    def _read_frame(self, have: int = 0) -> tuple[int, memoryview]:
+        """The next frame; `have` bytes of its header are already read."""
+        self._recv_into(memoryview(self._header)[have:])
         op, length, crc = wire.parse_header(bytes(self._header), 1 << 40)
         payload = memoryview(bytearray(length))
         self._recv_into(payload)

@@ -3,8 +3,12 @@ limiting with token buckets.
 
 Tokens are verified with PyJWT against keys read from files at start-up and
 at every reload (so a key rotation is a file swap + SIGHUP). Only algorithms
-listed in the config are accepted; `none` can never be listed. `exp` and
-`nbf` are checked when present, `aud` and `iss` when configured.
+listed in the config are accepted; `none` can never be listed. `exp` is
+required (unless `require_exp: false`: a token that never expires is a
+password), `nbf` checked when present, `aud` and `iss` required when configured.
+
+Priority (fail-closed): a token's `priority` claim is the best level it may
+ask for; a token without one gets `default_priority`, never the highest.
 
 Scopes: a token may infer on model M when its scopes contain `infer` (every
 model) or `infer:M`; metadata and stats need any valid token.
@@ -31,7 +35,7 @@ class AuthError(Exception):
 class Principal:
     subject: str
     scopes: frozenset[str]
-    priority: int | None         # best priority level the token allows (claim), or None
+    priority: int | None         # best level the token allows (0 = the model's lowest); None: no ceiling
 
     def may_infer(self, model: str) -> bool:
         return "infer" in self.scopes or f"infer:{model}" in self.scopes
@@ -89,11 +93,14 @@ class Authenticator:
         if alg not in cfg.algorithms:
             raise AuthError(401, f"token algorithm {alg!r} not accepted (accepted: {', '.join(cfg.algorithms)})")
         key = self._secret if str(alg).startswith("HS") else self._public
+        required = [k for k, v in (("exp", cfg.require_exp), ("aud", cfg.audience), ("iss", cfg.issuer)) if v]
         try:
-            claims = jwt.decode(
-                token, key, algorithms=[alg], audience=cfg.audience, issuer=cfg.issuer, leeway=cfg.leeway_s,
-                options={"require": [k for k, v in (("aud", cfg.audience), ("iss", cfg.issuer)) if v],
-                         "verify_aud": cfg.audience is not None})
+            claims = jwt.decode(token, key, algorithms=[alg], audience=cfg.audience, issuer=cfg.issuer,
+                                leeway=cfg.leeway_s, options={"require": required,
+                                                              "verify_aud": cfg.audience is not None})
+        except jwt.MissingRequiredClaimError as exc:
+            hint = " (engine.auth.require_exp)" if exc.claim == "exp" else ""
+            raise AuthError(401, f"token has no {exc.claim!r} claim{hint}") from None
         except jwt.ExpiredSignatureError:
             raise AuthError(401, "token expired") from None
         except jwt.ImmatureSignatureError:
@@ -107,12 +114,15 @@ class Authenticator:
         raw = claims.get(cfg.scopes_claim, "")
         scopes = frozenset(raw.split() if isinstance(raw, str) else map(str, raw if isinstance(raw, list) else []))
         prio = claims.get(cfg.priority_claim)
-        return Principal(str(claims.get("sub", "")), scopes, prio if isinstance(prio, int) and prio > 0 else None)
+        if isinstance(prio, bool) or not isinstance(prio, int) or prio < 1:
+            prio = cfg.default_priority  # no (usable) claim: the configured level, not the best one
+        return Principal(str(claims.get("sub", "")), scopes, prio)
 
 
 class RateLimiter:
-    """One token bucket per client key (subject, else address). Buckets idle
-    long enough to be full are dropped so the table stays bounded."""
+    """One token bucket per client key (subject, else address; or the address
+    alone for failed authentications). Buckets idle long enough to be full are
+    dropped so the table stays bounded."""
 
     def __init__(self, config: RateLimitConfig, max_clients: int = 100_000):
         self.rate = config.requests_per_s
@@ -123,18 +133,27 @@ class RateLimiter:
 
     def acquire(self, key: str) -> float:
         """0 if the request may go ahead, else the seconds until a token is due."""
+        return self._take(key, 1.0)
+
+    def wait(self, key: str) -> float:
+        """What acquire() would answer, without spending a token."""
+        return self._take(key, 0.0)
+
+    def _take(self, key: str, cost: float) -> float:
         if not self.enabled:
             return 0.0
         now = time.monotonic()
         bucket = self._buckets.get(key)
         if bucket is None:
+            if not cost:
+                return 0.0  # a full bucket: not worth a table entry
             if len(self._buckets) >= self._max_clients:
                 self._evict(now)
             bucket = self._buckets[key] = [self.burst, now]
         tokens = min(self.burst, bucket[0] + (now - bucket[1]) * self.rate)
         bucket[1] = now
         if tokens >= 1.0:
-            bucket[0] = tokens - 1.0
+            bucket[0] = tokens - cost
             return 0.0
         bucket[0] = tokens
         return (1.0 - tokens) / self.rate

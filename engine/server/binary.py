@@ -15,6 +15,12 @@ connection is closed, because the stream can no longer be trusted.
 
 Requests may be pipelined on one connection; answers carry the request id
 and may come back in any order.
+
+Shutdown: a GOODBYE frame (payload: a UTF-8 reason) tells the client to send
+no new request on this connection; requests sent before it arrived are still
+answered, and then the client closes (engine.client reconnects, reaching
+another server once this one has stopped accepting). HTTP's counterpart is
+`Connection: close` on every response during the drain.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ MAGIC = int.from_bytes(b"AIEB", "little")
 VERSION = 1
 HEADER = struct.Struct("<IBBHII")
 assert HEADER.size == 16
-OP_INFER, OP_RESULT, OP_ERROR = 1, 2, 3
+OP_INFER, OP_RESULT, OP_ERROR, OP_GOODBYE = 1, 2, 3, 4
 ALIGN = 64  # cache line; also what AVX-512 loads like
 LINGER_S = 1.0  # how long a failed connection keeps discarding input before it closes
 
@@ -79,7 +85,7 @@ def parse_header(data: bytes, max_payload: int) -> tuple[int, int, int]:
         raise FrameError(f"bad magic 0x{magic:08x} (expected 0x{MAGIC:08x} 'AIEB')")
     if version != VERSION:
         raise FrameError(f"protocol version {version} not supported (this server speaks {VERSION})", 505)
-    if op not in (OP_INFER, OP_RESULT, OP_ERROR):
+    if op not in (OP_INFER, OP_RESULT, OP_ERROR, OP_GOODBYE):
         raise FrameError(f"unknown op {op}")
     if length > max_payload:
         raise FrameError(f"payload of {length} bytes exceeds the limit of {max_payload} bytes", 413)
@@ -179,6 +185,10 @@ def decode_error(payload: memoryview) -> tuple[int, int, str]:
     return rid, status, bytes(payload[_ERROR.size:_ERROR.size + n]).decode(errors="replace")
 
 
+def encode_goodbye(reason: str) -> list[bytes]:
+    return frame(OP_GOODBYE, [reason.encode()[:65536]])
+
+
 class BinaryConnection(asyncio.BufferedProtocol):
     """One client connection. Reads headers into a fixed 16-byte buffer and
     payloads into a buffer of exactly the announced size."""
@@ -198,6 +208,8 @@ class BinaryConnection(asyncio.BufferedProtocol):
         self._timer: asyncio.TimerHandle | None = None
         self._write_ready = asyncio.Event()
         self._write_ready.set()
+        self.fresh = False              # accepted after the drain began
+        self._said_goodbye = False
 
     # ---- asyncio callbacks ------------------------------------------------
     def connection_made(self, transport):
@@ -207,6 +219,9 @@ class BinaryConnection(asyncio.BufferedProtocol):
         self.client = f"{peer[0]}:{peer[1]}"
         self.server.connections.add(self)
         self._arm(self.state.config.limits.idle_timeout_s, "idle")
+        if self.state.draining:
+            self.fresh = True
+            self.say_goodbye()
 
     def connection_lost(self, exc):
         self._closing = True
@@ -214,6 +229,7 @@ class BinaryConnection(asyncio.BufferedProtocol):
             self._timer.cancel()
         self.server.connections.discard(self)
         self._write_ready.set()
+        self.server.connection_idle()
 
     def pause_writing(self):
         self._write_ready.clear()
@@ -326,6 +342,13 @@ class BinaryConnection(asyncio.BufferedProtocol):
             self.fail(408, "frame not completed within the header timeout")
         else:
             self.close_idle()
+
+    def say_goodbye(self) -> None:
+        """Drain: no new requests here, please (those already sent are answered)."""
+        if not self._said_goodbye and not self._closing and not self.transport.is_closing():
+            self._said_goodbye = True
+            self.transport.writelines(encode_goodbye("server is shutting down; send new requests on a new "
+                                                     "connection"))
 
     def close_idle(self) -> None:
         if not self.busy and not self._closing:

@@ -42,6 +42,7 @@ class LimitsConfig:
     header_timeout_s: float = 10.0  # a request's headers must arrive within this (slowloris)
     idle_timeout_s: float = 60.0    # keep-alive connection with no request in flight
     drain_timeout_s: float = 30.0   # SIGTERM: longest wait for queued + in-flight work
+    drain_delay_s: float = 5.0      # SIGTERM: serve on while readiness says 503, so load balancers move away
 
 
 @dataclass(frozen=True)
@@ -58,11 +59,27 @@ class AuthConfig:
     public_key_file: str | None = None   # RS*/ES* PEM public key
     audience: str | None = None
     issuer: str | None = None
-    open_health: bool = True        # /v2/health/*, /health and /metrics without a token
+    open_health: bool = True        # /v2/health/*, /health without a token
+    open_metrics: bool = True       # /metrics without a token
     scopes_claim: str = "scope"     # space-separated string or list of scopes
     priority_claim: str = "priority"
+    default_priority: int = 0       # best level of a token without the claim; 0 = the model's lowest
+    require_exp: bool = True        # tokens without an exp claim are refused
     leeway_s: float = 0.0
     rate_limit: RateLimitConfig = field(default_factory=RateLimitConfig)
+    # Failed authentications per client address; once spent, 429 before any token is checked.
+    failure_limit: RateLimitConfig = field(default_factory=lambda: RateLimitConfig(1.0, 20))
+
+
+@dataclass(frozen=True)
+class TlsConfig:
+    cert_file: str | None = None        # PEM certificate chain; set with key_file to serve TLS
+    key_file: str | None = None         # PEM private key
+    client_ca_file: str | None = None   # PEM CA bundle: clients must present a certificate it signed (mTLS)
+
+    @property
+    def enabled(self) -> bool:
+        return self.cert_file is not None
 
 
 @dataclass(frozen=True)
@@ -97,6 +114,7 @@ class EngineConfig:
     arena: ArenaConfig = field(default_factory=ArenaConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
+    tls: TlsConfig = field(default_factory=TlsConfig)
     source: str = ""                 # the file this came from (not a key)
 
     def model(self, name: str) -> ModelConfig | None:
@@ -106,7 +124,8 @@ class EngineConfig:
 _SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 _SIZE_RE = re.compile(r"^\s*(\d+)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
 _SIZE_FIELDS = {"size", "max_body", "max_header_bytes", "hugepage_size"}
-_PATH_FIELDS = {"path", "secret_file", "public_key_file", "state_dir", "log_dir"}
+_PATH_FIELDS = {"path", "secret_file", "public_key_file", "state_dir", "log_dir", "cert_file", "key_file",
+                "client_ca_file"}
 _LOG_LEVELS = ("debug", "info", "warning", "error")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 
@@ -243,6 +262,8 @@ def _check(cfg: EngineConfig) -> None:
     for key in ("header_timeout_s", "idle_timeout_s", "drain_timeout_s"):
         if getattr(lim, key) <= 0:
             raise ConfigError(f"must be > 0 seconds, got {getattr(lim, key)}", where=f"engine.limits.{key}")
+    if lim.drain_delay_s < 0:
+        raise ConfigError(f"must be >= 0 seconds, got {lim.drain_delay_s}", where="engine.limits.drain_delay_s")
     auth = cfg.auth
     allowed = {"HS256", "HS384", "HS512", "RS256", "RS384", "RS512", "ES256", "ES384", "ES512"}
     for alg in auth.algorithms:
@@ -256,8 +277,19 @@ def _check(cfg: EngineConfig) -> None:
             raise ConfigError("an HS* algorithm needs secret_file", where="engine.auth.secret_file")
         if any(not a.startswith("HS") for a in auth.algorithms) and not auth.public_key_file:
             raise ConfigError("an RS*/ES* algorithm needs public_key_file", where="engine.auth.public_key_file")
-    if auth.rate_limit.requests_per_s < 0 or auth.rate_limit.burst < 0:
-        raise ConfigError("requests_per_s and burst must be >= 0", where="engine.auth.rate_limit")
+    for key in ("rate_limit", "failure_limit"):
+        limit = getattr(auth, key)
+        if limit.requests_per_s < 0 or limit.burst < 0:
+            raise ConfigError("requests_per_s and burst must be >= 0", where=f"engine.auth.{key}")
+    if auth.default_priority < 0:
+        raise ConfigError(f"must be >= 0 (0 = the model's lowest level), got {auth.default_priority}",
+                          where="engine.auth.default_priority")
+    tls = cfg.tls
+    if (tls.cert_file is None) != (tls.key_file is None):
+        missing = "key_file" if tls.key_file is None else "cert_file"
+        raise ConfigError("TLS needs both cert_file and key_file", where=f"engine.tls.{missing}")
+    if tls.client_ca_file is not None and tls.cert_file is None:
+        raise ConfigError("client_ca_file (mTLS) needs cert_file and key_file", where="engine.tls.client_ca_file")
 
 
 def _resolve(path: str | None, base: Path, root: Path | None) -> str | None:

@@ -210,7 +210,11 @@ class KServeApp:
             return error_response(exc.status, exc.message, exc.headers)
 
     def _open(self, path: str) -> bool:
-        return self.state.config.auth.open_health and (path.startswith("/v2/health/") or path in ("/health", "/metrics"))
+        """Paths served without a token: probes and scrapers often cannot carry one."""
+        auth = self.state.config.auth
+        if path == "/metrics":
+            return auth.open_metrics
+        return auth.open_health and (path.startswith("/v2/health/") or path == "/health")
 
     async def _route(self, req: Request, log: dict) -> Response:
         st = self.state

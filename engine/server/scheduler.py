@@ -105,13 +105,14 @@ class ModelScheduler:
     # ---- admission --------------------------------------------------------
     def resolve_priority(self, requested: int | None, ceiling: int | None = None) -> int:
         """Triton semantics: 0/None = the model's default; 1 is the highest.
-        `ceiling` (a token's claim) is the best level the client may use."""
+        `ceiling` (a token's claim) is the best level the client may use;
+        0 is the lowest level, None no ceiling (authentication off)."""
         levels = self.config.priority_levels
         p = requested or self.config.default_priority or levels
         if not 1 <= p <= levels:
             raise ValueError(f"priority {p} outside 1..{levels} (priority_levels of {self.model.name!r})")
-        if ceiling:
-            p = max(p, min(int(ceiling), levels))
+        if ceiling is not None:
+            p = max(p, min(int(ceiling) or levels, levels))
         return p
 
     def resolve_timeout_us(self, requested: int | None) -> int:

@@ -1,15 +1,22 @@
 """The server process: startup(), main_loop(), shutdown(), as uvicorn's.
 
 Signals (installed on the event loop):
-  SIGTERM, SIGINT  graceful shutdown: stop accepting, answer queued and
-                   in-flight requests (bounded by limits.drain_timeout_s),
-                   close idle connections, exit 0. A second one exits at once (1).
+  SIGTERM, SIGINT  graceful shutdown (below), exit 0 when every accepted
+                   request was answered. A second one exits at once (1).
   SIGHUP           reload the config and every model file (engine.server.reload).
 
-Shutdown order: readiness goes to 503 and listeners close -> new requests on
-open connections get 503 + Connection: close -> wait for queues to drain and
-for every accepted request to be answered -> close connections -> release
-models and their inference threads.
+Shutdown order, so that no request is lost:
+  1. drain delay (limits.drain_delay_s): readiness answers 503 so load
+     balancers stop routing here, while listeners keep accepting and every
+     request is served; each response carries `Connection: close` and each
+     binary connection gets a GOODBYE frame, so clients move to new
+     connections (here, or elsewhere once the balancer noticed).
+  2. listeners close; connections idle since before the drain are closed
+     (their clients were told nothing for the whole delay: they are gone).
+  3. connections opened during the delay get their first request answered
+     (at most header_timeout_s to send it); queued and in-flight requests
+     finish (limits.drain_timeout_s for all of it).
+  4. the rest of the connections close; models and their threads are released.
 """
 
 from __future__ import annotations
@@ -17,7 +24,9 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import time
+import typing
 
 from engine.errors import EngineError
 from engine.server.binary import BinaryConnection
@@ -27,15 +36,20 @@ from engine.server.kserve import KServeApp, error_response, trace_context
 from engine.server.logs import JsonLogger, open_log_dir
 from engine.server.reload import reload_config
 from engine.server.state import ServerState
+from engine.server.tls import server_context
 
 
 class HttpConnection:
-    __slots__ = ("writer", "busy", "client")
+    __slots__ = ("writer", "busy", "client", "fresh")
 
-    def __init__(self, writer, client):
+    def __init__(self, writer, client, fresh: bool):
         self.writer = writer
         self.busy = 0
         self.client = client
+        self.fresh = fresh          # accepted after the drain began
+
+    def say_goodbye(self) -> None:
+        """HTTP says it on each response (`Connection: close`), not out of band."""
 
     def close_idle(self) -> None:
         if not self.busy:
@@ -55,10 +69,11 @@ class Server:
         self.state = ServerState(config, self.logger)
         self.app = KServeApp(self.state)
         self.connections: set = set()
-        self.listeners: list[asyncio.AbstractServer] = []
+        self.listeners: list[tuple[asyncio.AbstractServer, typing.Callable]] = []   # (server, protocol factory)
+        self._tls_args: dict = {}
         self.should_exit = asyncio.Event()
         self.force_exit = False
-        self._idle = asyncio.Event()
+        self._changed = asyncio.Event()     # a request finished or a connection went away
         self._reloading: asyncio.Task | None = None
         self._reload_again = False
         self.exit_code = 0
@@ -74,6 +89,7 @@ class Server:
 
     async def startup(self) -> None:
         cfg = self.state.config
+        tls = server_context(cfg.tls)  # before the models load: a bad certificate fails at once
         self._install_signals()
         if cfg.threads:
             try:
@@ -91,15 +107,18 @@ class Server:
             await self.state.registry.close_all()
             raise StartupError("; ".join(f"model {n!r}: {e}" for n, e in errors.items()))
         limits = cfg.limits
-        http = await asyncio.start_server(self._http_connection, cfg.listen, cfg.http_port,
-                                          limit=limits.max_header_bytes, reuse_address=True, backlog=1024)
-        self.listeners.append(http)
-        if cfg.binary_port is not None:
-            loop = asyncio.get_running_loop()
-            self.listeners.append(await loop.create_server(lambda: BinaryConnection(self), cfg.listen,
-                                                           cfg.binary_port, reuse_address=True, backlog=1024))
+        # A TLS handshake is held to the header timeout too: a slowloris may stall it instead.
+        tls_args = {"ssl": tls, "ssl_handshake_timeout": limits.header_timeout_s} if tls else {}
+        self._tls_args = tls_args
+        loop = asyncio.get_running_loop()
+        for port, factory in ((cfg.http_port, self._http_protocol), (cfg.binary_port, lambda: BinaryConnection(self))):
+            if port is not None:
+                listener = await loop.create_server(factory, cfg.listen, port, reuse_address=True, backlog=1024,
+                                                    **tls_args)
+                self.listeners.append((listener, factory))
         log_file = self.logger.file.path if self.logger.file else None
-        self.logger.info("started", pid=os.getpid(), listen=cfg.listen, http_port=cfg.http_port,
+        self.logger.info("started", pid=os.getpid(), listen=cfg.listen, http_port=cfg.http_port, tls=tls is not None,
+                         mutual_tls=bool(cfg.tls.client_ca_file),
                          binary_port=cfg.binary_port, models=[m.name for m in cfg.models],
                          loop=type(asyncio.get_running_loop()).__module__, log_file=log_file,
                          **({"log_file_skipped": self._log_note} if self._log_note else {}))
@@ -109,35 +128,83 @@ class Server:
 
     async def shutdown(self) -> None:
         st = self.state
+        limits = st.config.limits
         st.draining = True
         t0 = time.monotonic()
-        self.logger.info("draining", in_flight=st.in_flight, queued=sum(st.queue_depth().values()))
-        for listener in self.listeners:
-            listener.close()
-        timeout = st.config.limits.drain_timeout_s
-        drained = await st.registry.drain_all(timeout)
-        # Every accepted request answered (its response written), within what is left of the budget.
-        remaining = max(0.0, timeout - (time.monotonic() - t0))
-        while st.in_flight and remaining > 0 and not self.force_exit:
-            self._idle.clear()
-            try:
-                await asyncio.wait_for(self._idle.wait(), remaining)
-            except TimeoutError:
-                break
-            remaining = max(0.0, timeout - (time.monotonic() - t0))
+        self.logger.info("draining", in_flight=st.in_flight, queued=sum(st.queue_depth().values()),
+                         connections=len(self.connections), delay_s=limits.drain_delay_s)
+        for conn in list(self.connections):
+            conn.say_goodbye()
+        if limits.drain_delay_s:
+            await asyncio.sleep(limits.drain_delay_s)  # a configured wait for load balancers, not a poll
+        handover = self._stop_accepting()
+        if handover:
+            await asyncio.gather(*handover, return_exceptions=True)  # handshakes are bounded by header_timeout_s
+            await asyncio.sleep(0)  # their connection tasks, scheduled in connection_made, register themselves
+        for conn in list(self.connections):
+            if not conn.fresh:
+                conn.close_idle()
+        t1 = time.monotonic()
+        end = t1 + limits.drain_timeout_s
+        fresh_end = t1 + min(limits.header_timeout_s, limits.drain_timeout_s)
+        await self._wait_until(lambda: not st.in_flight and (
+            time.monotonic() >= fresh_end or not any(c.fresh for c in self.connections)), end, fresh_end)
+        drained = await st.registry.drain_all(max(0.0, end - time.monotonic()))
+        await self._wait_until(lambda: not st.in_flight, end)
         for conn in list(self.connections):
             conn.close_idle()
         await st.registry.close_all()
         st.codec_pool.shutdown(wait=False, cancel_futures=True)
         self.logger.info("stopped", drained=drained and not st.in_flight, unanswered=st.in_flight,
+                         accepted_at_close=len(handover),
                          drain_s=round(time.monotonic() - t0, 3))
         if st.in_flight:
             self.exit_code = 1
         self.logger.close()
 
+    def _stop_accepting(self) -> list[asyncio.Task]:
+        """Close the listeners without resetting the connections the kernel
+        has completed but the loop not yet accepted (closing a listening
+        socket resets its backlog, and their clients may have sent a request
+        already): a duplicate of each listening socket outlives the listener,
+        its backlog is accepted and served like any connection made during the
+        drain, and only then is it closed. The tasks that set them up."""
+        loop = asyncio.get_running_loop()
+        handover = []
+        for listener, factory in self.listeners:
+            dups = [socket.socket(fileno=os.dup(s.fileno())) for s in listener.sockets]
+            listener.close()
+            for sock in dups:
+                sock.setblocking(False)
+                while True:
+                    try:
+                        conn, _ = sock.accept()
+                    except OSError:  # EAGAIN: the backlog is empty (or the socket failed: nothing to save)
+                        break
+                    handover.append(loop.create_task(loop.connect_accepted_socket(factory, conn, **self._tls_args)))
+                sock.close()
+        return handover
+
+    def _http_protocol(self) -> asyncio.StreamReaderProtocol:
+        reader = asyncio.StreamReader(limit=self.state.config.limits.max_header_bytes)
+        return asyncio.StreamReaderProtocol(reader, self._http_connection)
+
+    async def _wait_until(self, done, end: float, *wake_at: float) -> None:
+        """Until done() or the monotonic time `end`; done() is re-checked each
+        time a request finishes or a connection goes, and at each `wake_at`."""
+        while not done() and not self.force_exit:
+            now = time.monotonic()
+            if now >= end:
+                return
+            timeout = min([end] + [w for w in wake_at if w > now]) - now
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), timeout)
+            except TimeoutError:
+                pass
+
     def connection_idle(self) -> None:
-        if self.state.in_flight == 0:
-            self._idle.set()
+        self._changed.set()
 
     # ---- signals ----------------------------------------------------------
     def _install_signals(self) -> None:
@@ -176,7 +243,7 @@ class Server:
         peer = writer.get_extra_info("peername") or ("?", 0)
         client = f"{peer[0]}:{peer[1]}"
         set_nodelay(writer.get_extra_info("socket"))
-        conn = HttpConnection(writer, client)
+        conn = HttpConnection(writer, client, fresh=self.state.draining)
         self.connections.add(conn)
         st = self.state
         try:
@@ -207,6 +274,7 @@ class Server:
             return
         finally:
             self.connections.discard(conn)
+            self.connection_idle()
             writer.close()
 
     async def _answer(self, req, writer) -> bool:
@@ -214,15 +282,13 @@ class Server:
         t0 = time.monotonic()
         trace_id, span_id, parent = trace_context(req.header("traceparent"))
         log: dict = {}
+        try:
+            resp = await self.app.handle(req, log)
+        except Exception as exc:  # noqa: BLE001 - no input may crash the server
+            st.logger.error("handler_crashed", error=f"{type(exc).__name__}: {exc}", path=req.path)
+            resp = error_response(500, f"internal error: {type(exc).__name__}")
         if st.draining:
-            resp = error_response(503, "server is shutting down", [("Retry-After", "1")])
-            req.keep_alive = False
-        else:
-            try:
-                resp = await self.app.handle(req, log)
-            except Exception as exc:  # noqa: BLE001 - no input may crash the server
-                st.logger.error("handler_crashed", error=f"{type(exc).__name__}: {exc}", path=req.path)
-                resp = error_response(500, f"internal error: {type(exc).__name__}")
+            req.keep_alive = False  # decided when the response is written: the drain may have begun meanwhile
         resp.headers.append(("traceparent", f"00-{trace_id}-{span_id}-01"))
         body = b"" if req.method == "HEAD" else resp.body
         data = render_response(resp.status, body, content_type=resp.content_type, headers=resp.headers,

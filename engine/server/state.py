@@ -37,8 +37,9 @@ class ServerState:
         self.registry = ModelRegistry(self.metrics)
         self.auth = Authenticator(config.auth)
         self.rate_limiter = RateLimiter(config.auth.rate_limit)
+        self.failure_limiter = RateLimiter(config.auth.failure_limit)
         self.started = time.time()
-        self.draining = False
+        self.draining = False                 # SIGTERM: readiness 503, connections told to close
         self.in_flight = 0                    # requests accepted and not yet answered
         # JSON (de)coding of large tensors takes milliseconds: done here, off the loop.
         self.codec_pool = ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1)),
@@ -46,10 +47,18 @@ class ServerState:
 
     # ---- admission --------------------------------------------------------
     def authenticate(self, authorization: str | None, client: str) -> Principal:
+        """`client` is the peer's address (no port): failed attempts are
+        limited per address, before any token is parsed, so guessing and
+        flooding cost the server a dictionary lookup each."""
+        if self.auth.enabled and (wait := self.failure_limiter.wait(client)):
+            self.metrics.rate_limited += 1
+            raise ServeError(429, f"too many failed authentications from {client}; retry in {wait:.0f} s",
+                             [("Retry-After", str(max(1, int(wait + 0.999))))])
         try:
             principal = self.auth.authenticate(authorization)
         except AuthError as exc:
             self.metrics.auth_failures += 1
+            self.failure_limiter.acquire(client)
             raise ServeError(exc.status, exc.message,
                              [("WWW-Authenticate", 'Bearer realm="ai-engine"')]) from None
         wait = self.rate_limiter.acquire(principal.subject or client)
@@ -74,9 +83,6 @@ class ServerState:
                     priority: int | None, timeout_us: int | None, principal: Principal, info: dict):
         """Validate, queue and await one request; {output name: array}.
         `info` receives batch/queue/compute figures for the request log."""
-        if self.draining:
-            raise ServeError(503, "server is shutting down; not accepting new requests",
-                             [("Retry-After", "1")])
         model = self.model(name, version)
         if not principal.may_infer(name):
             raise ServeError(403, f"token lacks scope 'infer:{name}' (or 'infer')")

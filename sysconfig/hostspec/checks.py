@@ -105,6 +105,12 @@ def _check_service(r: _Report, service: dict, engine: dict) -> None:
     if policy not in ("fifo", "rr") and prio is not None:
         r.add(("service", "cpu_scheduling_priority"), f"only meaningful with fifo or rr, not {policy}",
               "set it to null or change the policy")
+    caps = service["hardening"]["capability_bounding_set"]
+    for key in ("http_port", "binary_port"):
+        port = engine[key]
+        if port is not None and port < 1024 and "CAP_NET_BIND_SERVICE" not in caps:
+            r.add(("engine", key), f"port {port} is privileged (< 1024) and the engine holds no capability",
+                  "add CAP_NET_BIND_SERVICE to service.hardening.capability_bounding_set, or use a port >= 1024")
     memlock, arena = service["limit_memlock"], engine["arena"]["size"]
     if engine["arena"]["mlock"] and memlock != "infinity" and memlock < arena:
         r.add(("service", "limit_memlock"), f"{memlock} bytes cannot lock engine.arena.size ({arena} bytes)",
@@ -127,6 +133,12 @@ def _check_engine(r: _Report, engine: dict) -> None:
             r.add(("engine", "auth", "secret_file"), "required by the HS* algorithms when auth is enabled")
         if any(not a.startswith("HS") for a in algs) and not auth["public_key_file"]:
             r.add(("engine", "auth", "public_key_file"), "required by the RS*/ES*/EdDSA algorithms when auth is enabled")
+    tls = engine["tls"]
+    if (tls["cert_file"] is None) != (tls["key_file"] is None):
+        missing = "key_file" if tls["key_file"] is None else "cert_file"
+        r.add(("engine", "tls", missing), "TLS needs both cert_file and key_file", "set both, or neither for plain TCP")
+    if tls["client_ca_file"] is not None and tls["cert_file"] is None:
+        r.add(("engine", "tls", "client_ca_file"), "mutual TLS needs cert_file and key_file too")
     _unique_names(r, engine["models"], ("engine", "models"), "model")
     for i, m in enumerate(engine["models"]):
         at = ("engine", "models", i)

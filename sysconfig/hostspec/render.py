@@ -146,7 +146,32 @@ HARDENING = {
     "protect_clock": "ProtectClock", "protect_hostname": "ProtectHostname",
     "restrict_realtime": "RestrictRealtime", "restrict_suid_sgid": "RestrictSUIDSGID",
     "restrict_namespaces": "RestrictNamespaces", "lock_personality": "LockPersonality",
+    "capability_bounding_set": "CapabilityBoundingSet", "system_call_filter": "SystemCallFilter",
+    "system_call_architectures": "SystemCallArchitectures", "restrict_address_families": "RestrictAddressFamilies",
+    "memory_deny_write_execute": "MemoryDenyWriteExecute", "protect_proc": "ProtectProc",
+    "proc_subset": "ProcSubset", "private_mounts": "PrivateMounts", "remove_ipc": "RemoveIPC", "umask": "UMask",
 }
+
+
+def _hardening_lines(key: str, value) -> list[tuple[str, str, str | None]]:
+    """(directive, value, comment) lines of one hardening key; none when the
+    key is relaxed to null or an empty list (an empty capability set is the
+    strictest value, not a relaxation: it is written)."""
+    name, note = HARDENING[key], _hardening_note(key)
+    if value is None:
+        return []
+    if key == "capability_bounding_set":
+        caps = " ".join(value)
+        # Ambient: a non-root User= holds a bounded capability only when it is also ambient.
+        return [(name, caps, note)] + ([("AmbientCapabilities", caps, None)] if value else [])
+    if key == "system_call_filter":
+        if not value:
+            return []
+        return [(name, line, note if i == 0 else None) for i, line in enumerate(value)] + \
+            [("SystemCallErrorNumber", "EPERM", "a refused call fails with EPERM instead of killing the engine")]
+    if isinstance(value, list):
+        return [(name, " ".join(value), note)] if value else []
+    return [(name, _systemd_bool(value), note)]
 
 
 def _unit_context(spec) -> dict:
@@ -154,10 +179,10 @@ def _unit_context(spec) -> dict:
     hard = svc["hardening"]
     realtime = svc["cpu_scheduling_policy"] in ("fifo", "rr")
     directives = []
-    for key, name in HARDENING.items():
+    for key in HARDENING:
         if key == "restrict_realtime" and realtime:
             continue  # systemd would refuse the realtime policy with RestrictRealtime=yes
-        directives.append((name, _systemd_bool(hard[key]), _hardening_note(key)))
+        directives.extend(_hardening_lines(key, hard[key]))
     managed = {STATE_DIR, LOG_DIR}
     rw = [p if p in managed else f"-{p}" for p in hard["read_write_paths"]]
 

@@ -115,16 +115,20 @@ class ServerProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.log_path.read_text()}")
             try:
-                with urllib.request.urlopen(f"http://{self.url}/v2/health/ready", timeout=1) as r:
-                    if r.status == 200:
-                        return
-            except urllib.error.HTTPError as e:
-                if e.code == 401:  # health closed by auth: it answers, the test checks readiness with a token
+                if self.answers_ready():
                     return
             except OSError:
                 pass
             time.sleep(0.05)
         raise RuntimeError(f"server not ready in {timeout} s:\n{self.log_path.read_text()}")
+
+    def answers_ready(self) -> bool:
+        """One readiness probe (OSError while nothing listens yet)."""
+        try:
+            with urllib.request.urlopen(f"http://{self.url}/v2/health/ready", timeout=1) as r:
+                return r.status == 200
+        except urllib.error.HTTPError as e:
+            return e.code == 401  # health closed by auth: it answers, the test checks readiness with a token
 
     def get(self, path: str, headers=None):
         req = urllib.request.Request(f"http://{self.url}{path}", headers=headers or {})
@@ -192,6 +196,9 @@ def _factory(tmp: Path):
                   "binary_port": free_port() if binary else None, "log_level": "info",
                   "state_dir": str(d / "state"), "log_dir": str(d / "log"), "models": models}
         config.update(engine)
+        # No load balancer watches these servers: a stop need not wait out the
+        # drain delay unless the test sets one (test_drain.py).
+        config["limits"] = {"drain_delay_s": 0, **config.get("limits", {})}
         server = ServerProcess(d, config, env)
         servers.append(server)
         return server
@@ -241,6 +248,17 @@ def slow_model(path: Path, seconds: float, max_repeat: int = 100_000) -> Path:
     repeat = max(1, min(max_repeat, round(seconds / sorted(times)[2])))
     write_mlp(path, [256, 512, 256], seed=7, repeat=repeat)
     return path
+
+
+def wait_for(predicate, timeout: float = 10.0, what: str = "condition"):
+    """predicate()'s first truthy value, polled until `timeout` seconds (AssertionError after)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.01)
+    raise AssertionError(f"{what} not met within {timeout} s")
 
 
 def parse_prometheus(text: str) -> dict[tuple[str, tuple], float]:

@@ -124,7 +124,8 @@ def test_binary_protocol_carries_the_token(server, keys):
 
 def test_es256_and_closed_health(serve_factory, zoo_mlp, keys):
     server = serve_factory([{"name": "mlp", "path": str(zoo_mlp.path)}],
-                           auth=auth_config(keys, "ec.pem", ["ES256"], open_health=False, secret_file=None))
+                           auth=auth_config(keys, "ec.pem", ["ES256"], open_health=False, open_metrics=False,
+                                            secret_file=None))
     assert call(server, token(keys["ec"], "ES256"))[0] == 200
     assert call(server, token(keys["secret"]))[0] == 401     # HS256 not listed here
     assert server.get("/metrics")[0] == 401

@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 
 import numpy as np
 
 from engine.server.logs import JsonLogger, RotatingFile, open_log_dir
+from serve_support import wait_for
 
 
 def infer_body(x: np.ndarray) -> bytes:
@@ -20,16 +20,6 @@ def infer_body(x: np.ndarray) -> bytes:
 
 def file_records(path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
-
-
-def wait_for(predicate, timeout: float = 10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError("condition not met in time")
 
 
 def test_rotating_file_keeps_a_bounded_set_and_loses_no_recent_line(tmp_path):
