@@ -9,6 +9,7 @@ Order (highest first):
   only when every higher one is empty.
 - Within a level, earliest deadline first; requests without a deadline after
   every request with one, FIFO among themselves (ties in deadline: FIFO).
+  queue_order: fifo keeps arrival order instead (Triton's).
 
 A batch starts from the first request in that order (the head) and takes
 the requests that are compatible with it -- the same dtypes and the same
@@ -169,8 +170,9 @@ class BatchPolicy:
     the attributes `seq` and `large`."""
 
     def __init__(self, *, levels: int, max_batch: int, batchable: bool, preferred=(),
-                 delay_us: int | None, clock: Callable[[], float]):
+                 delay_us: int | None, clock: Callable[[], float], edf: bool = True):
         self.clock = clock
+        self.edf = edf                     # False: FIFO within a level (queue_order: fifo)
         self.batchable = batchable
         self.max_batch = max_batch if batchable else 1
         self.preferred = sorted(s for s in preferred if s <= self.max_batch)
@@ -210,7 +212,8 @@ class BatchPolicy:
         self.rate.add(now, req.batch)
         self._last_event = now
         level = req.priority - 1
-        heapq.heappush(self._heaps[level], (math.inf if req.deadline is None else req.deadline, req.seq, req))
+        order = req.deadline if self.edf and req.deadline is not None else math.inf
+        heapq.heappush(self._heaps[level], (order, req.seq, req))
         self.depth[level] += 1
         self.queued += 1
 

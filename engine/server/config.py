@@ -73,6 +73,7 @@ class ModelConfig:
     max_batch_size: int = 8          # 0 or 1: no batching
     max_queue_delay_us: int | None = 500  # longest a lone request waits for company; None = auto (adaptive)
     preferred_batch_sizes: tuple[int, ...] = ()
+    queue_order: str = "edf"         # within a priority level: earliest deadline first, or fifo (Triton)
     priority_levels: int = 1         # Triton semantics: 1 is the highest priority
     default_priority: int = 0        # 0 = the lowest level (priority_levels)
     default_timeout_us: int = 0      # 0 = no deadline unless the request sets one
@@ -109,6 +110,7 @@ _SIZE_FIELDS = {"size", "max_body", "max_header_bytes", "hugepage_size"}
 _AUTO_AS_NONE_FIELDS = {"max_queue_delay_us"}  # "auto" here is None: 0 already means "no wait"
 _PATH_FIELDS = {"path", "secret_file", "public_key_file", "state_dir", "log_dir"}
 _LOG_LEVELS = ("debug", "info", "warning", "error")
+QUEUE_ORDERS = ("edf", "fifo")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 
 
@@ -212,6 +214,8 @@ def _check_model(m: ModelConfig, where: str) -> None:
     for s in m.preferred_batch_sizes:
         if not 1 <= s <= max(1, m.max_batch_size):
             bad("preferred_batch_sizes", f"size {s} outside 1..max_batch_size ({m.max_batch_size})")
+    if m.queue_order not in QUEUE_ORDERS:
+        bad("queue_order", f"unknown queue order {m.queue_order!r}; expected one of {', '.join(QUEUE_ORDERS)}")
     if m.priority_levels < 1:
         bad("priority_levels", f"must be >= 1, got {m.priority_levels}")
     if not 0 <= m.default_priority <= m.priority_levels:

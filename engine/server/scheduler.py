@@ -38,6 +38,21 @@ SPIN_S = 0.001  # the last part of a wait, re-checked by yielding instead of a ~
 clock = time.monotonic  # the scheduler's one clock: arrivals, deadlines, windows
 
 
+async def wait_until(event: asyncio.Event, until: float) -> None:
+    """Until `event` is set or clock() reaches `until`, whichever comes first
+    (see the module docstring for why the last SPIN_S is not a timer)."""
+    coarse = until - clock() - SPIN_S
+    if coarse > 0:
+        try:
+            async with asyncio.timeout(coarse):
+                await event.wait()
+            return
+        except TimeoutError:
+            pass
+    while not event.is_set() and clock() < until:
+        await asyncio.sleep(0)
+
+
 class QueueFull(Exception):
     def __init__(self, model: str, size: int, retry_after_s: int):
         super().__init__(f"model {model!r}: queue full ({size} requests waiting); retry later")
@@ -83,7 +98,8 @@ class ModelScheduler:
         self.metrics = metrics
         self.policy = BatchPolicy(levels=self.config.priority_levels, max_batch=model.max_batch,
                                   batchable=model.batchable, preferred=self.config.preferred_batch_sizes,
-                                  delay_us=self.config.max_queue_delay_us, clock=clock)
+                                  delay_us=self.config.max_queue_delay_us, clock=clock,
+                                  edf=self.config.queue_order == "edf")
         for items, seconds in model.warm_compute:
             self.policy.compute.record(items, seconds)
         self.closing = False
@@ -189,20 +205,6 @@ class ModelScheduler:
             req.future.set_exception(DeadlineExceeded(f"model {self.model.name!r}: {why}"))
 
     # ---- batching ---------------------------------------------------------
-    async def _wait(self, until: float) -> None:
-        """Until an arrival or `until` (clock seconds), whichever comes first."""
-        self._arrival.clear()
-        coarse = until - clock() - SPIN_S
-        if coarse > 0:
-            try:
-                async with asyncio.timeout(coarse):
-                    await self._arrival.wait()
-                return
-            except TimeoutError:
-                pass
-        while not self._arrival.is_set() and clock() < until:
-            await asyncio.sleep(0)
-
     async def _worker(self, instance: int, session) -> None:
         while True:
             decision = self.policy.decide()
@@ -214,7 +216,8 @@ class ModelScheduler:
             elif decision.hopeless:
                 self._check_idle()
             elif decision.wait_until is not None:
-                await self._wait(decision.wait_until)
+                self._arrival.clear()
+                await wait_until(self._arrival, decision.wait_until)
             else:
                 if self.closing:
                     return

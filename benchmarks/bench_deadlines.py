@@ -1,0 +1,240 @@
+"""Deadline benchmark (issue 17): an open-loop load with a mix of deadlines
+(20% at 3x the model's batch-1 compute time, 80% at 20x) in three arrival
+patterns (steady Poisson, bursty on/off, sine-modulated), against the same
+model served with fixed batch windows (0, 500 us, 2 ms) and the adaptive one
+(auto), plus auto with queue_order: fifo for the EDF-vs-FIFO comparison.
+Per cell: the fraction of requests answered within their deadline, the
+fraction of the tight (3x) ones, and p99 latency from each request's
+scheduled time (answers of every status).
+
+    .venv/bin/python benchmarks/bench_deadlines.py                  # ~2 minutes
+    .venv/bin/python benchmarks/bench_deadlines.py --requests 200 --load 0.8
+
+The model is the serving tests' kernel MLP (tests/serve/kernel_mlp.py, run
+on this repo's sgemm), sized so a batch of one computes for --compute-ms:
+its weights dominate, so a batch of 8 costs little more than one -- the case
+where a batch window pays. Load is relative to the batch-1 capacity
+(--load 0.8: 80% busy if every request ran alone). One server, one instance,
+one thread; cells are run round-robin per pattern (all windows see the same
+moments of a shared machine), each cell with the same seeded arrivals and
+deadlines. Requests go over one binary-protocol connection (pipelined; the
+deadline travels as timeout_us), so the client adds no connection set-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+SERVE_TESTS = REPO / "tests" / "serve"
+sys.path.insert(0, str(REPO))
+
+from engine.server import binary as wire  # noqa: E402
+
+TIGHT_FRACTION, TIGHT_X, LOOSE_X = 0.2, 3, 20
+WINDOWS = {"0": 0, "500us": 500, "2ms": 2000, "auto": "auto"}
+
+
+# ---- load ------------------------------------------------------------------------
+def arrivals(pattern: str, rate: float, n: int, rng: random.Random) -> list[float]:
+    """n arrival offsets (s) with mean rate `rate`: steady = Poisson; bursty =
+    Poisson at 4x the rate for the first quarter of every 200 ms, silent
+    otherwise; sine = Poisson whose rate swings +-80% over 1 s (thinning)."""
+    out, t = [], 0.0
+    if pattern == "steady":
+        while len(out) < n:
+            t += rng.expovariate(rate)
+            out.append(t)
+    elif pattern == "bursty":
+        period, on = 0.2, 0.05
+        while len(out) < n:
+            t += rng.expovariate(rate * period / on)
+            if t % period >= on:
+                t = (t // period + 1) * period
+                continue
+            out.append(t)
+    elif pattern == "sine":
+        peak = rate * 1.8
+        while len(out) < n:
+            t += rng.expovariate(peak)
+            if rng.random() < rate * (1 + 0.8 * math.sin(2 * math.pi * t)) / peak:
+                out.append(t)
+    else:
+        raise ValueError(f"unknown arrival pattern {pattern!r} (steady, bursty, sine)")
+    return out
+
+
+def deadlines(n: int, compute_s: float, rng: random.Random) -> list[float]:
+    return [(TIGHT_X if rng.random() < TIGHT_FRACTION else LOOSE_X) * compute_s for _ in range(n)]
+
+
+async def _drive(port: int, model: str, x: np.ndarray, times: list[float], limits: list[float]) -> list:
+    """Send request i at times[i] (open loop) with timeout limits[i]; returns
+    [(status, latency from its scheduled time)] in request order."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    frames = [b"".join(wire.encode_infer(i + 1, model, {"x": x}, timeout_us=max(1, int(lim * 1e6))))
+              for i, lim in enumerate(limits)]
+    results: list = [None] * len(times)
+    start = time.perf_counter() + 0.05
+
+    async def read_all():
+        for _ in range(len(times)):
+            op, length, _ = wire.parse_header(await reader.readexactly(16), 1 << 30)
+            payload = memoryview(await reader.readexactly(length))
+            now = time.perf_counter()
+            if op == wire.OP_ERROR:
+                rid, status, _ = wire.decode_error(payload)
+            else:
+                rid, status = wire.decode_result(payload)[0], 200
+            results[rid - 1] = (status, now - (start + times[rid - 1]))
+
+    reading = asyncio.ensure_future(read_all())
+    for i, t in enumerate(times):
+        delay = start + t - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)  # pacing an open loop, not synchronisation
+        writer.write(frames[i])
+    await asyncio.wait_for(reading, timeout=60 + times[-1])
+    writer.close()
+    return results
+
+
+def run_load(port: int, model: str, x: np.ndarray, times: list[float], limits: list[float]) -> dict:
+    """One cell: deadline-met fraction (all, tight ones), p99 latency (ms), statuses."""
+    results = asyncio.run(_drive(port, model, x, times, limits))
+    tight_cut = (TIGHT_X + LOOSE_X) / 2 * min(limits) / TIGHT_X
+    met = [s == 200 and lat <= lim for (s, lat), lim in zip(results, limits)]
+    tight = [m for m, lim in zip(met, limits) if lim < tight_cut]
+    lat = np.array([lat for _, lat in results]) * 1e3
+    statuses: dict[int, int] = {}
+    for s, _ in results:
+        statuses[s] = statuses.get(s, 0) + 1
+    return {"met": sum(met) / len(met), "tight_met": sum(tight) / len(tight) if tight else float("nan"),
+            "p99_ms": float(np.percentile(lat, 99)), "p50_ms": float(np.percentile(lat, 50)), "statuses": statuses}
+
+
+# ---- server --------------------------------------------------------------------------
+def kernel_env() -> dict:
+    from engine.kernels._lib import library_path
+
+    env = dict(os.environ, AIE_KERNELS_LIB=str(library_path()), AIE_SERVE_SESSION_FACTORY="kernel_mlp:MLPSession")
+    env["PYTHONPATH"] = os.pathsep.join([str(SERVE_TESTS), str(REPO), env.get("PYTHONPATH", "")])
+    return env
+
+
+def weight_bound_mlp(path: Path, compute_ms: float) -> float:
+    """Write the kernel MLP sized to ~compute_ms per batch of one; its measured batch-1 seconds."""
+    sys.path.insert(0, str(SERVE_TESTS))
+    from kernel_mlp import MLPSession, write_mlp
+
+    sizes = [256, 1024, 1024, 256]
+    write_mlp(path, sizes, seed=11)
+    x = np.ones((1, 256), np.float32)
+
+    def timed(session):
+        runs = []
+        for _ in range(7):
+            t0 = time.perf_counter()
+            session.run(None, {"x": x})
+            runs.append(time.perf_counter() - t0)
+        return sorted(runs)[3]
+    one = timed(MLPSession(str(path)))
+    write_mlp(path, sizes, seed=11, repeat=max(1, round(compute_ms / 1e3 / one)))
+    return timed(MLPSession(str(path)))
+
+
+def health(port: int) -> dict:
+    import json
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=10) as r:
+        return json.loads(r.read())
+
+
+def start_server(tmp: Path, models: list[dict]) -> tuple[subprocess.Popen, int, int]:
+    import socket
+    import urllib.request
+
+    import yaml
+
+    def free_port():
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+    http, binary = free_port(), free_port()
+    cfg = {"listen": "127.0.0.1", "http_port": http, "binary_port": binary, "threads": 1, "log_level": "warning",
+           "state_dir": str(tmp / "state"), "log_dir": str(tmp / "log"), "models": models}
+    (tmp / "engine.yaml").write_text(yaml.safe_dump(cfg))
+    proc = subprocess.Popen([sys.executable, "-m", "engine.cli", "serve", "--config", str(tmp / "engine.yaml")],
+                            env=kernel_env(), cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{http}/v2/health/ready", timeout=1) as r:
+                if r.status == 200:
+                    return proc, http, binary
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("server not ready in 60 s")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--requests", type=int, default=300, help="requests per cell")
+    ap.add_argument("--load", type=float, default=0.8, help="arrival rate / batch-1 capacity")
+    ap.add_argument("--compute-ms", type=float, default=4.0, help="batch-1 compute time of the model")
+    ap.add_argument("--max-batch", type=int, default=8)
+    ap.add_argument("--patterns", default="steady,bursty,sine")
+    ap.add_argument("--seed", type=int, default=17)
+    args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="bench-deadlines-") as d:
+        tmp = Path(d)
+        compute_s = weight_bound_mlp(tmp / "mlp.npz", args.compute_ms)
+        base = {"path": str(tmp / "mlp.npz"), "max_batch_size": args.max_batch, "instances": 1, "threads": 1,
+                "max_queue_size": 4096}
+        models = [{"name": f"w{k}", "max_queue_delay_us": v, **base} for k, v in WINDOWS.items()]
+        models.append({"name": "fifo-auto", "max_queue_delay_us": "auto", "queue_order": "fifo", **base})
+        proc, http, port = start_server(tmp, models)
+        try:
+            x = np.ones((1, 256), np.float32)
+            for m in models:  # warm each: plans built, compute measured
+                run_load(port, m["name"], x, [i * 0.02 for i in range(10)], [10.0] * 10)
+            rate = args.load / compute_s
+            print(f"# bench_deadlines: compute {compute_s * 1e3:.2f} ms (batch 1), rate {rate:.0f}/s "
+                  f"(load {args.load:.0%} of batch-1 capacity), {args.requests} requests per cell, "
+                  f"load average {os.getloadavg()[0]:.1f}\n")
+            print("| pattern | window | met | tight met | p50 ms | p99 ms |")
+            print("|---|---|---|---|---|---|")
+            for pattern in args.patterns.split(","):
+                rng = random.Random(args.seed)
+                times = arrivals(pattern, rate, args.requests, rng)
+                limits = deadlines(args.requests, compute_s, rng)
+                for m in models:
+                    r = run_load(port, m["name"], x, times, limits)
+                    label = m["name"][1:] if m["name"].startswith("w") else m["name"]
+                    print(f"| {pattern} | {label} | {r['met']:.3f} | {r['tight_met']:.3f} | {r['p50_ms']:.1f} | "
+                          f"{r['p99_ms']:.1f} |", flush=True)
+            sched = health(http)["models"]["wauto"]["scheduler"]
+            print(f"\nauto: measured compute us by batch size {sched['compute_us_by_batch']}")
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
