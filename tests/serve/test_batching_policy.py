@@ -317,3 +317,43 @@ def test_auto_window_tracks_alternating_rates():
             assert max(w for tt, w, _, _ in out if start + 0.1 < tt < end) == 0.0, start
         else:
             assert statistics.median(settled) == pytest.approx(optimal_window(lam), rel=0.25), start
+
+
+def test_fifo_queue_order_keeps_arrival_order_within_a_level():
+    clock = Clock()
+    p = BatchPolicy(levels=1, max_batch=1, batchable=False, delay_us=0, clock=clock, edf=False)
+    for tag, timeout in [("late", 5.0), ("none", None), ("soon", 0.5)]:
+        p.add(Req(clock, tag, timeout_s=timeout))
+    assert [run(p, clock)[0] for _ in range(3)] == ["late", "none", "soon"]
+
+
+# ---- configuration -----------------------------------------------------------
+def test_max_queue_delay_auto_and_queue_order_parse_and_bad_values_say_what_is_expected(tmp_path):
+    from engine.server.config import ConfigError, parse_config
+
+    def model(**keys):
+        return parse_config({"models": [{"name": "m", "path": "m.aie", **keys}]}, base=tmp_path).models[0]
+
+    assert model(max_queue_delay_us="auto").max_queue_delay_us is None
+    assert model(max_queue_delay_us=0).max_queue_delay_us == 0
+    assert model().max_queue_delay_us == 500 and model().queue_order == "edf"
+    assert model(queue_order="fifo").queue_order == "fifo"
+    for keys, message in [({"max_queue_delay_us": "soon"}, "expected an integer or 'auto', got 'soon'"),
+                          ({"max_queue_delay_us": None}, "expected an integer or 'auto', got None"),
+                          ({"max_queue_delay_us": -1}, "must be >= 0"),
+                          ({"queue_order": "lifo"}, "unknown queue order 'lifo'; expected one of edf, fifo")]:
+        with pytest.raises(ConfigError) as err:
+            model(**keys)
+        assert message in str(err.value) and "engine.models[0]" in str(err.value), str(err.value)
+
+
+def test_the_rendered_engine_yaml_keeps_auto_for_the_batch_window(tmp_path):
+    from hostspec.loader import load_spec
+    from hostspec.render import engine_config
+
+    spec_file = tmp_path / "spec.yaml"
+    (tmp_path / "m.onnx").write_bytes(b"")
+    spec_file.write_text("version: 1\nengine:\n  models:\n    - {name: m, source: m.onnx, max_queue_delay_us: auto,"
+                         " queue_order: fifo, instances: auto}\n")
+    model = engine_config(load_spec([spec_file]))["models"][0]
+    assert model["max_queue_delay_us"] == "auto" and model["queue_order"] == "fifo" and model["instances"] == 0
