@@ -102,11 +102,14 @@ class ComputeTimes:
     estimate for sizes not measured: linear between measured neighbours,
     proportional to the size beyond the largest when only one size is known
     (no gain from batching assumed until a larger batch shows one), the
-    slope of the two largest otherwise."""
+    slope of the two largest otherwise. Estimates never fall below a smaller
+    size's measurement: on a busy host a batch of 2 can happen to be timed
+    faster than a batch of 1, and believing it would make waiting look free."""
 
     def __init__(self):
         self._ema: dict[int, float] = {}
         self._sizes: list[int] = []
+        self._floor: list[float] = []      # running max of the EMAs over _sizes
 
     def record(self, items: int, seconds: float) -> None:
         old = self._ema.get(items)
@@ -115,6 +118,7 @@ class ComputeTimes:
             self._ema[items] = seconds
         else:
             self._ema[items] = old + COMPUTE_EMA_WEIGHT * (seconds - old)
+        self._floor = list(itertools.accumulate((self._ema[b] for b in self._sizes), max))
 
     @property
     def measured(self) -> bool:
@@ -128,32 +132,28 @@ class ComputeTimes:
         sizes = self._sizes
         if not sizes:
             return 0.0
-        exact = self._ema.get(items)
-        if exact is not None:
-            return exact
         i = bisect.bisect_left(sizes, items)
+        if i < len(sizes) and sizes[i] == items:
+            return self._floor[i]
         if i == 0:
             return self._ema[sizes[0]]
+        floor = self._floor[i - 1]
         if i < len(sizes):
             lo, hi = sizes[i - 1], sizes[i]
             clo, chi = self._ema[lo], self._ema[hi]
-            return clo + (chi - clo) * (items - lo) / (hi - lo)
+            return max(floor, clo + (chi - clo) * (items - lo) / (hi - lo))
         top = sizes[-1]
         if len(sizes) == 1:
             return self._ema[top] * items / top
         prev = sizes[-2]
         slope = max(0.0, (self._ema[top] - self._ema[prev]) / (top - prev))
-        return self._ema[top] + slope * (items - top)
+        return max(floor, self._ema[top] + slope * (items - top))
 
     def lower_bound(self, items: int) -> float:
         """A batch holding `items` computes for at least this long: the
         largest measured time of any size <= items, less the noise margin."""
-        best = 0.0
-        for size in self._sizes:
-            if size > items:
-                break
-            best = max(best, self._ema[size])
-        return LOWER_BOUND_MARGIN * best
+        i = bisect.bisect_right(self._sizes, items)
+        return LOWER_BOUND_MARGIN * self._floor[i - 1] if i else 0.0
 
 
 @dataclass

@@ -195,6 +195,9 @@ def test_compute_estimates_interpolate_and_extrapolate_from_measurements():
     assert c.lower_bound(4) == pytest.approx(0.9 * 0.002)
     c.record(8, 0.008)                               # EMA, not the last value
     assert c.estimate(8) == pytest.approx(0.004 + 0.25 * 0.004)
+    c.record(2, 0.001)                               # timed faster than a batch of 1 (a busy host)
+    assert c.estimate(2) == c.estimate(1) == pytest.approx(0.002)
+    assert c.lower_bound(2) == pytest.approx(0.9 * 0.002)
 
 
 # ---- the adaptive window -----------------------------------------------------
