@@ -16,7 +16,9 @@ the requests that are compatible with it -- the same dtypes and the same
 non-batch dimensions: nothing is ever padded, so padding waste is 0% -- in
 the same order, until max_batch_size (or the largest preferred size that the
 queue can fill). A request too large for the room left is passed over for a
-smaller one behind it.
+smaller one behind it, and so is one that would make the batch compute
+(expected c(size), below) past a deadline of a request already in it that
+could still be met: a tight request is not sunk by the loose ones joining it.
 
 Size-aware: a request is large when its batch is >= LARGE_FRACTION of the
 model's max_batch_size. When a batch led by a large request leaves while
@@ -344,6 +346,12 @@ class BatchPolicy:
             room = fitting[-1] if fitting else room
         taken = [head]
         room -= head.batch
+        items = head.batch
+        now = self.clock()
+        # The earliest deadline in the batch that it can still meet: nobody
+        # joins if the larger batch would compute past it.
+        due = head.deadline if head.deadline is not None and now + self.compute.estimate(items) <= head.deadline \
+            else math.inf
         head.state = RUNNING  # so the scan below passes over it
         for heap in self._heaps:
             if room <= 0:
@@ -354,10 +362,14 @@ class BatchPolicy:
                 r = entry[2]
                 if r.state != QUEUED:
                     continue
-                if r.key == head.key and r.batch <= room:
+                done_at = now + self.compute.estimate(items + r.batch)
+                if r.key == head.key and r.batch <= room and done_at <= due:
                     r.state = RUNNING
                     taken.append(r)
                     room -= r.batch
+                    items += r.batch
+                    if r.deadline is not None and done_at <= r.deadline:
+                        due = min(due, r.deadline)
                 else:
                     aside.append(entry)
             for entry in aside:

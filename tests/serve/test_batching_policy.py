@@ -92,6 +92,17 @@ def test_a_batch_takes_the_earliest_deadlines_of_its_shape_and_leaves_the_others
     assert run(p, clock) == ["none"]
 
 
+def test_nobody_joins_a_batch_if_that_makes_it_miss_a_deadline_of_a_request_in_it():
+    clock = Clock()
+    p = policy(clock, max_batch=8, compute={1: 0.004, 2: 0.006, 4: 0.010, 8: 0.020})
+    tight = Req(clock, "tight", timeout_s=0.007)     # a batch of 2 (6 ms) makes it; 3 (8 ms) does not
+    p.add(tight)
+    for i in range(4):
+        p.add(Req(clock, f"loose{i}", timeout_s=1.0))
+    assert run(p, clock, 0.006) == ["tight", "loose0"]
+    assert run(p, clock, 0.010) == ["loose1", "loose2", "loose3"]
+
+
 def test_a_hopeless_deadline_is_refused_at_once_and_at_dispatch():
     clock = Clock()
     p = policy(clock, max_batch=4, compute={1: 0.010, 4: 0.020})
