@@ -33,6 +33,7 @@ import asyncio
 import math
 import os
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -237,20 +238,18 @@ def main(argv=None) -> int:
             x = np.ones((1, 256), np.float32)
             for m in models:  # warm each: compute times measured
                 run_load(port, m["name"], x, [i * 0.05 for i in range(10)], [10.0] * 10)
-            # Load and deadlines scale with what the server achieves now (a
-            # shared host: compute time drifts with other jobs): the service
-            # time of one request at saturation, batching off -- 40 sent at
-            # once, time to the last answer / 40.
-            compute_s = service_time(port, "calibrate", x)
-            rate = args.load / compute_s
-            print(f"# bench_deadlines: {_commit()}, service time {compute_s * 1e3:.2f} ms (batch 1 at saturation, "
-                  f"as served; the model was sized for {args.compute_ms} ms of compute alone), rate {rate:.0f}/s "
-                  f"(load {args.load:.0%} of batch-1 capacity), {args.requests} requests per cell, "
-                  f"load average {os.getloadavg()[0]:.1f}\n")
-            print("| pattern | window | met | tight met | p50 ms | p99 ms |")
-            print("|---|---|---|---|---|---|")
+            print(f"# bench_deadlines: {_commit()}, model sized for {args.compute_ms} ms of compute alone, "
+                  f"load {args.load:.0%} of batch-1 capacity, {args.requests} requests per cell in {args.slices} "
+                  f"slices, load average {os.getloadavg()[0]:.1f} at the start\n")
+            print("| pattern | service ms | window | met | tight met | p50 ms | p99 ms |")
+            print("|---|---|---|---|---|---|---|")
             per_slice = args.requests // args.slices
             for pattern in args.patterns.split(","):
+                # Load and deadlines scale with what the server achieves now (a
+                # shared host: speed drifts with other jobs): the service time
+                # of one request at saturation, batching off, median of 5.
+                compute_s = statistics.median(service_time(port, "calibrate", x, 20) for _ in range(5))
+                rate = args.load / compute_s
                 slices: dict[str, list] = {m["name"]: [] for m in models}
                 for k in range(args.slices):
                     rng = random.Random(f"{args.seed}-{pattern}-{k}")
@@ -261,10 +260,11 @@ def main(argv=None) -> int:
                 for m in models:
                     r = summarize(slices[m["name"]])
                     label = m["name"][1:] if m["name"].startswith("w") else m["name"]
-                    print(f"| {pattern} | {label} | {r['met']:.3f} | {r['tight_met']:.3f} | {r['p50_ms']:.1f} | "
+                    print(f"| {pattern} | {compute_s * 1e3:.2f} | {label} | {r['met']:.3f} | {r['tight_met']:.3f} | {r['p50_ms']:.1f} | "
                           f"{r['p99_ms']:.1f} |", flush=True)
             sched = health(http)["models"]["wauto"]["scheduler"]
-            print(f"\nauto: measured compute us by batch size {sched['compute_us_by_batch']}")
+            print(f"\nauto: measured compute us by batch size {sched['compute_us_by_batch']}; "
+                  f"load average {os.getloadavg()[0]:.1f} at the end")
         finally:
             proc.terminate()
             proc.wait(30)
