@@ -48,6 +48,9 @@ sys.path.insert(0, str(REPO))
 
 from engine.server import binary as wire  # noqa: E402
 
+sys.path.insert(0, str(REPO / "benchmarks"))
+from bench_serve import free_port, wait_http  # noqa: E402
+
 TIGHT_FRACTION, TIGHT_X, LOOSE_X = 0.2, 3, 20
 WINDOWS = {"0": 0, "500us": 500, "2ms": 2000, "auto": "auto"}
 
@@ -186,33 +189,20 @@ def health(port: int) -> dict:
 
 
 def start_server(tmp: Path, models: list[dict]) -> tuple[subprocess.Popen, int, int]:
-    import socket
-    import urllib.request
-
     import yaml
 
-    def free_port():
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            return s.getsockname()[1]
     http, binary = free_port(), free_port()
     cfg = {"listen": "127.0.0.1", "http_port": http, "binary_port": binary, "threads": 1, "log_level": "warning",
            "state_dir": str(tmp / "state"), "log_dir": str(tmp / "log"), "models": models}
     (tmp / "engine.yaml").write_text(yaml.safe_dump(cfg))
     proc = subprocess.Popen([sys.executable, "-m", "engine.cli", "serve", "--config", str(tmp / "engine.yaml")],
                             env=kernel_env(), cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{http}/v2/health/ready", timeout=1) as r:
-                if r.status == 200:
-                    return proc, http, binary
-        except OSError:
-            time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError("server not ready in 60 s")
+    try:
+        wait_http(f"http://127.0.0.1:{http}/v2/health/ready", 60)  # it listens once every model is loaded
+    except RuntimeError:
+        proc.kill()
+        raise
+    return proc, http, binary
 
 
 def main(argv=None) -> int:
