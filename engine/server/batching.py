@@ -46,16 +46,20 @@ When to dispatch (the head's batch is not full):
   lambda (an exponentially decayed count of arrivals, time constant
   RATE_TAU_S) and c(b), the measured compute time of a batch of b items.
   With n items queued for the head's batch, for each candidate size b >= n:
-      L(b) = (b - n) / lambda  +  Wq(b)  +  c(b)
-      Wq(b) = rho / (2 (1 - rho)) * c(b),   rho = lambda * c(b) / b
-  (the time to gather b items, the M/D/1 mean queueing delay at the load
-  batches of b put on the instance, and the compute). The head waits for the
-  b* that minimises L, i.e. until (b* - n) / lambda after the last arrival:
+      L(b) = (b - n) / lambda  +  rho * c(b) / 2  +  c(b)
+      rho = lambda * c(k) / k,   k = max(b, lambda * c(b))
+  (the time to gather b items; the mean wait for a batch already running --
+  a batching instance takes everything queued, so a request waits for at
+  most the run in progress, busy a fraction rho of the time, k being the
+  batch the arrivals during this run make next; the compute), and L = inf
+  where rho >= 1 (that batch size cannot keep up). The head waits for the b*
+  that minimises L, i.e. until (b* - n) / lambda after the last arrival:
   only while the throughput a larger batch buys lowers the expected latency
-  by more than the wait adds. At low load b* = n (no wait); near saturation
-  it waits for the batch that brings the load back down. Never longer than
-  min(AUTO_CAP_S, c(max batch)) from the head's arrival; no wait at all
-  before anything has been measured.
+  by more than the wait adds. Below saturation that is no wait (batches grow
+  on their own from what queues during a run); when batches of n cannot
+  keep up, it waits for the size that can. Never longer than
+  min(AUTO_CAP_S, c(max batch)) after the instance could have run the head;
+  no wait at all before anything has been measured.
 - Either way, never past the point where the earliest deadline among the
   compatible requests would be missed: leave by deadline - c(n).
 """
@@ -289,10 +293,12 @@ class BatchPolicy:
 
     def _expected_latency(self, b: int, items: int, lam: float) -> float:
         c = self.compute.estimate(b)
-        rho = lam * c / b
+        # The next batch holds at least what arrives while this one runs.
+        k = max(b, lam * c)
+        rho = lam * self.compute.estimate(math.ceil(k)) / k
         if rho >= 1:
             return math.inf
-        return (b - items) / lam + rho / (2 * (1 - rho)) * c + c
+        return (b - items) / lam + rho * c / 2 + c
 
     def _leave_at(self, head, items: int, earliest: float | None, now: float) -> float:
         if self.auto:
