@@ -88,8 +88,9 @@ class ModelConfig:
     path: str
     version: str = "1"
     max_batch_size: int = 8          # 0 or 1: no batching
-    max_queue_delay_us: int = 500    # longest a lone request waits for company
+    max_queue_delay_us: int | None = 500  # longest a lone request waits for company; None = auto (adaptive)
     preferred_batch_sizes: tuple[int, ...] = ()
+    queue_order: str = "edf"         # within a priority level: earliest deadline first, or fifo (Triton)
     priority_levels: int = 1         # Triton semantics: 1 is the highest priority
     default_priority: int = 0        # 0 = the lowest level (priority_levels)
     default_timeout_us: int = 0      # 0 = no deadline unless the request sets one
@@ -124,9 +125,11 @@ class EngineConfig:
 _SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 _SIZE_RE = re.compile(r"^\s*(\d+)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
 _SIZE_FIELDS = {"size", "max_body", "max_header_bytes", "hugepage_size"}
+_AUTO_AS_NONE_FIELDS = {"max_queue_delay_us"}  # "auto" here is None: 0 already means "no wait"
 _PATH_FIELDS = {"path", "secret_file", "public_key_file", "state_dir", "log_dir", "cert_file", "key_file",
                 "client_ca_file"}
 _LOG_LEVELS = ("debug", "info", "warning", "error")
+QUEUE_ORDERS = ("edf", "fifo")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 
 
@@ -202,6 +205,13 @@ def _build(cls, data, where: str):
         value = data[f.name]
         if f.name in _SIZE_FIELDS:
             kwargs[f.name] = _size(value, sub)
+        elif f.name in _AUTO_AS_NONE_FIELDS:
+            if value == "auto":
+                kwargs[f.name] = None
+            elif isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"expected an integer or 'auto', got {value!r}", where=sub)
+            else:
+                kwargs[f.name] = value
         else:
             kwargs[f.name] = _scalar(hints[f.name], value, sub)
     return cls(**kwargs)
@@ -218,11 +228,13 @@ def _check_model(m: ModelConfig, where: str) -> None:
     if m.max_batch_size < 0:
         bad("max_batch_size", f"must be >= 0, got {m.max_batch_size}")
     for key in ("max_queue_delay_us", "default_timeout_us", "max_timeout_us", "threads", "instances"):
-        if getattr(m, key) < 0:
+        if getattr(m, key) is not None and getattr(m, key) < 0:
             bad(key, f"must be >= 0, got {getattr(m, key)}")
     for s in m.preferred_batch_sizes:
         if not 1 <= s <= max(1, m.max_batch_size):
             bad("preferred_batch_sizes", f"size {s} outside 1..max_batch_size ({m.max_batch_size})")
+    if m.queue_order not in QUEUE_ORDERS:
+        bad("queue_order", f"unknown queue order {m.queue_order!r}; expected one of {', '.join(QUEUE_ORDERS)}")
     if m.priority_levels < 1:
         bad("priority_levels", f"must be >= 1, got {m.priority_levels}")
     if not 0 <= m.default_priority <= m.priority_levels:

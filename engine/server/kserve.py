@@ -24,6 +24,7 @@ import numpy as np
 
 from engine import __version__
 from engine.server import jsoncodec
+from engine.server.batching import AUTO_CAP_S
 from engine.server.http import Request
 from engine.server.models import KSERVE_TO_NUMPY, NUMPY_TO_KSERVE, LoadedModel, element_count
 from engine.server.state import ARENA_BYTES, ServeError, ServerState, arena_stats, rss_bytes
@@ -234,7 +235,8 @@ class KServeApp:
         if path == "/metrics":
             return self._only(method, "GET") or Response(
                 200, st.metrics.render(queue_depth=st.queue_depth(), load_errors=st.load_errors(),
-                                       arena_bytes={k: v for k, v in arena_stats().items() if k in ARENA_BYTES}, uptime_s=time.time() - st.started).encode(),
+                                       arena_bytes={k: v for k, v in arena_stats().items() if k in ARENA_BYTES}, uptime_s=time.time() - st.started,
+                                       schedulers=st.scheduler_snapshots()).encode(),
                 "text/plain; version=0.0.4; charset=utf-8")
         if path == "/v2/models/stats":
             return self._only(method, "GET") or _json({"model_stats": [
@@ -260,7 +262,8 @@ class KServeApp:
             return Response(200 if ok and not st.draining else 400 if entry is None else 503)
         model = st.model(name, version)
         if action == "/stats":
-            return _json({"model_stats": [st.metrics.stats[name].as_json(name, model.version)]})
+            return _json({"model_stats": [{**st.metrics.stats[name].as_json(name, model.version),
+                                           "plan_builds": model.plan_report()}]})
         if action == "/config":
             return _json(self.model_config(model))
         return _json({"name": model.name, "versions": [model.version], "platform": "ai-engine",
@@ -293,7 +296,10 @@ class KServeApp:
     def model_config(self, model: LoadedModel) -> dict:
         c = model.config
         batch_dim = 1 if model.batchable else 0
-        dyn = {"max_queue_delay_microseconds": c.max_queue_delay_us,
+        auto = c.max_queue_delay_us is None
+        # Triton's key is an integer; the adaptive window reports its cap there and says it adapts.
+        dyn = {"max_queue_delay_microseconds": int(AUTO_CAP_S * 1e6) if auto else c.max_queue_delay_us,
+               "max_queue_delay_auto": auto,
                "preferred_batch_size": list(c.preferred_batch_sizes),
                "priority_levels": c.priority_levels,
                "default_priority_level": c.default_priority or c.priority_levels,
@@ -325,7 +331,8 @@ class KServeApp:
                          "instances": e.model.placement.instances if e.model else None,
                          "threads_per_instance": e.model.placement.threads if e.model else None,
                          "plan_cache_size": e.model.plan_cache_size if e.model else None,
-                         "load_error": e.error}
+                         "load_error": e.error,
+                         "scheduler": e.scheduler.snapshot() if e.scheduler else None}
         healthy = st.registry.ready() and not any(st.load_errors().values())
         return {"status": "draining" if st.draining else ("ok" if healthy else "degraded"),
                 "uptime_s": round(time.time() - st.started, 3), "rss_bytes": rss_bytes(),

@@ -108,6 +108,7 @@ class Metrics:
         self.stats: dict[str, ModelStats] = defaultdict(ModelStats)
         self.queue_rejections: dict[str, int] = defaultdict(int)
         self.timeouts: dict[str, int] = defaultdict(int)
+        self.deadline_rejections: dict[str, int] = defaultdict(int)        # refused: deadline could not be met
         self.load_failures: dict[str, int] = defaultdict(int)
         self.reloads = 0
         self.rate_limited = 0
@@ -122,7 +123,7 @@ class Metrics:
             (stats.success if code == 200 else stats.fail).add(int(seconds * 1e9))
 
     def render(self, *, queue_depth: dict[str, int], load_errors: dict[str, str | None],
-               arena_bytes: dict[str, int], uptime_s: float) -> str:
+               arena_bytes: dict[str, int], uptime_s: float, schedulers: dict[str, dict] | None = None) -> str:
         out: list[str] = []
 
         def family(name, kind, help_text):
@@ -163,6 +164,10 @@ class Metrics:
                  self.queue_rejections)
         by_model("aie_request_timeouts_total", "counter", "Requests whose deadline passed before they ran.",
                  self.timeouts)
+        by_model("aie_deadline_rejections_total", "counter",
+                 "Requests refused at once because their deadline could not be met (measured compute time).",
+                 self.deadline_rejections)
+        self._render_schedulers(family, out, schedulers or {})
         by_model("aie_model_load_failures_total", "counter", "Model loads (start-up or reload) that failed.",
                  self.load_failures)
         by_model("aie_model_load_error", "gauge", "1 while the last load of the model failed (old version serves).",
@@ -177,3 +182,19 @@ class Metrics:
                  self.protocol_errors, label="protocol")
         by_model("aie_arena_bytes", "gauge", "Arena memory, by kind.", arena_bytes, label="kind")
         return "\n".join(out) + "\n"
+
+    @staticmethod
+    def _render_schedulers(family, out: list[str], schedulers: dict[str, dict]) -> None:
+        """The batcher's current decisions per model (engine.server.batching
+        snapshots): window, arrival-rate EMA, queue depth per priority level
+        (levels are bounded by priority_levels <= 16)."""
+        family("aie_batch_window_seconds", "gauge", "The batch window last chosen (fixed, or adaptive when auto).")
+        for model, snap in sorted(schedulers.items()):
+            out.append(f"aie_batch_window_seconds{_labels(model=model)} {snap['window_us'] / 1e6:.9f}")
+        family("aie_arrival_rate", "gauge", "Arrival-rate EMA the adaptive window uses. Unit: batch items/s.")
+        for model, snap in sorted(schedulers.items()):
+            out.append(f"aie_arrival_rate{_labels(model=model)} {snap['arrival_rate_per_s']}")
+        family("aie_queue_depth_priority", "gauge", "Requests waiting in the model's queue, by priority level.")
+        for model, snap in sorted(schedulers.items()):
+            for level, depth in snap["queue_depth_by_priority"].items():
+                out.append(f"aie_queue_depth_priority{_labels(model=model, priority=level)} {depth}")

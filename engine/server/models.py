@@ -1,6 +1,15 @@
 """A served model: its sessions (one per instance), its tensor signature in
 KServe terms, and the validation of a request's inputs against it.
 
+Warm plans: before a model is handed to the scheduler (so before it reports
+ready, at start-up and after every reload), each session runs once on zeros
+of every shape the model declares -- its inputs' shapes when all are static,
+and the input shapes of its recorded smoke reference (<model>.smoke.json
+beside the model file, written by the deployer from the spec's sample or
+shapes) -- so the plan for those shapes is built and the weights and arena
+pages are touched before the first request. A second run of each measures
+the compute time the scheduler starts from. `plan_report()` says what was built.
+
 Sessions come from `engine.InferenceSession(path, threads=...)`. The variable
 AIE_SERVE_SESSION_FACTORY="module:callable" substitutes another factory with
 the same signature and the same three methods (run, get_inputs, get_outputs):
@@ -11,9 +20,12 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import json
 import math
 import os
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -111,6 +123,51 @@ def open_session(path: str, threads: int | None, plan_cache_size: int | None = N
         raise ModelLoadError(f"{type(exc).__name__}: {exc}", where=path) from None
 
 
+@dataclass
+class WarmPlans:
+    """What warm-up built: the shapes, from where, how many plans, how long."""
+    shapes: list = field(default_factory=list)   # [{input: [dims]}]
+    sources: list = field(default_factory=list)  # "static inputs", "smoke reference"
+    builds: int = 0                              # plans built, over every instance
+    ns: int = 0                                  # wall time of the building runs
+    error: str | None = None                     # a smoke reference that could not be used
+
+    def as_json(self) -> dict:
+        return {"warm": self.builds, "warm_ns": self.ns, "shapes": self.shapes, "sources": self.sources,
+                **({"error": self.error} if self.error else {})}
+
+
+def smoke_reference_path(model_path: str) -> Path:
+    """The deployer's layout: models/<name>.aie beside models/<name>.smoke.json."""
+    return Path(model_path).with_suffix(".smoke.json")
+
+
+def declared_shapes(inputs: tuple[TensorSpec, ...], model_path: str) -> tuple[list, list, str | None]:
+    """([{input: shape}], [source], error): the static input shapes, then the
+    smoke reference's (when it exists and matches the inputs)."""
+    shapes, sources, error = [], [], None
+    if inputs and all(-1 not in t.shape for t in inputs):
+        shapes.append({t.name: list(t.shape) for t in inputs})
+        sources.append("static inputs")
+    ref = smoke_reference_path(model_path)
+    if ref.is_file():
+        try:
+            doc = json.loads(ref.read_text())
+            given = {i["name"]: [int(d) for d in i["shape"]] for i in doc["inputs"]}
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            return shapes, sources, f"{ref}: not a smoke reference ({type(exc).__name__}: {exc})"
+        fits = set(given) == {t.name for t in inputs} and all(
+            len(given[t.name]) == len(t.shape) and all(w in (-1, g) for w, g in zip(t.shape, given[t.name]))
+            for t in inputs)
+        if not fits:
+            wanted = ", ".join(f"{t.name} {list(t.shape)}" for t in inputs)
+            error = f"{ref}: input shapes {given} do not fit the model's inputs ({wanted})"
+        elif given not in shapes:
+            shapes.append(given)
+            sources.append("smoke reference")
+    return shapes, sources, error
+
+
 class LoadedModel:
     """Sessions for one model version plus its signature. Immutable once built;
     a reload builds a new one beside it."""
@@ -138,6 +195,39 @@ class LoadedModel:
         self.batchable = config.max_batch_size > 1 and all(
             t.shape and t.shape[0] == -1 for t in self.inputs + self.outputs)
         self.max_batch = config.max_batch_size if self.batchable else 1
+        self.warm_compute: list[tuple[int, float]] = []   # (batch items, seconds) measured by warm-up
+        self.warm = self._warm_plans()
+
+    def _warm_plans(self) -> WarmPlans:
+        shapes, sources, error = declared_shapes(self.inputs, self.config.path)
+        warm = WarmPlans(shapes=shapes, sources=sources, error=error)
+        for shape in shapes:
+            feeds = {t.name: np.zeros(shape[t.name], t.dtype) for t in self.inputs}
+            items = shape[self.inputs[0].name][0] if self.batchable else 1
+            if self.batchable and not 1 <= items <= self.max_batch:
+                continue  # the scheduler never forms this batch
+            for session in self.sessions:
+                before = getattr(session, "plan_count", None)
+                t0 = time.perf_counter_ns()
+                try:
+                    session.run(None, feeds)
+                except Exception as exc:  # noqa: BLE001 - a shape the model refuses must not stop it serving
+                    warm.error = f"warm-up of {shape} failed: {type(exc).__name__}: {exc}"
+                    break
+                t1 = time.perf_counter_ns()
+                session.run(None, feeds)
+                self.warm_compute.append((items, (time.perf_counter_ns() - t1) / 1e9))
+                warm.ns += t1 - t0
+                after = getattr(session, "plan_count", None)
+                warm.builds += after - before if after is not None else 1
+        return warm
+
+    def plan_report(self) -> dict:
+        """Warm-up builds and the plans the sessions hold now (a request of a
+        new shape builds one more)."""
+        cached = [getattr(s, "plan_count", None) for s in self.sessions]
+        return {**self.warm.as_json(),
+                "cached": sum(cached) if cached and None not in cached else None}
 
     @property
     def name(self) -> str:

@@ -1,45 +1,57 @@
-"""Per-model dynamic batcher: a bounded queue per priority level, deadlines
-enforced by timers on the event loop, and batches executed on one C thread
-per instance (engine.server.runner: completion arrives on an eventfd), so
-the loop never blocks on compute.
+"""Per-model dynamic batcher on the event loop: the decisions -- order,
+batch selection, the batch window, hopeless deadlines -- are made by
+engine.server.batching.BatchPolicy (read its docstring for the rules); this
+module applies them: deadline timers, the wait for company, and batches
+executed on one C thread per instance (engine.server.runner: completion
+arrives on an eventfd), so the loop never blocks on compute.
 
-Rules, in the order they decide:
-- Priority (Triton semantics): level 1 runs first; FIFO within a level.
-- A batch starts from the oldest request of the highest non-empty level and
-  takes compatible requests (same non-batch shapes and dtypes: no padding)
-  in that order until max_batch_size; a request too large for the room left
-  is passed over for a smaller one behind it (small first among equals).
-- A lone request waits at most max_queue_delay_us for company, counted from
-  its arrival; a batch that reaches max_batch_size (or the largest preferred
-  size) leaves at once. Event-loop timers have 1 ms granularity (uvloop: a
-  wait under 0.5 ms does not happen at all, 0.6-1.5 ms ones take ~1.1 ms), so
-  the delay is honoured to within a millisecond, not a microsecond.
-- It does not wait at all when waiting cannot help: traffic is sequential
-  (the last batch held one request and nothing arrived while it ran), it is
-  the only request queued and nothing runs -- nobody else is coming, so the
-  delay would be pure latency (a client at concurrency 1 paid it on every
-  request). Any overlap -- a request arriving while another is queued or
-  running, a batch of more than one -- restores the delay as configured.
 - A request whose deadline passes is answered with DeadlineExceeded at that
   moment by its timer -- not when the running batch ends. If it was still
   queued it never runs; if its batch is already running, the batch finishes
-  for the others and its share of the result is discarded.
+  for the others and its share of the result is discarded. One that cannot
+  meet its deadline (the policy's rule) gets the same error at once.
 - A full queue refuses at once (QueueFull -> HTTP 429 + Retry-After).
+- The wait for company ends on an arrival or at the policy's time. Loop
+  timers have ~1 ms granularity (uvloop rounds to whole milliseconds and
+  fires up to ~1 ms early or late on a busy host), so a wait is a timer for
+  all but its last SPIN_S, then repeated yields to the loop that re-check
+  time.monotonic() (each yield lets the loop poll its sockets with a zero
+  timeout, so an arrival still ends the wait): 300-800 us waits end a
+  median 2 us late against ~560 us for a bare timer on the loaded test VM
+  (tests/serve/test_deadline_sched.py), at the cost of a busy loop for at
+  most SPIN_S per wait.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import math
 import time
+
 import numpy as np
 
+from engine.server.batching import DONE, QUEUED, BatchPolicy
 from engine.server.metrics import Metrics
 from engine.server.models import LoadedModel
 from engine.server.runner import InstanceRunner
 
-QUEUED, RUNNING, DONE = 0, 1, 2
+SPIN_S = 0.001  # the last part of a wait, re-checked by yielding instead of a ~1 ms-granular timer
+clock = time.monotonic  # the scheduler's one clock: arrivals, deadlines, windows
+
+
+async def wait_until(event: asyncio.Event, until: float) -> None:
+    """Until `event` is set or clock() reaches `until`, whichever comes first
+    (see the module docstring for why the last SPIN_S is not a timer)."""
+    coarse = until - clock() - SPIN_S
+    if coarse > 0:
+        try:
+            async with asyncio.timeout(coarse):
+                await event.wait()
+            return
+        except TimeoutError:
+            pass
+    while not event.is_set() and clock() < until:
+        await asyncio.sleep(0)
 
 
 class QueueFull(Exception):
@@ -58,20 +70,22 @@ class SchedulerClosed(Exception):
 
 class InferenceRequest:
     __slots__ = ("inputs", "batch", "key", "priority", "deadline", "arrival", "future", "timer", "state",
-                 "queue_ns", "compute_ns", "batch_size", "instance")
+                 "seq", "large", "queue_ns", "compute_ns", "batch_size", "instance")
 
     def __init__(self, inputs: dict[str, np.ndarray], batch: int, priority: int, deadline: float | None,
-                 future: asyncio.Future):
+                 future: asyncio.Future, arrival: float):
         self.inputs = inputs
         self.batch = batch
         # Requests join a batch only when every non-batch dimension and dtype agree.
         self.key = tuple((n, a.dtype.str, a.shape[1:]) for n, a in sorted(inputs.items()))
         self.priority = priority
-        self.deadline = deadline          # loop.time() seconds, or None
-        self.arrival = time.monotonic()
+        self.deadline = deadline          # clock() seconds, or None
+        self.arrival = arrival
         self.future = future
         self.timer: asyncio.TimerHandle | None = None
         self.state = QUEUED
+        self.seq = 0                      # set by the policy
+        self.large = False
         self.queue_ns = 0
         self.compute_ns = 0
         self.batch_size = 0               # size of the batch it ran in
@@ -83,24 +97,27 @@ class ModelScheduler:
         self.model = model
         self.config = model.config
         self.metrics = metrics
-        self.levels = [collections.deque() for _ in range(self.config.priority_levels)]
-        self.queued = 0
-        self.running = 0
+        self.policy = BatchPolicy(levels=self.config.priority_levels, max_batch=model.max_batch,
+                                  batchable=model.batchable, preferred=self.config.preferred_batch_sizes,
+                                  delay_us=self.config.max_queue_delay_us, clock=clock,
+                                  edf=self.config.queue_order == "edf")
+        for items, seconds in model.warm_compute:
+            self.policy.compute.record(items, seconds)
         self.closing = False
         self._arrival = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
         loop = asyncio.get_running_loop()
         self._runners = [InstanceRunner(loop) for _ in model.sessions]
-        self._workers = [asyncio.get_running_loop().create_task(self._worker(i, s))
-                         for i, s in enumerate(model.sessions)]
-        # Since the last dispatch, a request arrived while others were queued or running.
-        self._overlap = False
-        self._sequential = True           # the last batch: one request, nothing arrived while it ran
-        self._mean_compute_s = 0.0
-        preferred = sorted(s for s in self.config.preferred_batch_sizes if s <= model.max_batch)
-        self._preferred = preferred
-        self._target = preferred[-1] if preferred else model.max_batch
+        self._workers = [loop.create_task(self._worker(i, s)) for i, s in enumerate(model.sessions)]
+
+    @property
+    def queued(self) -> int:
+        return self.policy.queued
+
+    @property
+    def running(self) -> int:
+        return self.policy.running
 
     # ---- admission --------------------------------------------------------
     def resolve_priority(self, requested: int | None, ceiling: int | None = None) -> int:
@@ -132,152 +149,102 @@ class ModelScheduler:
             self.metrics.queue_rejections[self.model.name] += 1
             raise QueueFull(self.model.name, self.queued, self.retry_after_s())
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_us / 1e6 if timeout_us else None
-        req = InferenceRequest(inputs, batch, priority, deadline, loop.create_future())
+        now = clock()
+        deadline = now + timeout_us / 1e6 if timeout_us else None
+        req = InferenceRequest(inputs, batch, priority, deadline, loop.create_future(), now)
+        if self.policy.hopeless(req, now):
+            req.state = DONE
+            self._refuse(req, now)
+            return req
         if deadline is not None:
-            req.timer = loop.call_at(deadline, self._expire, req)
-        if self.queued or self.running:
-            self._overlap = True
-        self.levels[priority - 1].append(req)
-        self.queued += 1
+            req.timer = loop.call_later(deadline - now, self._expire, req)
+        self.policy.add(req)
         self._idle.clear()
         self._arrival.set()
         return req
 
     def retry_after_s(self) -> int:
-        # Time for the queue ahead to clear at the observed batch rate, >= 1 s
+        # Time for the queue ahead to clear at the measured batch time, >= 1 s
         # because Retry-After has second resolution.
-        batches = self.queued / max(1, self._target) / max(1, len(self.model.sessions))
-        return max(1, math.ceil(batches * self._mean_compute_s))
+        target = self.policy.target
+        batches = self.queued / max(1, target) / max(1, len(self.model.sessions))
+        return max(1, math.ceil(batches * self.policy.compute.estimate(target)))
+
+    def _refuse(self, req: InferenceRequest, now: float) -> None:
+        """A request that cannot meet its deadline: the expired one's error, never run."""
+        if req.timer:
+            req.timer.cancel()
+            req.timer = None
+        if now >= req.deadline:
+            self._answer_expired(req, f"request deadline passed after {(now - req.arrival) * 1e6:.0f} us in "
+                                      f"the queue; it did not run")
+            return
+        need = self.policy.compute.lower_bound(req.batch)
+        self.metrics.deadline_rejections[self.model.name] += 1
+        if not req.future.done():
+            req.future.set_exception(DeadlineExceeded(
+                f"model {self.model.name!r}: request deadline cannot be met: a batch of {req.batch} computes "
+                f"for at least {need * 1e6:.0f} us, {(req.deadline - now) * 1e6:.0f} us were left; it did not run"))
 
     def _expire(self, req: InferenceRequest) -> None:
         req.timer = None
         if req.state == DONE:
             return
-        waited_us = (time.monotonic() - req.arrival) * 1e6
-        if req.state == QUEUED:
-            self.queued -= 1
+        waited_us = (clock() - req.arrival) * 1e6
+        if self.policy.remove(req):
             why = f"request deadline passed after {waited_us:.0f} us in the queue; it did not run"
         else:
             # Its batch is running: answer now; _record drops its share of the result.
             why = (f"request deadline passed after {waited_us:.0f} us, while its batch was running; "
                    f"the result is discarded")
-        req.state = DONE
+            req.state = DONE
+        self._answer_expired(req, why)
+        self._check_idle()
+
+    def _answer_expired(self, req: InferenceRequest, why: str) -> None:
         self.metrics.timeouts[self.model.name] += 1
         if not req.future.done():
             req.future.set_exception(DeadlineExceeded(f"model {self.model.name!r}: {why}"))
-        self._check_idle()
 
     # ---- batching ---------------------------------------------------------
-    def _head(self) -> InferenceRequest | None:
-        for level in self.levels:
-            while level and level[0].state != QUEUED:
-                level.popleft()
-            if level:
-                return level[0]
-        return None
-
-    def _compatible_count(self, key) -> int:
-        n = 0
-        for level in self.levels:
-            for r in level:
-                if r.state == QUEUED and r.key == key:
-                    n += r.batch
-                    if n >= self._target:
-                        return n
-        return n
-
-    def _take(self, head: InferenceRequest) -> list[InferenceRequest]:
-        if not self.model.batchable:
-            self._remove([head])
-            return [head]
-        room = self.model.max_batch
-        available = self._compatible_count(head.key)
-        if self._preferred and available < room:
-            fitting = [p for p in self._preferred if p <= available]
-            room = fitting[-1] if fitting else room
-        taken = []
-        for level in self.levels:
-            for r in level:
-                if room == 0:
-                    break
-                if r.state == QUEUED and r.key == head.key and r.batch <= room:
-                    taken.append(r)
-                    room -= r.batch
-        self._remove(taken)
-        return taken
-
-    def _remove(self, taken: list[InferenceRequest]) -> None:
-        ids = {id(r) for r in taken}
-        for i, level in enumerate(self.levels):
-            if any(id(r) in ids for r in level):
-                self.levels[i] = collections.deque(r for r in level if id(r) not in ids and r.state == QUEUED)
-        for r in taken:
-            r.state = RUNNING  # its deadline timer stays armed: it may fire while the batch runs
-        self.queued -= len(taken)
-
-    async def _wait_for_company(self, head: InferenceRequest) -> None:
-        if self._sequential and not self._overlap and self.queued == 1 and not self.running:
-            return  # sequential traffic: nobody else is coming (see the module docstring)
-        leave_at = head.arrival + self.config.max_queue_delay_us / 1e6
-        while head.state == QUEUED and self._compatible_count(head.key) < self._target:
-            remaining = leave_at - time.monotonic()
-            if remaining <= 0:
-                return
-            self._arrival.clear()
-            try:
-                async with asyncio.timeout(remaining):
-                    await self._arrival.wait()
-            except TimeoutError:
-                return
-
     async def _worker(self, instance: int, session) -> None:
-        loop = asyncio.get_running_loop()
         while True:
-            head = self._head()
-            if head is None:
+            decision = self.policy.decide()
+            now = clock()
+            for r in decision.hopeless:
+                self._refuse(r, now)
+            if decision.batch:
+                await self._run(instance, session, decision.batch)
+            elif decision.hopeless:
+                self._check_idle()
+            elif decision.wait_until is not None:
+                self._arrival.clear()
+                await wait_until(self._arrival, decision.wait_until)
+            else:
                 if self.closing:
                     return
                 self._arrival.clear()
                 await self._arrival.wait()
-                continue
-            if self.model.batchable and self.config.max_queue_delay_us:
-                await self._wait_for_company(head)
-                if head.state != QUEUED:
-                    continue  # expired, or another instance took it
-            batch = self._take(head)
-            self._overlap = False
-            now = loop.time()
-            live = []
-            for r in batch:
-                if r.deadline is not None and now >= r.deadline:
-                    if r.timer:
-                        r.timer.cancel()
-                    r.state = QUEUED
-                    self.queued += 1
-                    self._expire(r)   # passed while we waited for company: never run it
-                else:
-                    live.append(r)
-            if not live:
-                continue
-            self.running += 1
-            start = time.monotonic()
+
+    async def _run(self, instance: int, session, live: list[InferenceRequest]) -> None:
+        start = clock()
+        for r in live:
+            r.queue_ns = int((start - r.arrival) * 1e9)
+            r.instance = instance
+        seconds = None
+        try:
+            results = await self._runners[instance].run(session, self.model, live)
+        except Exception as exc:  # noqa: BLE001 - a failed run fails its requests, not the server
             for r in live:
-                r.queue_ns = int((start - r.arrival) * 1e9)
-                r.instance = instance
-            try:
-                results = await self._runners[instance].run(session, self.model, live)
-            except Exception as exc:  # noqa: BLE001 - a failed run fails its requests, not the server
-                for r in live:
-                    _settle(r)
-                    if not r.future.done():
-                        r.future.set_exception(exc)
-            else:
-                self._record(live, results)
-            finally:
-                self.running -= 1
-                self._sequential = len(live) == 1 and not self._overlap
-                self._check_idle()
+                _settle(r)
+                if not r.future.done():
+                    r.future.set_exception(exc)
+        else:
+            seconds = results[2] / 1e9
+            self._record(live, results)
+        finally:
+            self.policy.finished(live, seconds)
+            self._check_idle()
 
     def _record(self, live: list[InferenceRequest], results) -> None:
         outputs, input_ns, infer_ns, output_ns = results
@@ -285,7 +252,6 @@ class ModelScheduler:
         stats = self.metrics.stats[self.model.name]
         stats.record_batch(batch, input_ns, infer_ns, output_ns)
         self.metrics.compute_latency[self.model.name].observe(infer_ns / 1e9)
-        self._mean_compute_s = 0.9 * self._mean_compute_s + 0.1 * infer_ns / 1e9 if self._mean_compute_s else infer_ns / 1e9
         for r, out in zip(live, outputs):
             _settle(r)
             r.compute_ns = infer_ns
@@ -298,6 +264,11 @@ class ModelScheduler:
     def _check_idle(self) -> None:
         if self.queued == 0 and self.running == 0:
             self._idle.set()
+
+    def snapshot(self) -> dict:
+        """The scheduler's decisions so far, for /health and /metrics."""
+        return {**self.policy.snapshot(), "deadline_rejections": self.metrics.deadline_rejections[self.model.name],
+                "deadline_expired": self.metrics.timeouts[self.model.name]}
 
     # ---- lifecycle --------------------------------------------------------
     async def drain(self, timeout_s: float) -> bool:
@@ -313,13 +284,10 @@ class ModelScheduler:
 
     async def close(self) -> None:
         self.closing = True
-        for level in self.levels:
-            for r in level:
-                if r.state == QUEUED and not r.future.done():
-                    r.future.set_exception(SchedulerClosed(f"model {self.model.name!r} unloaded before it ran"))
-                    _settle(r)
-            level.clear()
-        self.queued = 0
+        for r in self.policy.drop_all():
+            if not r.future.done():
+                r.future.set_exception(SchedulerClosed(f"model {self.model.name!r} unloaded before it ran"))
+            _settle(r)
         self._arrival.set()
         for w in self._workers:
             w.cancel()

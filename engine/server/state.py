@@ -119,6 +119,9 @@ class ServerState:
     def queue_depth(self) -> dict[str, int]:
         return {n: (e.scheduler.queued if e.scheduler else 0) for n, e in self.registry.entries.items()}
 
+    def scheduler_snapshots(self) -> dict[str, dict]:
+        return {n: e.scheduler.snapshot() for n, e in self.registry.entries.items() if e.scheduler}
+
     def load_errors(self) -> dict[str, str | None]:
         return {n: e.error for n, e in self.registry.entries.items()}
 

@@ -120,7 +120,8 @@ def engine_config(spec, plan: HugepagePlan | None = None) -> dict:
         model = {"name": m["name"], "path": f"{MODELS_DIR}/{m['name']}.aie"}
         for key, value in m.items():
             if key not in ("name", "source", "memory"):
-                model[key] = _auto(value)
+                # auto stays a word for the batch window: its 0 means "no wait"
+                model[key] = value if key == "max_queue_delay_us" else _auto(value)
         if model["default_priority"] is None:
             model["default_priority"] = m["priority_levels"]
         models.append(model)

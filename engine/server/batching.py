@@ -1,0 +1,403 @@
+"""The batching policy of one model: which queued requests run next, when,
+and which are refused because they cannot meet their deadline. Pure: no
+event loop, no threads; time comes from an injected clock, so every rule is
+tested deterministically with a fake one (tests/serve/test_batching_policy.py).
+engine.server.scheduler applies its decisions on the event loop.
+
+Order (highest first):
+- Priority level (Triton semantics, 1 is the highest): a lower level runs
+  only when every higher one is empty.
+- Within a level, earliest deadline first; requests without a deadline after
+  every request with one, FIFO among themselves (ties in deadline: FIFO).
+  queue_order: fifo keeps arrival order instead (Triton's).
+
+A batch starts from the first request in that order (the head) and takes
+the requests that are compatible with it -- the same dtypes and the same
+non-batch dimensions: nothing is ever padded, so padding waste is 0% -- in
+the same order, until max_batch_size (or the largest preferred size that the
+queue can fill). A request too large for the room left is passed over for a
+smaller one behind it, and so is one that would make the batch compute
+(expected c(size), below) past a deadline of a request already in it that
+could still be met: a tight request is not sunk by the loose ones joining it.
+
+Size-aware: a request is large when its batch is >= LARGE_FRACTION of the
+model's max_batch_size. When a batch led by a large request leaves while
+small requests of its level are still queued, the next batch of that level
+is led by the first of those small requests. So a small request waits behind
+at most one large-led batch that started after it was queued (plus the batch
+running when it arrived, and higher priority levels).
+
+Hopeless deadlines: a request is refused, without running, when
+    now + LOWER_BOUND_MARGIN * max{c(b') : b' <= its batch, b' measured} > deadline
+where c(b') is the measured compute time (EMA) of batches of b' items: it
+will run in a batch of at least its own size, and a larger batch never
+computes faster, so it cannot finish in time. The queue ahead of it is not
+counted (EDF may still move it forward). Checked when it is submitted and
+again when its batch is formed. Nothing is refused before a batch of its
+size or smaller has been measured.
+
+When to dispatch (the head's batch is not full):
+- At once when traffic is sequential: the last batch held one request,
+  nothing arrived while it ran, this is the only request queued and nothing
+  runs -- waiting would be pure latency.
+- Fixed window (max_queue_delay_us = N): the head waits at most N us from
+  its arrival.
+- Adaptive window (max_queue_delay_us = auto), from the item arrival rate
+  lambda (an exponentially decayed count of arrivals, time constant
+  RATE_TAU_S) and c(b), the measured compute time of a batch of b items.
+  With n items queued for the head's batch, for each candidate size b >= n:
+      L(b) = (b - n) / lambda  +  rho * c(b) / 2  +  c(b)
+      rho = lambda * c(k) / k,   k = max(b, lambda * c(b))
+  (the time to gather b items; the mean wait for a batch already running --
+  a batching instance takes everything queued, so a request waits for at
+  most the run in progress, busy a fraction rho of the time, k being the
+  batch the arrivals during this run make next; the compute), and L = inf
+  where rho >= 1 (that batch size cannot keep up). The head waits for the b*
+  that minimises L, i.e. until (b* - n) / lambda after the last arrival:
+  only while the throughput a larger batch buys lowers the expected latency
+  by more than the wait adds. Below saturation that is no wait (batches grow
+  on their own from what queues during a run); when batches of n cannot
+  keep up, it waits for the size that can. Never longer than
+  min(AUTO_CAP_S, c(max batch)) after the instance could have run the head;
+  no wait at all before anything has been measured.
+- Either way, never past the point where the earliest deadline among the
+  compatible requests would be missed: leave by deadline - c(n).
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import itertools
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+QUEUED, RUNNING, DONE = 0, 1, 2
+
+LARGE_FRACTION = 0.5        # of max_batch_size: a request this large is "large"
+RATE_TAU_S = 0.03           # time constant of the arrival-rate EMA: ~30 ms of history
+COMPUTE_EMA_WEIGHT = 0.25   # weight of the newest batch in the per-size compute EMA
+AUTO_CAP_S = 0.01           # the adaptive window never exceeds 10 ms
+AUTO_SIZES = 64             # candidate batch sizes the adaptive window weighs beyond n
+LOWER_BOUND_MARGIN = 0.9    # measured compute times vary ~10% on a busy host: refuse only when clearly hopeless
+
+
+class ArrivalRate:
+    """Items per second: an exponentially decayed count of arrivals. Each
+    arrival adds items / tau; the sum decays as exp(-dt / tau), so under a
+    steady rate lambda it settles at lambda, and when arrivals stop it falls
+    away on its own (a burst's end is seen without a new arrival)."""
+
+    def __init__(self, tau_s: float = RATE_TAU_S):
+        self.tau = tau_s
+        self._value = 0.0
+        self._at = 0.0
+
+    def add(self, now: float, items: int) -> None:
+        self._value = self.at(now) + items / self.tau
+        self._at = now
+
+    def at(self, now: float) -> float:
+        dt = now - self._at
+        return self._value * math.exp(-dt / self.tau) if dt > 0 else self._value
+
+
+class ComputeTimes:
+    """Measured compute seconds per batch size (an EMA per size), and the
+    estimate for sizes not measured: linear between measured neighbours,
+    proportional to the size beyond the largest when only one size is known
+    (no gain from batching assumed until a larger batch shows one), the
+    slope of the two largest otherwise. Estimates never fall below a smaller
+    size's measurement: on a busy host a batch of 2 can happen to be timed
+    faster than a batch of 1, and believing it would make waiting look free."""
+
+    def __init__(self):
+        self._ema: dict[int, float] = {}
+        self._sizes: list[int] = []
+        self._floor: list[float] = []      # running max of the EMAs over _sizes
+
+    def record(self, items: int, seconds: float) -> None:
+        old = self._ema.get(items)
+        if old is None:
+            bisect.insort(self._sizes, items)
+            self._ema[items] = seconds
+        else:
+            self._ema[items] = old + COMPUTE_EMA_WEIGHT * (seconds - old)
+        self._floor = list(itertools.accumulate((self._ema[b] for b in self._sizes), max))
+
+    @property
+    def measured(self) -> bool:
+        return bool(self._sizes)
+
+    def table(self) -> dict[int, float]:
+        return dict(sorted(self._ema.items()))
+
+    def estimate(self, items: int) -> float:
+        """Expected compute seconds of a batch of `items`; 0.0 when nothing is measured."""
+        sizes = self._sizes
+        if not sizes:
+            return 0.0
+        i = bisect.bisect_left(sizes, items)
+        if i < len(sizes) and sizes[i] == items:
+            return self._floor[i]
+        if i == 0:
+            return self._ema[sizes[0]]
+        floor = self._floor[i - 1]
+        if i < len(sizes):
+            lo, hi = sizes[i - 1], sizes[i]
+            clo, chi = self._ema[lo], self._ema[hi]
+            return max(floor, clo + (chi - clo) * (items - lo) / (hi - lo))
+        top = sizes[-1]
+        if len(sizes) == 1:
+            return self._ema[top] * items / top
+        prev = sizes[-2]
+        slope = max(0.0, (self._ema[top] - self._ema[prev]) / (top - prev))
+        return max(floor, self._ema[top] + slope * (items - top))
+
+    def lower_bound(self, items: int) -> float:
+        """A batch holding `items` computes for at least this long: the
+        largest measured time of any size <= items, less the noise margin."""
+        i = bisect.bisect_right(self._sizes, items)
+        return LOWER_BOUND_MARGIN * self._floor[i - 1] if i else 0.0
+
+
+@dataclass
+class Decision:
+    batch: list = field(default_factory=list)       # run these now, as one batch
+    hopeless: list = field(default_factory=list)    # refuse these: their deadline cannot be met
+    wait_until: float | None = None                 # else: nothing before this clock time (None: idle)
+
+
+class BatchPolicy:
+    """Queues and decisions for one model. Requests are objects with the
+    attributes batch, key, priority (1-based), deadline (clock seconds or
+    None), arrival (clock seconds) and state; the policy sets `state` and
+    the attributes `seq` and `large`."""
+
+    def __init__(self, *, levels: int, max_batch: int, batchable: bool, preferred=(),
+                 delay_us: int | None, clock: Callable[[], float], edf: bool = True):
+        self.clock = clock
+        self.edf = edf                     # False: FIFO within a level (queue_order: fifo)
+        self.batchable = batchable
+        self.max_batch = max_batch if batchable else 1
+        self.preferred = sorted(s for s in preferred if s <= self.max_batch)
+        self.target = self.preferred[-1] if self.preferred else self.max_batch
+        self.fixed_delay_s = None if delay_us is None else delay_us / 1e6
+        self.large_at = max(2, math.ceil(LARGE_FRACTION * self.max_batch))
+        self.rate = ArrivalRate()
+        self.compute = ComputeTimes()
+        self._heaps: list[list] = [[] for _ in range(levels)]
+        self.depth = [0] * levels          # queued requests per level
+        self.queued = 0
+        self.running = 0
+        self.window_s = self.fixed_delay_s or 0.0  # the wait last decided for a head
+        self._seq = itertools.count()
+        self._small_first = [False] * levels
+        self._last_event = 0.0             # last arrival or completion: the auto window counts from it
+        self._last_finish = 0.0            # last completion: when an instance could next run a batch
+        # Since the last dispatch, a request arrived while others were queued or running.
+        self._overlap = False
+        self._sequential = True            # the last batch: one request, nothing arrived while it ran
+
+    @property
+    def auto(self) -> bool:
+        return self.fixed_delay_s is None
+
+    # ---- admission --------------------------------------------------------
+    def hopeless(self, req, now: float) -> bool:
+        return req.deadline is not None and now + self.compute.lower_bound(req.batch) >= req.deadline
+
+    def add(self, req) -> None:
+        now = self.clock()
+        req.seq = next(self._seq)
+        req.large = self.batchable and req.batch >= self.large_at
+        req.state = QUEUED
+        if self.queued or self.running:
+            self._overlap = True
+        self.rate.add(now, req.batch)
+        self._last_event = now
+        level = req.priority - 1
+        order = req.deadline if self.edf and req.deadline is not None else math.inf
+        heapq.heappush(self._heaps[level], (order, req.seq, req))
+        self.depth[level] += 1
+        self.queued += 1
+
+    def remove(self, req) -> bool:
+        """Take a queued request out (expired, cancelled); True if it was queued.
+        Its heap entry goes lazily, when it reaches the top."""
+        if req.state != QUEUED:
+            return False
+        req.state = DONE
+        self.depth[req.priority - 1] -= 1
+        self.queued -= 1
+        return True
+
+    def drop_all(self) -> list:
+        """Empty every queue (the model is unloading); the requests that were queued."""
+        dropped = [e[2] for heap in self._heaps for e in heap if e[2].state == QUEUED]
+        for r in dropped:
+            r.state = DONE
+        self._heaps = [[] for _ in self._heaps]
+        self.depth = [0] * len(self.depth)
+        self.queued = 0
+        return dropped
+
+    # ---- decisions --------------------------------------------------------
+    def decide(self) -> Decision:
+        """What an idle instance does now."""
+        now = self.clock()
+        head = self._head()
+        if head is None:
+            return Decision()
+        lone = self._sequential and not self._overlap and self.queued == 1 and not self.running
+        if lone:
+            self.window_s = 0.0
+        elif self.batchable:
+            items, earliest = self._company(head)
+            if items < self.target:
+                leave = self._leave_at(head, items, earliest, now)
+                if now < leave:
+                    return Decision(wait_until=leave)
+        batch = self._take(head)
+        self._overlap = False
+        live, hopeless = [], []
+        for r in batch:
+            (hopeless if self.hopeless(r, now) else live).append(r)
+        for r in hopeless:
+            r.state = DONE
+        if live:
+            self.running += 1
+        return Decision(batch=live, hopeless=hopeless)
+
+    def finished(self, batch: list, seconds: float | None) -> None:
+        """A batch from decide() ended; `seconds` its compute time (None: it failed)."""
+        self.running -= 1
+        if seconds is not None:
+            self.compute.record(sum(r.batch for r in batch), seconds)
+        self._sequential = len(batch) == 1 and not self._overlap
+        self._last_event = self._last_finish = self.clock()
+
+    def auto_wait_s(self, items: int, now: float) -> float:
+        """The adaptive window's wait for more company, from the last event
+        (see the module docstring): (b* - n) / lambda."""
+        lam = self.rate.at(now)
+        if lam <= 0 or not self.compute.measured:
+            return 0.0
+        best_b, best_cost = items, self._expected_latency(items, items, lam)
+        for b in range(items + 1, min(self.target, items + AUTO_SIZES) + 1):
+            cost = self._expected_latency(b, items, lam)
+            if cost < best_cost:
+                best_b, best_cost = b, cost
+        return (best_b - items) / lam
+
+    def _expected_latency(self, b: int, items: int, lam: float) -> float:
+        c = self.compute.estimate(b)
+        # The next batch holds at least what arrives while this one runs.
+        k = max(b, lam * c)
+        rho = lam * self.compute.estimate(math.ceil(k)) / k
+        if rho >= 1:
+            return math.inf
+        return (b - items) / lam + rho * c / 2 + c
+
+    def _leave_at(self, head, items: int, earliest: float | None, now: float) -> float:
+        if self.auto:
+            # The window is the wait added once the instance could run the head.
+            start = max(head.arrival, self._last_finish)
+            cap = min(AUTO_CAP_S, self.compute.estimate(self.target))
+            leave = min(start + cap, max(self._last_event, start) + self.auto_wait_s(items, now))
+        else:
+            start = head.arrival
+            leave = start + self.fixed_delay_s
+        self.window_s = max(0.0, leave - start)
+        if earliest is not None:
+            leave = min(leave, earliest - self.compute.estimate(items))
+        return leave
+
+    # ---- queues -----------------------------------------------------------
+    def _head(self):
+        for level, heap in enumerate(self._heaps):
+            while heap and heap[0][2].state != QUEUED:
+                heapq.heappop(heap)
+            if not heap:
+                self._small_first[level] = False
+                continue
+            if self._small_first[level]:
+                small = [e for e in heap if e[2].state == QUEUED and not e[2].large]
+                if small:
+                    return min(small)[2]
+                self._small_first[level] = False
+            return heap[0][2]
+        return None
+
+    def _company(self, head) -> tuple[int, float | None]:
+        """Items queued that could join the head's batch (up to the target),
+        and the earliest deadline among them."""
+        items, earliest = 0, None
+        for heap in self._heaps:
+            for _, _, r in heap:
+                if r.state == QUEUED and r.key == head.key:
+                    items += r.batch
+                    if r.deadline is not None and (earliest is None or r.deadline < earliest):
+                        earliest = r.deadline
+        return min(items, self.target), earliest
+
+    def _take(self, head) -> list:
+        if not self.batchable:
+            return self._claim([head])
+        room = self.max_batch
+        available, _ = self._company(head)
+        if self.preferred and available < room:
+            fitting = [p for p in self.preferred if p <= available]
+            room = fitting[-1] if fitting else room
+        taken = [head]
+        room -= head.batch
+        items = head.batch
+        now = self.clock()
+        # The earliest deadline in the batch that it can still meet: nobody
+        # joins if the larger batch would compute past it.
+        due = head.deadline if head.deadline is not None and now + self.compute.estimate(items) <= head.deadline \
+            else math.inf
+        head.state = RUNNING  # so the scan below passes over it
+        for heap in self._heaps:
+            if room <= 0:
+                break
+            aside = []
+            while heap and room > 0:
+                entry = heapq.heappop(heap)
+                r = entry[2]
+                if r.state != QUEUED:
+                    continue
+                done_at = now + self.compute.estimate(items + r.batch)
+                if r.key == head.key and r.batch <= room and done_at <= due:
+                    r.state = RUNNING
+                    taken.append(r)
+                    room -= r.batch
+                    items += r.batch
+                    if r.deadline is not None and done_at <= r.deadline:
+                        due = min(due, r.deadline)
+                else:
+                    aside.append(entry)
+            for entry in aside:
+                heapq.heappush(heap, entry)
+        head.state = QUEUED
+        taken = self._claim(taken)
+        level = head.priority - 1
+        self._small_first[level] = head.large and any(
+            e[2].state == QUEUED and not e[2].large for e in self._heaps[level])
+        return taken
+
+    def _claim(self, taken: list) -> list:
+        for r in taken:
+            r.state = RUNNING
+            self.depth[r.priority - 1] -= 1
+        self.queued -= len(taken)
+        return taken
+
+    # ---- reporting --------------------------------------------------------
+    def snapshot(self) -> dict:
+        now = self.clock()
+        return {"window_us": round(self.window_s * 1e6, 1), "window": "auto" if self.auto else "fixed",
+                "arrival_rate_per_s": round(self.rate.at(now), 3), "queue_depth": self.queued,
+                "queue_depth_by_priority": {str(i + 1): d for i, d in enumerate(self.depth)},
+                "compute_us_by_batch": {str(b): round(s * 1e6, 1) for b, s in self.compute.table().items()}}
