@@ -256,6 +256,7 @@ class BinaryConnection(asyncio.BufferedProtocol):
         self._progress = self._window_mark = 0   # payload bytes received (for limits.min_body_rate)
         self.busy = 0
         self._closing = False
+        self._eof = False
         self._reading_paused = False
         self._writing_paused = False
         self._timer: asyncio.TimerHandle | None = None
@@ -292,6 +293,11 @@ class BinaryConnection(asyncio.BufferedProtocol):
             self._admitted = False
         self.server.connections.discard(self)
         self._write_ready.set()
+
+    def eof_received(self):
+        # A client may send its requests and half-close: answer them, then close.
+        self._eof = True
+        return bool(self.busy)
 
     def pause_writing(self):
         # The client does not read its answers: stop reading its requests, and
@@ -482,6 +488,9 @@ class BinaryConnection(asyncio.BufferedProtocol):
             self._update_reading()
             self._record(head.request_id, log, status, time.monotonic() - t0)
             self.server.connection_idle()
+            if self._eof and not self.busy and not self._closing:
+                self._closing = True
+                self.transport.close()
 
     def _unhold(self, held: int) -> None:
         if held:

@@ -221,3 +221,18 @@ def test_a_stalled_frame_is_cut_by_its_progress(server):
         rid, status, message = error_of(s)
         assert (rid, status) == (0, 408) and "min_body_rate" in message
         assert time.monotonic() - t0 < 3
+
+
+def test_requests_sent_before_a_half_close_are_answered(server):
+    with connect(server) as s:
+        s.sendall(infer_frame(11) + infer_frame(12))
+        s.shutdown(socket.SHUT_WR)
+        answers = {}
+        for _ in range(2):
+            op, payload = read_frame(s)
+            assert op == wire.OP_RESULT
+            rid, out = wire.decode_result(payload)
+            answers[rid] = out["logits"].shape
+        assert answers == {11: (1, 10), 12: (1, 10)}
+        _, closed = read_until_close(s, 5)
+        assert closed
