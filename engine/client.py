@@ -40,6 +40,8 @@ class Client:
     def __init__(self, host: str = "127.0.0.1", port: int = 8001, *, timeout: float = 30.0, token: str = ""):
         self.host, self.port, self.timeout, self.token = host, port, timeout, token
         self._sock: socket.socket | None = None
+        # From 1: id 0 marks a connection error in the server's error frames
+        # (and the server refuses requests numbered 0).
         self._ids = itertools.count(1)
         self._header = bytearray(wire.HEADER.size)
         self._waiting: set[int] = set()                     # ids sent, answer not read yet

@@ -5,6 +5,11 @@ refused with 411/501 rather than half-supported), keep-alive by default,
 `Expect: 100-continue`. Every malformed input raises HttpError carrying the
 status to send; the connection is then closed, because after a framing error
 the byte stream cannot be trusted to find the next request.
+
+Strict where proxies differ (request smuggling): lengths are ASCII digits
+only, bare CR/LF/NUL in the head is refused, HTTP/1.1 needs Host, and the
+path is routed as sent (never percent-decoded). Hand-written rather than
+httptools or h11: see the README's dependency table for the measurement.
 """
 
 from __future__ import annotations
