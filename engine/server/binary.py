@@ -147,7 +147,10 @@ def _decode_tensors(buf: memoryview, offset: int, count: int) -> dict[str, np.nd
             raise FrameError(f"tensor {name!r}: {nbytes} bytes announced, payload ends first")
         if name in tensors:
             raise FrameError(f"tensor {name!r} given twice")
-        tensors[name] = np.frombuffer(buf[offset:offset + nbytes], dtype=dtype.newbyteorder("<")).reshape(dims)
+        try:
+            tensors[name] = np.frombuffer(buf[offset:offset + nbytes], dtype=dtype.newbyteorder("<")).reshape(dims)
+        except ValueError as exc:  # an empty tensor with dims numpy cannot hold ("array is too big")
+            raise FrameError(f"tensor {name!r}: dims {list(dims)[:8]}: {exc}") from None
         offset += nbytes + _pad(nbytes)
     if offset < len(buf) and any(buf[offset:]):
         raise FrameError(f"{len(buf) - offset} trailing bytes after the last tensor")
@@ -228,10 +231,10 @@ _HEADER, _PREFIX, _PAYLOAD, _DISCARDING = range(4)   # what the connection is re
 
 
 class BinaryConnection(asyncio.BufferedProtocol):
-    """One client connection: a frame header into a fixed 16-byte buffer, the
-    INFER prefix (fixed part and names) into a buffer of at most PREFIX_MAX
-    bytes, then, once the token is accepted, the rest of the payload into a
-    buffer that doubles as bytes arrive."""
+    """One client connection: a frame header into a fixed 16-byte buffer,
+    then the payload's first PREFIX_MAX bytes at most (the fixed part and the
+    names, and all of a small frame), then, once the token is accepted, the
+    rest into a buffer that doubles as bytes arrive."""
 
     def __init__(self, server):
         self.server = server            # engine.server.server.Server
@@ -358,25 +361,22 @@ class BinaryConnection(asyncio.BufferedProtocol):
             raise FrameError(f"INFER payload of {length} bytes is shorter than its fixed part ({_INFER.size})")
         self._length, self._crc, self._t0 = length, crc, time.monotonic()
         self._phase, self._head, self._principal = _PREFIX, None, None
-        self._set_buffer(bytearray(_INFER.size), 0)
+        # One read takes the fixed part, the names and, for a small frame,
+        # everything: as few reads per frame as before the token check existed.
+        self._set_buffer(bytearray(min(length, PREFIX_MAX)), 0)
         self._window_mark = self._progress
         self._arm(limits.header_timeout_s, "body")
 
     def _prefix_step(self) -> None:
-        if self._want == _INFER.size:
-            rid, need = infer_prefix_length(self._target)
-            if need > self._length:
-                return self._refuse(rid, "", 400, f"INFER payload of {self._length} bytes is shorter than its "
-                                                  f"names ({need} bytes)")
-            if need > PREFIX_MAX:
-                return self._refuse(rid, "", 431, f"model, version and token take {need - _INFER.size} bytes; "
-                                                  f"at most {PREFIX_MAX - _INFER.size} are read before the token "
-                                                  "is checked")
-            if need > self._want:
-                grown = bytearray(need)
-                grown[:self._filled] = self._buf
-                return self._set_buffer(grown, self._filled)
-        head = decode_infer_head(self._target[:self._filled])
+        rid, need = infer_prefix_length(self._target)
+        if need > self._length:
+            return self._refuse(rid, "", 400, f"INFER payload of {self._length} bytes is shorter than its "
+                                              f"names ({need} bytes)")
+        if need > PREFIX_MAX:
+            return self._refuse(rid, "", 431, f"model, version and token take {need - _INFER.size} bytes; "
+                                              f"at most {PREFIX_MAX - _INFER.size} are read before the token "
+                                              "is checked")
+        head = decode_infer_head(self._target[:need])
         if head.request_id == 0:
             raise FrameError("request id 0 is reserved for connection errors; number requests from 1")
         self._head = head

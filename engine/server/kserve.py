@@ -111,7 +111,14 @@ def _tensor_from_json(spec_dtype: np.dtype, name: str, datatype: str, shape, dat
     if arr.size != element_count(shape):
         raise ServeError(400, f"input {name!r}: {arr.size} values for shape {list(shape)} "
                               f"({element_count(shape)} expected)")
-    return arr.astype(want, copy=False).reshape(shape)
+    return _reshape(arr.astype(want, copy=False), name, shape)
+
+
+def _reshape(arr: np.ndarray, name: str, shape) -> np.ndarray:
+    try:
+        return arr.reshape(shape)
+    except ValueError as exc:  # an empty tensor with dims numpy cannot hold ("array is too big")
+        raise ServeError(400, f"input {name!r}: shape {str(shape)[:100]}: {exc}") from None
 
 
 def decode_infer(body: bytes, header_length: str | None, model: LoadedModel, max_json_elements: int):
@@ -174,7 +181,8 @@ def decode_infer(body: bytes, header_length: str | None, model: LoadedModel, max
             if offset + size > len(binary):
                 raise ServeError(400, f"input {name!r}: body ends before its {size} binary bytes")
             # A view into the body: no copy (batching concatenates anyway).
-            inputs[name] = np.frombuffer(binary[offset:offset + size], dtype=dtype.newbyteorder("<")).reshape(shape)
+            inputs[name] = _reshape(np.frombuffer(binary[offset:offset + size], dtype=dtype.newbyteorder("<")),
+                                    name, shape)
             offset += size
         elif "data" in item:
             inputs[name] = _tensor_from_json(spec.dtype, name, datatype, shape, item["data"])

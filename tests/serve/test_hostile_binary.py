@@ -185,8 +185,9 @@ F32 = wire.DTYPE_CODES[np.dtype(np.float32)]
     (raw_infer_frame(5, "mlp", _desc(b"input", F32, [1] * 65), b"\0" * 64), "at most 64"),
     (raw_infer_frame(5, "mlp", _desc(b"input", F32, [1 << 32, 1 << 32])), "payload ends first"),
     (raw_infer_frame(5, "mlp", _desc(b"input", F32, [1 << 62, 4])), "payload ends first"),
+    (raw_infer_frame(5, "mlp", _desc(b"input", F32, [(1 << 64) - 1, 0])), "Maximum allowed dimension"),
     (raw_infer_frame(0, "mlp", _desc(b"input", F32, [1, 784]), b"\0" * 3136), "request id 0"),
-], ids=["65-dims", "dims-wrap-2^64", "bytes-wrap-2^64", "request-id-0"])
+], ids=["65-dims", "dims-wrap-2^64", "bytes-wrap-2^64", "empty-huge-dim", "request-id-0"])
 def test_malformed_frames_are_answered_and_counted_once(server, frame, words):
     errors_before = metrics(server).get(("aie_protocol_errors_total", (("protocol", "binary"),)), 0)
     ok_before = requests_total(server, "mlp", "binary", 200)

@@ -103,8 +103,11 @@ def _infer_doc(**item) -> bytes:
                  "parameters": {"timeout": 10 ** 400}}).encode(), 400, "'timeout' must be an integer"),
     (_infer_doc(datatype=["FP32"]), 400, "datatype"),
     (_infer_doc(shape=[10 ** 30, 784]), 400, "shape must be"),
+    (_infer_doc(shape=[2 ** 62, 0], data=[]), 400, "too big"),
+    (json.dumps({"inputs": [{"name": "input", "shape": [2 ** 62, 0], "datatype": "FP32",
+                             "parameters": {"binary_data_size": 0}}]}).encode(), 400, "too big"),
 ], ids=["count", "ragged", "dims", "deep-data", "deep-json", "output-parameters", "huge-timeout", "list-datatype",
-        "huge-dim"])
+        "huge-dim", "empty-huge-dim", "empty-huge-dim-binary"])
 def test_client_mistakes_are_4xx(server, body, status, words):
     before = len(log_events(server, "handler_crashed"))
     got, resp, _ = server.post("/v2/models/mlp/infer", body)
