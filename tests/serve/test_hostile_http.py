@@ -13,8 +13,10 @@ import time
 
 import pytest
 
-from hostile_support import (Auth, HealthProbe, http_exchange, log_events, read_until_close, requests_total,
-                             rss_bytes, status_of, wait_for)
+from engine.server import binary as wire
+from hostile_support import (Auth, HealthProbe, http_exchange, log_events, read_frame, read_until_close, rss_bytes,
+                             status_of, wait_for)
+from kernel_mlp import write_mlp
 
 MIB = 1 << 20
 LIMITS = {"header_timeout_s": 2.0, "idle_timeout_s": 5.0, "drain_timeout_s": 10.0}
@@ -214,8 +216,6 @@ def test_memory_returns_to_baseline_after_a_burst(auth_server):
 # ---- 7: write timeout ------------------------------------------------------------
 def test_client_that_stops_reading_is_cut_off(serve_factory, mlp_file):
     wide = mlp_file.with_name("wide.npz")
-    from kernel_mlp import write_mlp
-
     write_mlp(wide, [16, 65536], seed=3)   # 256 KiB of outputs per row: JSON answers of ~1.3 MB
     server = serve_factory([{"name": "wide", "path": str(wide), "max_batch_size": 1}],
                            limits={**LIMITS, "write_timeout_s": 1.0, "drain_timeout_s": 20.0})
@@ -262,9 +262,6 @@ def test_connection_caps_total_and_per_client(serve_factory, zoo_mlp):
         # The binary port shares the caps: an error frame, then close.
         b = socket.create_connection(("127.0.0.1", server.binary_port), timeout=5, source_address=("127.0.0.5", 0))
         held.append(b)
-        from hostile_support import read_frame
-        from engine.server import binary as wire
-
         op, payload = read_frame(b)
         rid, status, message = wire.decode_error(payload)
         assert (op, rid, status) == (wire.OP_ERROR, 0, 503) and "max_connections" in message
@@ -275,3 +272,29 @@ def test_connection_caps_total_and_per_client(serve_factory, zoo_mlp):
             s.close()
     # Closing them frees the slots.
     wait_for(lambda: server.get("/v2/health/live")[0] == 200, 10, "a free connection slot")
+
+
+def test_connection_cap_stays_below_the_open_file_limit():
+    """1,100 idle connections under 1,024 descriptors failed health checks
+    and reloads: the cap is clamped so the server keeps descriptors of its own."""
+    import io
+    import resource
+
+    from engine.server.clientlimits import FD_RESERVE, ConnectionCaps
+    from engine.server.config import LimitsConfig
+    from engine.server.logs import JsonLogger
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (FD_RESERVE + 10, hard))
+    try:
+        log = io.StringIO()
+        caps = ConnectionCaps(JsonLogger("info", stream=log))
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    limits = LimitsConfig(max_connections=1000, max_connections_per_client=1000)
+    assert all(caps.admit(f"10.0.0.{i}", limits) is None for i in range(10))
+    why = caps.admit("10.0.0.99", limits)
+    assert why is not None and "open-file limit" in why
+    assert json.loads(log.getvalue().splitlines()[0])["event"] == "connection_refused"
+    caps.release("10.0.0.3")
+    assert caps.admit("10.0.0.99", limits) is None
