@@ -40,6 +40,7 @@ import numpy as np
 
 from engine.errors import EngineError
 from engine.server.http import set_nodelay
+from engine.server.models import MAX_DIMS
 from engine.server.state import ServeError
 
 MAGIC = int.from_bytes(b"AIEB", "little")
@@ -49,7 +50,6 @@ assert HEADER.size == 16
 OP_INFER, OP_RESULT, OP_ERROR = 1, 2, 3
 ALIGN = 64  # cache line; also what AVX-512 loads like
 LINGER_S = 1.0  # how long a failed connection keeps discarding input before it closes
-MAX_DIMS = 64   # numpy's limit (NPY_MAXDIMS)
 PREFIX_MAX = 8 << 10   # INFER fixed part + model, version, token: all that is read before the token is checked
 GROW_MIN = 64 << 10    # first payload buffer after the prefix; it doubles as bytes arrive
 PIPELINE_MAX = 64      # requests in flight per connection before it is not read (4x the client's default window)

@@ -116,7 +116,8 @@ _SIZE_FIELDS = {"size", "max_body", "max_header_bytes", "hugepage_size", "min_bo
                 "max_unsent_bytes"}
 _PATH_FIELDS = {"path", "secret_file", "public_key_file", "state_dir", "log_dir"}
 _LOG_LEVELS = ("debug", "info", "warning", "error")
-_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+NAME_PATTERN = r"[A-Za-z0-9_.-]{1,128}"   # model names and versions: they appear in URLs unencoded
+_NAME_RE = re.compile(f"^{NAME_PATTERN}$")
 
 
 def _size(value, where: str) -> int:

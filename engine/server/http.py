@@ -77,7 +77,7 @@ async def read_request(reader: asyncio.StreamReader, writer: asyncio.StreamWrite
     # wrapped every read in a Task (Python 3.11) and even three timeout
     # contexts showed in the per-request profile of a small model.
     loop = asyncio.get_running_loop()
-    phase, length, received = "idle", 0, 0
+    phase, length = "idle", 0
     try:
         async with asyncio.timeout(limits.idle_timeout_s) as deadline:
             first = await reader.readexactly(1)
@@ -126,9 +126,9 @@ async def _read_body(reader, length: int, limits: LimitsConfig, deadline, loop) 
     quota = limits.min_body_rate * limits.header_timeout_s
     deadline.reschedule(loop.time() + limits.header_timeout_s)
     first = await reader.read(length)
-    if len(first) == length or not first:
-        if not first:
-            raise ClientGone()
+    if not first:
+        raise ClientGone()
+    if len(first) == length:
         return first
     # Appended chunk by chunk: a large bytearray grows by mremap, so no step
     # copies more than a chunk (joining 60 MiB at the end held the loop 50-100 ms).

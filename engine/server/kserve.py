@@ -24,17 +24,17 @@ import numpy as np
 
 from engine import __version__
 from engine.server import jsoncodec
+from engine.server.config import NAME_PATTERN
 from engine.server.http import Request, parse_length
-from engine.server.models import KSERVE_TO_NUMPY, NUMPY_TO_KSERVE, LoadedModel, element_count
+from engine.server.models import KSERVE_TO_NUMPY, MAX_DIMS, NUMPY_TO_KSERVE, LoadedModel, element_count
 from engine.server.state import ARENA_BYTES, ServeError, ServerState, arena_stats, rss_bytes
 
 OFFLOAD_BYTES = 64 << 10     # bodies larger than this are (de)coded on the codec pool
-MAX_DIMS = 64                # numpy's limit (NPY_MAXDIMS)
 _MAX_INT = (1 << 63) - 1     # parameters and dims: what the scheduler and numpy take as int64
 EXTENSIONS = ["binary_tensor_data", "statistics", "model_configuration", "schedule_policy"]
-# Names as engine.server.config allows them: routing is on the raw path, so a
+# Names as the config allows them: routing is on the raw path, so a
 # percent-encoded name ("mlp%2Finfer") matches no route instead of another one.
-_MODEL_ROUTE = re.compile(r"^/v2/models/([A-Za-z0-9_.-]{1,128})(?:/versions/([A-Za-z0-9_.-]{1,128}))?"
+_MODEL_ROUTE = re.compile(f"^/v2/models/({NAME_PATTERN})(?:/versions/({NAME_PATTERN}))?"
                           r"(/ready|/infer|/stats|/config)?$")
 _TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
 
