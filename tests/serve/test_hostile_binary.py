@@ -237,3 +237,28 @@ def test_requests_sent_before_a_half_close_are_answered(server):
         assert answers == {11: (1, 10), 12: (1, 10)}
         _, closed = read_until_close(s, 5)
         assert closed
+
+
+def test_payloads_over_the_buffer_budget_get_503_and_the_connection_goes_on(serve_factory, zoo_mlp):
+    server = serve_factory([{"name": "mlp", "path": str(zoo_mlp.path)}],
+                           limits={**LIMITS, "header_timeout_s": 5.0, "max_body": 8 * MIB,
+                                   "max_buffered_bytes": 8 * MIB})
+    big = infer_frame(1, "mlp", {"input": np.zeros((2600, 784), np.float32)})       # 8.15 MB
+    frame = infer_frame(2, "mlp", {"input": np.zeros((100, 784), np.float32)})      # 313 KB
+    with connect(server) as holder, connect(server) as s:
+        def send_frame(want_503: bool):
+            s.sendall(frame)
+            rid, status, message = error_of(s)
+            return (status == 503) == want_503 and (rid, status, message)
+
+        holder.sendall(big[:7 << 20])   # its buffer has grown to the whole frame: the budget is spent
+        rid, status, message = wait_for(lambda: send_frame(True), 10, "a 503 while the budget is held")
+        assert (rid, status) == (2, 503) and "max_buffered_bytes" in message
+        s.sendall(infer_frame(3))       # small frames need no budget; the stream is still in step
+        op, payload = read_frame(s)
+        assert op == wire.OP_RESULT and wire.decode_result(payload)[0] == 3
+        holder.close()
+        # Its bytes return when the server sees it gone; then the frame is read and answered
+        # (a batch of 100 exceeds max_batch_size: 400).
+        rid, status, message = wait_for(lambda: send_frame(False), 10, "the holder's budget returned")
+        assert (rid, status) == (2, 400), message

@@ -86,6 +86,27 @@ def test_http10_keep_alive_is_confirmed_and_kept(server):
             assert data.startswith(b"HTTP/1.1 200") and b"\r\nconnection: keep-alive" in head, data
 
 
+def test_a_stalled_body_is_cut_by_its_progress(server):
+    t0 = time.monotonic()
+    raw, closed = http_exchange(server.http_port, post_head("/v2/models/mlp/infer", len(GOOD)) + GOOD[:10])
+    # One header_timeout_s window (2 s) without min_body_rate's share; before, idle_timeout_s (5 s) for any body.
+    assert status_of(raw) == 408 and "min_body_rate" in body_of(raw)["error"] and closed
+    assert time.monotonic() - t0 < 4
+
+
+def test_a_slow_but_steady_body_may_outlast_the_header_timeout(server):
+    body = json.dumps({"inputs": [{"name": "input", "shape": [1, 784], "datatype": "FP32",
+                                   "data": [0.123456789] * 784}], "id": "x" * 400_000}).encode()   # ~420 KB
+    with socket.create_connection(("127.0.0.1", server.http_port), timeout=10) as s:
+        s.sendall(post_head("/v2/models/mlp/infer", len(body), "Connection: close\r\n"))
+        step = len(body) // 10 + 1
+        for i in range(0, len(body), step):   # ~3 s at ~140 KB/s: past header_timeout_s, above min_body_rate
+            s.sendall(body[i:i + step])
+            time.sleep(0.3)  # the client's pace, not synchronisation
+        raw, _ = read_until_close(s, 10)
+    assert status_of(raw) == 200, raw[:300]
+
+
 # ---- 10: client mistakes are 4xx, never 500 -------------------------------------
 def _infer_doc(**item) -> bytes:
     base = {"name": "input", "shape": [1, 784], "datatype": "FP32", "data": [0.5] * 784}
