@@ -48,7 +48,7 @@ class LimitsConfig:
     max_unsent_bytes: int = 4 << 20      # per binary connection: unsent answers beyond which it is not read
     max_connections: int = 1000          # open client connections (both protocols); clamped below RLIMIT_NOFILE
     max_connections_per_client: int = 256  # open connections from one client IP address
-    max_json_elements: int = 4 << 20     # JSON values and containers in one request's JSON
+    max_json_elements: int = 1 << 20     # JSON values and containers in one request's JSON
 
 
 @dataclass(frozen=True)
