@@ -48,6 +48,8 @@ class Client:
         self.host, self.port, self.timeout, self.token = host, port, timeout, token
         self.ssl_context, self.server_hostname = ssl_context, server_hostname or host
         self._sock: socket.socket | None = None
+        # From 1: id 0 marks a connection error in the server's error frames
+        # (and the server refuses requests numbered 0).
         self._ids = itertools.count(1)
         self._header = bytearray(wire.HEADER.size)
         self._waiting: set[int] = set()                     # ids sent, answer not read yet

@@ -4,14 +4,24 @@
 
 followed by the payload. INFER and RESULT payloads carry tensor descriptors
 and then the raw tensor bytes, each tensor 64-byte aligned so the receiver
-uses them in place (numpy views, no parsing, no copy). The server reads each
-payload straight into a buffer allocated at its announced size
-(asyncio.BufferedProtocol), after checking the size against the limit.
+uses them in place (numpy views, no parsing, no copy).
 
-Errors: a request that fails gets an ERROR frame (status codes as HTTP) and
-the connection stays open; a malformed header, a bad checksum, an oversize
-length or a malformed payload gets an ERROR frame (request id 0) and the
-connection is closed, because the stream can no longer be trusted.
+The server reads a payload in steps (asyncio.BufferedProtocol): first the
+INFER fixed part and names, at most PREFIX_MAX bytes, then it checks the
+token; only an authenticated request's payload is read on, into a buffer
+that grows as bytes arrive (never sized from the length field alone) and is
+charged to the server's buffer budget (limits.max_buffered_bytes). A
+connection whose answers the client does not read (limits.max_unsent_bytes),
+or whose unanswered requests hold limits.max_body bytes, is not read until
+that drains; one that takes no answer bytes for limits.write_timeout_s is
+closed.
+
+Errors: a request that fails or is refused gets an ERROR frame with its id
+(status codes as HTTP) and the connection stays open (a refused payload is
+read and discarded, not buffered); a malformed header, a bad checksum, an
+oversize length, a malformed payload or request id 0 gets an ERROR frame
+with request id 0 and the connection is closed, because the stream can no
+longer be trusted.
 
 Requests may be pipelined on one connection; answers carry the request id
 and may come back in any order.
@@ -26,14 +36,18 @@ another server once this one has stopped accepting). HTTP's counterpart is
 from __future__ import annotations
 
 import asyncio
+import math
 import struct
 import time
 import zlib
+from dataclasses import dataclass
 
 import numpy as np
 
 from engine.errors import EngineError
 from engine.server.http import set_nodelay
+from engine.server.models import MAX_DIMS
+from engine.server.state import ServeError
 
 MAGIC = int.from_bytes(b"AIEB", "little")
 VERSION = 1
@@ -42,6 +56,10 @@ assert HEADER.size == 16
 OP_INFER, OP_RESULT, OP_ERROR, OP_GOODBYE = 1, 2, 3, 4
 ALIGN = 64  # cache line; also what AVX-512 loads like
 LINGER_S = 1.0  # how long a failed connection keeps discarding input before it closes
+PREFIX_MAX = 8 << 10   # INFER fixed part + model, version, token: all that is read before the token is checked
+GROW_MIN = 64 << 10    # first payload buffer after the prefix; it doubles as bytes arrive
+PIPELINE_MAX = 64      # requests in flight per connection before it is not read (4x the client's default window)
+_DISCARD = memoryview(bytearray(64 << 10))  # input that is read only to be dropped (shared: never looked at)
 
 # request: id, priority, reserved, name len, version len, token len, timeout us, tensor count
 _INFER = struct.Struct("<QBBHHHIH")
@@ -117,6 +135,8 @@ def _decode_tensors(buf: memoryview, offset: int, count: int) -> dict[str, np.nd
             offset += _TENSOR.size
             name = bytes(buf[offset:offset + name_len]).decode()
             offset += name_len
+            if ndim > MAX_DIMS:
+                raise FrameError(f"tensor {name!r}: {ndim} dims, at most {MAX_DIMS} are supported")
             dims = struct.unpack_from(f"<{ndim}Q", buf, offset)
             offset += 8 * ndim
             if code not in CODE_DTYPES:
@@ -127,12 +147,16 @@ def _decode_tensors(buf: memoryview, offset: int, count: int) -> dict[str, np.nd
     offset += _pad(offset)
     tensors = {}
     for name, dtype, dims in specs:
-        nbytes = int(np.prod(dims, dtype=np.uint64)) * dtype.itemsize if dims else dtype.itemsize
+        # Python ints: a product of u64 dims must not wrap (numpy's uint64 prod does).
+        nbytes = math.prod(dims) * dtype.itemsize
         if offset + nbytes > len(buf):
             raise FrameError(f"tensor {name!r}: {nbytes} bytes announced, payload ends first")
         if name in tensors:
             raise FrameError(f"tensor {name!r} given twice")
-        tensors[name] = np.frombuffer(buf[offset:offset + nbytes], dtype=dtype.newbyteorder("<")).reshape(dims)
+        try:
+            tensors[name] = np.frombuffer(buf[offset:offset + nbytes], dtype=dtype.newbyteorder("<")).reshape(dims)
+        except ValueError as exc:  # an empty tensor with dims numpy cannot hold ("array is too big")
+            raise FrameError(f"tensor {name!r}: dims {list(dims)[:8]}: {exc}") from None
         offset += nbytes + _pad(nbytes)
     if offset < len(buf) and any(buf[offset:]):
         raise FrameError(f"{len(buf) - offset} trailing bytes after the last tensor")
@@ -147,22 +171,46 @@ def encode_infer(request_id: int, model: str, inputs: dict[str, np.ndarray], *, 
     return frame(OP_INFER, [head, *_encode_tensors(inputs, len(head))])
 
 
-def decode_infer(payload: memoryview):
-    """-> (request id, model, version, token, priority, timeout µs, inputs)."""
+def infer_prefix_length(fixed: memoryview) -> tuple[int, int]:
+    """(request id, bytes of fixed part + names) from an INFER payload's fixed part."""
+    rid, _, _, nl, vl, tl, _, _ = _INFER.unpack_from(fixed, 0)
+    return rid, _INFER.size + nl + vl + tl
+
+
+@dataclass(frozen=True)
+class InferHead:
+    request_id: int
+    model: str
+    version: str
+    token: str
+    priority: int
+    timeout_us: int
+    tensor_count: int
+    tensors_at: int      # payload offset of the first tensor descriptor
+
+
+def decode_infer_head(payload: memoryview) -> InferHead:
     try:
         rid, prio, _, nl, vl, tl, timeout, count = _INFER.unpack_from(payload, 0)
     except struct.error:
         raise FrameError("INFER payload shorter than its fixed part") from None
     off = _INFER.size
+    if off + nl + vl + tl > len(payload):
+        raise FrameError("INFER payload shorter than its names")
     try:
         model = bytes(payload[off:off + nl]).decode()
         version = bytes(payload[off + nl:off + nl + vl]).decode()
         token = bytes(payload[off + nl + vl:off + nl + vl + tl]).decode()
     except UnicodeDecodeError:
         raise FrameError("model, version or token is not UTF-8") from None
-    if off + nl + vl + tl > len(payload):
-        raise FrameError("INFER payload shorter than its names")
-    return rid, model, version, token, prio, timeout, _decode_tensors(payload, off + nl + vl + tl, count)
+    return InferHead(rid, model, version, token, prio, timeout, count, off + nl + vl + tl)
+
+
+def decode_infer(payload: memoryview):
+    """-> (request id, model, version, token, priority, timeout µs, inputs)."""
+    h = decode_infer_head(payload)
+    return (h.request_id, h.model, h.version, h.token, h.priority, h.timeout_us,
+            _decode_tensors(payload, h.tensors_at, h.tensor_count))
 
 
 def encode_result(request_id: int, outputs: dict[str, np.ndarray]) -> list[bytes]:
@@ -189,23 +237,43 @@ def encode_goodbye(reason: str) -> list[bytes]:
     return frame(OP_GOODBYE, [reason.encode()[:65536]])
 
 
+_HEADER, _PREFIX, _PAYLOAD, _DISCARDING = range(4)   # what the connection is reading
+
+
 class BinaryConnection(asyncio.BufferedProtocol):
-    """One client connection. Reads headers into a fixed 16-byte buffer and
-    payloads into a buffer of exactly the announced size."""
+    """One client connection: a frame header into a fixed 16-byte buffer,
+    then the payload's first PREFIX_MAX bytes at most (the fixed part and the
+    names, and all of a small frame), then, once the token is accepted, the
+    rest into a buffer that doubles as bytes arrive."""
 
     def __init__(self, server):
         self.server = server            # engine.server.server.Server
         self.state = server.state
         self.transport = None
         self.client = ""
+        self.address = ""
+        self._admitted = False          # counted against the connection caps
         self._header = bytearray(HEADER.size)
+        self._phase = _HEADER
+        self._buf = self._header        # what is being filled
         self._target = memoryview(self._header)
         self._filled = 0
-        self._op = self._crc = 0
-        self._in_payload = False
+        self._want = HEADER.size        # bytes of _buf to fill before the next decision
+        self._length = self._crc = 0    # the current frame's payload length and checksum
+        self._discard = 0               # payload bytes still to drop (a refused request)
+        self._reserved = 0              # budget held by the payload being read
+        self._held = 0                  # budget held by requests read and not answered yet
+        self._head: InferHead | None = None
+        self._principal = None
+        self._t0 = 0.0
+        self._progress = self._window_mark = 0   # payload bytes received (for limits.min_body_rate)
         self.busy = 0
         self._closing = False
+        self._eof = False
+        self._reading_paused = False
+        self._writing_paused = False
         self._timer: asyncio.TimerHandle | None = None
+        self._write_timer: asyncio.TimerHandle | None = None
         self._write_ready = asyncio.Event()
         self._write_ready.set()
         self.fresh = False              # accepted after the drain began
@@ -214,96 +282,247 @@ class BinaryConnection(asyncio.BufferedProtocol):
     # ---- asyncio callbacks ------------------------------------------------
     def connection_made(self, transport):
         self.transport = transport
-        set_nodelay(transport.get_extra_info("socket"))
         peer = transport.get_extra_info("peername") or ("?", 0)
-        self.client = f"{peer[0]}:{peer[1]}"
+        self.client, self.address = f"{peer[0]}:{peer[1]}", peer[0]
+        limits = self.state.config.limits
+        refused = self.state.connection_caps.admit(self.address, limits)
+        if refused is not None:
+            self._closing = True
+            transport.writelines(encode_error(0, 503, f"too many connections: {refused}"))
+            transport.close()
+            return
+        self._admitted = True
+        set_nodelay(transport.get_extra_info("socket"))
+        transport.set_write_buffer_limits(high=limits.max_unsent_bytes)
         self.server.connections.add(self)
-        self._arm(self.state.config.limits.idle_timeout_s, "idle")
+        self._arm(limits.idle_timeout_s, "idle")
         if self.state.draining:
             self.fresh = True
             self.say_goodbye()
 
     def connection_lost(self, exc):
         self._closing = True
-        if self._timer:
-            self._timer.cancel()
+        for timer in (self._timer, self._write_timer):
+            if timer:
+                timer.cancel()
+        self._release_partial()
+        if self._admitted:
+            self.state.connection_caps.release(self.address)
+            self._admitted = False
         self.server.connections.discard(self)
         self._write_ready.set()
         self.server.connection_idle()
 
+    def eof_received(self):
+        # A client may send its requests and half-close: answer them, then close.
+        self._eof = True
+        return bool(self.busy)
+
     def pause_writing(self):
+        # The client does not read its answers: stop reading its requests, and
+        # give it write_timeout_s to start reading again.
+        self._writing_paused = True
         self._write_ready.clear()
+        self._write_timer = asyncio.get_running_loop().call_later(
+            self.state.config.limits.write_timeout_s, self._write_timed_out)
+        self._update_reading()
 
     def resume_writing(self):
+        self._writing_paused = False
+        if self._write_timer:
+            self._write_timer.cancel()
+            self._write_timer = None
         self._write_ready.set()
+        self._update_reading()
 
     def get_buffer(self, sizehint):
-        return self._target[self._filled:]
+        if self._closing or self._phase == _DISCARDING:
+            return _DISCARD[:min(len(_DISCARD), self._discard or len(_DISCARD))]
+        return self._target[self._filled:self._want]
 
     def buffer_updated(self, nbytes):
         if self._closing:
-            return  # lingering after an error: discard (the buffer is reused from its start)
-        if self._filled == 0 and not self._in_payload:
-            # The first byte of a frame: the rest must follow within the header timeout.
-            self._arm(self.state.config.limits.header_timeout_s, "slow")
-        self._filled += nbytes
-        if self._filled < len(self._target):
-            return
-        if not self._in_payload:
-            try:
-                self._op, length, self._crc = parse_header(bytes(self._header), self.state.config.limits.max_body)
-            except FrameError as exc:
-                return self.fail(exc.status, exc.message)
-            self._in_payload = True
-            self._target = memoryview(bytearray(length))
-            self._filled = 0
-            if length:
+            return  # lingering after an error: discard
+        if self._phase == _HEADER:
+            if self._filled == 0:
+                # The first byte of a frame: the rest of its header must follow within the header timeout.
+                self._arm(self.state.config.limits.header_timeout_s, "slow")
+        else:
+            self._progress += nbytes
+            if self._phase == _DISCARDING:
+                self._discard -= nbytes
+                if not self._discard:
+                    self._next_frame()
                 return
-        payload = self._target
-        self._target, self._filled, self._in_payload = memoryview(self._header), 0, False
-        self._arm(self.state.config.limits.idle_timeout_s, "idle")
+        self._filled += nbytes
+        if self._filled < self._want:
+            return
+        try:
+            if self._phase == _HEADER:
+                self._header_done()
+            elif self._phase == _PREFIX:
+                self._prefix_step()
+            else:
+                self._payload_step()
+        except FrameError as exc:
+            self.fail(exc.status, exc.message)
+
+    # ---- reading a frame --------------------------------------------------
+    def _header_done(self) -> None:
+        limits = self.state.config.limits
+        op, length, crc = parse_header(bytes(self._header), limits.max_body)
+        if op != OP_INFER:
+            raise FrameError(f"op {op} is not a request")
+        if length < _INFER.size:
+            raise FrameError(f"INFER payload of {length} bytes is shorter than its fixed part ({_INFER.size})")
+        self._length, self._crc, self._t0 = length, crc, time.monotonic()
+        self._phase, self._head, self._principal = _PREFIX, None, None
+        # One read takes the fixed part, the names and, for a small frame,
+        # everything: as few reads per frame as before the token check existed.
+        self._set_buffer(bytearray(min(length, PREFIX_MAX)), 0)
+        self._window_mark = self._progress
+        self._arm(limits.header_timeout_s, "body")
+
+    def _prefix_step(self) -> None:
+        rid, need = infer_prefix_length(self._target)
+        if need > self._length:
+            return self._refuse(rid, "", 400, f"INFER payload of {self._length} bytes is shorter than its "
+                                              f"names ({need} bytes)")
+        if need > PREFIX_MAX:
+            return self._refuse(rid, "", 431, f"model, version and token take {need - _INFER.size} bytes; "
+                                              f"at most {PREFIX_MAX - _INFER.size} are read before the token "
+                                              "is checked")
+        head = decode_infer_head(self._target[:need])
+        if head.request_id == 0:
+            raise FrameError("request id 0 is reserved for connection errors; number requests from 1")
+        self._head = head
+        st = self.state
+        try:
+            self._principal = st.authenticate(f"Bearer {head.token}" if head.token else None, self.address)
+        except ServeError as exc:
+            return self._refuse(head.request_id, head.model, exc.status, exc.message)
+        self._phase = _PAYLOAD
+        self._payload_step()
+
+    def _payload_step(self) -> None:
+        if self._filled < self._length:
+            return self._grow()
+        payload = self._target[:self._length]
+        head, principal, held = self._head, self._principal, self._reserved
+        self._reserved = 0
+        self._held += held
+        self._next_frame()
         if zlib.crc32(payload) != self._crc:
+            self._unhold(held)
             return self.fail(400, "payload checksum mismatch")
-        if self._op != OP_INFER:
-            return self.fail(400, f"op {self._op} is not a request")
         self.busy += 1
-        asyncio.get_running_loop().create_task(self._serve(payload))
+        asyncio.get_running_loop().create_task(self._serve(payload, head, principal, held))
+        self._update_reading()
+
+    def _grow(self) -> None:
+        """Double the payload buffer (at most to the announced length),
+        charging the server's budget; over budget the request gets 503."""
+        st = self.state
+        size = min(self._length, max(2 * len(self._buf), GROW_MIN))
+        if not st.buffered.reserve(size - self._reserved, st.config.limits):
+            head = self._head
+            return self._refuse(head.request_id, head.model, 503,
+                                f"server busy: {st.buffered.used} bytes of requests buffered, limits."
+                                f"max_buffered_bytes is {st.config.limits.max_buffered_bytes}; retry")
+        self._reserved = size
+        grown = bytearray(size)
+        grown[:self._filled] = self._target[:self._filled]
+        self._set_buffer(grown, self._filled)
+
+    def _set_buffer(self, buf: bytearray, filled: int) -> None:
+        self._buf, self._target, self._filled, self._want = buf, memoryview(buf), filled, len(buf)
+
+    def _next_frame(self) -> None:
+        self._phase = _HEADER
+        self._set_buffer(self._header, 0)
+        self._arm(self.state.config.limits.idle_timeout_s, "idle")
+
+    def _release_partial(self) -> None:
+        if self._reserved:
+            self.state.buffered.release(self._reserved)
+            self._reserved = 0
+        self._set_buffer(self._header, 0)
+
+    def _refuse(self, rid: int, model: str, status: int, message: str) -> None:
+        """Answer one request with an error frame and drop the rest of its
+        payload as it arrives, unbuffered; the connection stays usable."""
+        left = self._length - self._filled
+        self._release_partial()
+        self.transport.writelines(encode_error(rid, status, message))
+        self._record(rid, {"model": model}, status, time.monotonic() - self._t0)
+        if left:
+            self._phase, self._discard = _DISCARDING, left
+        else:
+            self._next_frame()
+
+    def _update_reading(self) -> None:
+        """Read while answers drain, fewer than PIPELINE_MAX requests are in
+        flight (each answer computed while the client does not read waits in
+        memory) and they hold less than one largest request (limits.max_body)."""
+        if self.transport.is_closing():
+            return
+        pause = (self._writing_paused or self.busy >= PIPELINE_MAX
+                 or self._held >= self.state.config.limits.max_body)
+        if pause != self._reading_paused:
+            self._reading_paused = pause
+            (self.transport.pause_reading if pause else self.transport.resume_reading)()
 
     # ---- work -------------------------------------------------------------
-    async def _serve(self, payload: memoryview) -> None:
+    async def _serve(self, payload: memoryview, head: InferHead, principal, held: int) -> None:
         st = self.state
         t0 = time.monotonic()
-        rid, log, status = 0, {}, 200
+        log, status = {"model": head.model}, 200
         st.in_flight += 1
         try:
             try:
-                rid, model, version, token, prio, timeout, inputs = decode_infer(payload)
+                inputs = _decode_tensors(payload, head.tensors_at, head.tensor_count)
             except FrameError as exc:
                 status = exc.status
-                st.metrics.protocol_errors["binary"] += 1
-                self.fail(exc.status, exc.message)
-                return
-            log["model"] = model
+                return self.fail(exc.status, exc.message)
             try:
-                principal = st.authenticate(f"Bearer {token}" if token else None, self.client.rsplit(":", 1)[0])
-                _, outputs = await st.infer(model, version or None, inputs, priority=prio or None,
-                                            timeout_us=timeout or None, principal=principal, info=log)
-                parts = encode_result(rid, outputs)
+                _, outputs = await st.infer(head.model, head.version or None, inputs, priority=head.priority or None,
+                                            timeout_us=head.timeout_us or None, principal=principal, info=log)
+                parts = encode_result(head.request_id, outputs)
             except Exception as exc:  # noqa: BLE001 - every request gets an answer frame
                 status = getattr(exc, "status", 500)
-                parts = encode_error(rid, status, getattr(exc, "message", f"{type(exc).__name__}: {exc}"))
+                parts = encode_error(head.request_id, status, getattr(exc, "message", f"{type(exc).__name__}: {exc}"))
+            # The request's bytes are free once answered: while the answer
+            # waits for a slow reader they no longer count against anyone.
+            payload = inputs = None
+            self._unhold(held)
+            held = 0
             await self._write(parts)
         finally:
+            self._unhold(held)
             st.in_flight -= 1
             self.busy -= 1
-            elapsed = time.monotonic() - t0
-            st.metrics.count_request(log.get("model", ""), "binary", status, elapsed)
-            st.logger.info("request", protocol="binary", client=self.client, request_id=rid,
-                           model=log.get("model"), batch=log.get("batch"), batch_size=log.get("batch_size"),
-                           instance=log.get("instance"),
-                           queue_us=log.get("queue_us"), compute_us=log.get("compute_us"), status=status,
-                           latency_us=int(elapsed * 1e6))
+            self._update_reading()
+            self._record(head.request_id, log, status, time.monotonic() - t0)
             self.server.connection_idle()
+            if self._eof and not self.busy and not self._closing:
+                self._closing = True
+                self.transport.close()
+
+    def _unhold(self, held: int) -> None:
+        if held:
+            self.state.buffered.release(held)
+            self._held -= held
+            self._update_reading()
+
+    def _record(self, rid: int, log: dict, status: int, elapsed: float) -> None:
+        st = self.state
+        model = st.model_label(log["model"]) if log.get("model") else ""
+        st.metrics.count_request(model, "binary", status, elapsed)
+        st.logger.info("request", protocol="binary", client=self.client, request_id=rid,
+                       model=model or None, batch=log.get("batch"), batch_size=log.get("batch_size"),
+                       instance=log.get("instance"),
+                       queue_us=log.get("queue_us"), compute_us=log.get("compute_us"), status=status,
+                       latency_us=int(elapsed * 1e6))
 
     async def _write(self, parts: list[bytes]) -> None:
         if self._closing or self.transport.is_closing():
@@ -320,10 +539,13 @@ class BinaryConnection(asyncio.BufferedProtocol):
         if self._closing:
             return
         self._closing = True
+        self._release_partial()
         self.state.metrics.protocol_errors["binary"] += 1
         self.state.logger.warning("binary_protocol_error", client=self.client, status=status, error=message)
         self.transport.writelines(encode_error(0, status, message))
-        self._target, self._filled = memoryview(bytearray(65536)), 0
+        if self._reading_paused:
+            self._reading_paused = False
+            self.transport.resume_reading()
         if self.transport.can_write_eof():
             self.transport.write_eof()
         if self._timer:
@@ -336,10 +558,23 @@ class BinaryConnection(asyncio.BufferedProtocol):
         self._timer = asyncio.get_running_loop().call_later(seconds, self._timed_out, why)
 
     def _timed_out(self, why: str) -> None:
-        if self.busy:
-            self._arm(self.state.config.limits.idle_timeout_s, "idle")
+        limits = self.state.config.limits
+        if self._reading_paused:
+            # Not reading is the server's doing (backpressure), not the client's.
+            self._window_mark = self._progress
+            return self._arm(limits.header_timeout_s if why != "idle" else limits.idle_timeout_s, why)
+        if why == "body":
+            # Progress, not completion: each window must bring min_body_rate's share.
+            if self._progress - self._window_mark >= limits.min_body_rate * limits.header_timeout_s:
+                self._window_mark = self._progress
+                self._arm(limits.header_timeout_s, "body")
+            else:
+                self.fail(408, f"frame arrives slower than {limits.min_body_rate} bytes/s (limits.min_body_rate "
+                               f"over {limits.header_timeout_s:g} s)")
         elif why == "slow":
-            self.fail(408, "frame not completed within the header timeout")
+            self.fail(408, "frame header not completed within the header timeout")
+        elif self.busy:
+            self._arm(limits.idle_timeout_s, "idle")
         else:
             self.close_idle()
 
@@ -349,6 +584,13 @@ class BinaryConnection(asyncio.BufferedProtocol):
             self._said_goodbye = True
             self.transport.writelines(encode_goodbye("server is shutting down; send new requests on a new "
                                                      "connection"))
+
+    def _write_timed_out(self) -> None:
+        self._write_timer = None
+        self.state.logger.warning("write_timeout", protocol="binary", client=self.client,
+                                  unsent=self.transport.get_write_buffer_size(),
+                                  timeout_s=self.state.config.limits.write_timeout_s)
+        self.transport.abort()
 
     def close_idle(self) -> None:
         if not self.busy and not self._closing:

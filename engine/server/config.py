@@ -43,6 +43,13 @@ class LimitsConfig:
     idle_timeout_s: float = 60.0    # keep-alive connection with no request in flight
     drain_timeout_s: float = 30.0   # SIGTERM: longest wait for queued + in-flight work
     drain_delay_s: float = 5.0      # SIGTERM: serve on while readiness says 503, so load balancers move away
+    write_timeout_s: float = 30.0   # a client that takes no response bytes for this long is closed
+    min_body_rate: int = 64 << 10   # bytes/s a body or payload must average over each header_timeout_s window
+    max_buffered_bytes: int = 256 << 20  # server-wide: request bytes held until answered; beyond -> 503
+    max_unsent_bytes: int = 4 << 20      # per binary connection: unsent answers beyond which it is not read
+    max_connections: int = 1000          # open client connections (both protocols); clamped below RLIMIT_NOFILE
+    max_connections_per_client: int = 256  # open connections from one client IP address
+    max_json_elements: int = 1 << 20     # JSON values and containers in one request's JSON
 
 
 @dataclass(frozen=True)
@@ -124,13 +131,15 @@ class EngineConfig:
 
 _SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 _SIZE_RE = re.compile(r"^\s*(\d+)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
-_SIZE_FIELDS = {"size", "max_body", "max_header_bytes", "hugepage_size"}
+_SIZE_FIELDS = {"size", "max_body", "max_header_bytes", "hugepage_size", "min_body_rate", "max_buffered_bytes",
+                "max_unsent_bytes"}
 _AUTO_AS_NONE_FIELDS = {"max_queue_delay_us"}  # "auto" here is None: 0 already means "no wait"
 _PATH_FIELDS = {"path", "secret_file", "public_key_file", "state_dir", "log_dir", "cert_file", "key_file",
                 "client_ca_file"}
 _LOG_LEVELS = ("debug", "info", "warning", "error")
 QUEUE_ORDERS = ("edf", "fifo")
-_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+NAME_PATTERN = r"[A-Za-z0-9_.-]{1,128}"   # model names and versions: they appear in URLs unencoded
+_NAME_RE = re.compile(f"^{NAME_PATTERN}$")
 
 
 def _size(value, where: str) -> int:
@@ -268,10 +277,14 @@ def _check(cfg: EngineConfig) -> None:
     if cfg.plan_cache_size < 1:
         raise ConfigError(f"must be >= 1, got {cfg.plan_cache_size}", where="engine.plan_cache_size")
     lim = cfg.limits
-    for key in ("max_body", "max_header_bytes", "max_headers"):
+    for key in ("max_body", "max_header_bytes", "max_headers", "min_body_rate", "max_buffered_bytes",
+                "max_unsent_bytes", "max_connections", "max_connections_per_client", "max_json_elements"):
         if getattr(lim, key) < 1:
             raise ConfigError(f"must be >= 1, got {getattr(lim, key)}", where=f"engine.limits.{key}")
-    for key in ("header_timeout_s", "idle_timeout_s", "drain_timeout_s"):
+    if lim.max_buffered_bytes < lim.max_body:
+        raise ConfigError(f"{lim.max_buffered_bytes} is below max_body ({lim.max_body}): a largest request could "
+                          "never be admitted", where="engine.limits.max_buffered_bytes")
+    for key in ("header_timeout_s", "idle_timeout_s", "drain_timeout_s", "write_timeout_s"):
         if getattr(lim, key) <= 0:
             raise ConfigError(f"must be > 0 seconds, got {getattr(lim, key)}", where=f"engine.limits.{key}")
     if lim.drain_delay_s < 0:

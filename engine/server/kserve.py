@@ -25,13 +25,18 @@ import numpy as np
 from engine import __version__
 from engine.server import jsoncodec
 from engine.server.batching import AUTO_CAP_S
-from engine.server.http import Request
-from engine.server.models import KSERVE_TO_NUMPY, NUMPY_TO_KSERVE, LoadedModel, element_count
+from engine.server.config import NAME_PATTERN
+from engine.server.http import Request, parse_length
+from engine.server.models import KSERVE_TO_NUMPY, MAX_DIMS, NUMPY_TO_KSERVE, LoadedModel, element_count
 from engine.server.state import ARENA_BYTES, ServeError, ServerState, arena_stats, rss_bytes
 
 OFFLOAD_BYTES = 64 << 10     # bodies larger than this are (de)coded on the codec pool
+_MAX_INT = (1 << 63) - 1     # parameters and dims: what the scheduler and numpy take as int64
 EXTENSIONS = ["binary_tensor_data", "statistics", "model_configuration", "schedule_policy"]
-_MODEL_ROUTE = re.compile(r"^/v2/models/([^/]+)(?:/versions/([^/]+))?(/ready|/infer|/stats|/config)?$")
+# Names as the config allows them: routing is on the raw path, so a
+# percent-encoded name ("mlp%2Finfer") matches no route instead of another one.
+_MODEL_ROUTE = re.compile(f"^/v2/models/({NAME_PATTERN})(?:/versions/({NAME_PATTERN}))?"
+                          r"(/ready|/infer|/stats|/config)?$")
 _TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
 
 
@@ -61,9 +66,34 @@ def trace_context(header: str | None) -> tuple[str, str, str | None]:
 
 
 # ---- infer request decoding ------------------------------------------------
+def _nested_count(data, name: str) -> tuple[int, object]:
+    """(values a nested list holds if it is regular, its first value), read
+    along first elements: the size check before numpy converts millions."""
+    n, depth = 1, 0
+    while isinstance(data, list):
+        n *= len(data)
+        depth += 1
+        if depth > MAX_DIMS:
+            raise ServeError(400, f"input {name!r}: data nests deeper than {MAX_DIMS} lists")
+        if not data:
+            break
+        data = data[0]
+    return n, data
+
+
 def _tensor_from_json(spec_dtype: np.dtype, name: str, datatype: str, shape, data) -> np.ndarray:
     want = KSERVE_TO_NUMPY[datatype]
-    arr = np.asarray(data)
+    n, first = _nested_count(data, name)
+    if n != element_count(shape):
+        if not isinstance(first, (int, float, list)):
+            raise ServeError(400, f"input {name!r}: data is not a flat or nested list of {datatype} values")
+        raise ServeError(400, f"input {name!r}: {n} values for shape {list(shape)} "
+                              f"({element_count(shape)} expected)")
+    try:
+        arr = np.asarray(data)
+    except (ValueError, TypeError, OverflowError):  # lists of unequal lengths, mixed lists and numbers
+        raise ServeError(400, f"input {name!r}: data is ragged (nested lists of unequal lengths) or mixes "
+                              "lists and numbers") from None
     kind = arr.dtype.kind
     # JSON numbers arrive as Python ints/floats; refuse values the datatype
     # cannot hold instead of letting numpy wrap or truncate them.
@@ -82,20 +112,32 @@ def _tensor_from_json(spec_dtype: np.dtype, name: str, datatype: str, shape, dat
     if arr.size != element_count(shape):
         raise ServeError(400, f"input {name!r}: {arr.size} values for shape {list(shape)} "
                               f"({element_count(shape)} expected)")
-    return arr.astype(want, copy=False).reshape(shape)
+    return _reshape(arr.astype(want, copy=False), name, shape)
 
 
-def decode_infer(body: bytes, header_length: str | None, model: LoadedModel):
+def _reshape(arr: np.ndarray, name: str, shape) -> np.ndarray:
+    try:
+        return arr.reshape(shape)
+    except ValueError as exc:  # an empty tensor with dims numpy cannot hold ("array is too big")
+        raise ServeError(400, f"input {name!r}: shape {str(shape)[:100]}: {exc}") from None
+
+
+def decode_infer(body: bytes, header_length: str | None, model: LoadedModel, max_json_elements: int):
     """Body -> (inputs, requested outputs {name: binary?}, request parameters, id)."""
     if header_length is not None:
-        if not header_length.isdigit() or int(header_length) > len(body):
-            raise ServeError(400, f"Inference-Header-Content-Length {header_length!r} is not a length "
-                                  f"within the {len(body)}-byte body")
-        split = int(header_length)
+        split = parse_length(header_length)
+        if split is None or split > len(body):
+            raise ServeError(400, f"Inference-Header-Content-Length {header_length[:32]!r} is not a length "
+                                  f"within the {len(body)}-byte body (1-18 ASCII digits)")
     else:
         split = len(body)
+    text = memoryview(body)[:split]
     try:
-        doc = jsoncodec.loads(body[:split])
+        if split > OFFLOAD_BYTES:  # smaller ones cannot hold enough to matter
+            jsoncodec.check_structure(text, max_json_elements)
+        doc = jsoncodec.loads(text)
+    except jsoncodec.JsonLimitError as exc:
+        raise ServeError(exc.status, str(exc)) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise ServeError(400, f"request JSON is malformed: {exc}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("inputs"), list):
@@ -118,14 +160,17 @@ def decode_infer(body: bytes, header_length: str | None, model: LoadedModel):
             spec = model.input_spec(name)
         except Exception as exc:  # InvalidInput: names what the model expects
             raise ServeError(400, str(exc)) from None
-        if datatype not in KSERVE_TO_NUMPY:
+        if not isinstance(datatype, str) or datatype not in KSERVE_TO_NUMPY:
             raise ServeError(400, f"input {name!r}: datatype {datatype!r} unsupported; model expects {spec.datatype}")
         if datatype != spec.datatype:
             raise ServeError(400, f"input {name!r} has datatype {datatype}, model {model.name!r} expects "
                                   f"{spec.datatype}")
-        if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
+        if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= _MAX_INT
                                                    for d in shape):
-            raise ServeError(400, f"input {name!r}: shape must be a list of non-negative integers, got {shape!r}")
+            raise ServeError(400, f"input {name!r}: shape must be a list of non-negative integers, got "
+                                  f"{str(shape)[:100]}")
+        if len(shape) > MAX_DIMS:
+            raise ServeError(400, f"input {name!r}: shape has {len(shape)} dims, at most {MAX_DIMS} are supported")
         iparams = item.get("parameters") or {}
         size = iparams.get("binary_data_size") if isinstance(iparams, dict) else None
         if size is not None:
@@ -137,7 +182,8 @@ def decode_infer(body: bytes, header_length: str | None, model: LoadedModel):
             if offset + size > len(binary):
                 raise ServeError(400, f"input {name!r}: body ends before its {size} binary bytes")
             # A view into the body: no copy (batching concatenates anyway).
-            inputs[name] = np.frombuffer(binary[offset:offset + size], dtype=dtype.newbyteorder("<")).reshape(shape)
+            inputs[name] = _reshape(np.frombuffer(binary[offset:offset + size], dtype=dtype.newbyteorder("<")),
+                                    name, shape)
             offset += size
         elif "data" in item:
             inputs[name] = _tensor_from_json(spec.dtype, name, datatype, shape, item["data"])
@@ -157,6 +203,8 @@ def decode_infer(body: bytes, header_length: str | None, model: LoadedModel):
                 raise ServeError(400, f"outputs[{i}]: model {model.name!r} has no output {name!r}; it has "
                                       + ", ".join(t.name for t in model.outputs))
             oparams = item.get("parameters") or {}
+            if not isinstance(oparams, dict):
+                raise ServeError(400, f"outputs[{i}].parameters must be an object")
             requested[name] = bool(oparams.get("binary_data", default_binary))
     else:
         requested = {t.name: default_binary for t in model.outputs}
@@ -194,8 +242,8 @@ def _param_int(params: dict, key: str) -> int | None:
     value = params.get(key)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ServeError(400, f"parameter {key!r} must be an integer, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not -_MAX_INT <= value <= _MAX_INT:
+        raise ServeError(400, f"parameter {key!r} must be an integer within int64, got {str(value)[:40]}")
     return value
 
 
@@ -210,7 +258,7 @@ class KServeApp:
         except ServeError as exc:
             return error_response(exc.status, exc.message, exc.headers)
 
-    def _open(self, path: str) -> bool:
+    def is_open(self, path: str) -> bool:
         """Paths served without a token: probes and scrapers often cannot carry one."""
         auth = self.state.config.auth
         if path == "/metrics":
@@ -220,8 +268,9 @@ class KServeApp:
     async def _route(self, req: Request, log: dict) -> Response:
         st = self.state
         path, method = req.path, req.method
-        principal = None
-        if not self._open(path):
+        # The server authenticates from the head before reading the body.
+        principal = req.extra.get("principal")
+        if principal is None and not self.is_open(path):
             principal = st.authenticate(req.header("authorization"), req.client.rsplit(":", 1)[0])
         if path == "/v2/health/live":
             return self._only(method, "GET") or Response(200)
@@ -281,11 +330,12 @@ class KServeApp:
         model = st.model(name, version)
         loop = asyncio.get_running_loop()
         header_length = req.header("inference-header-content-length")
+        max_elements = st.config.limits.max_json_elements
         if len(req.body) > OFFLOAD_BYTES:
             inputs, requested, params, rid = await loop.run_in_executor(
-                st.codec_pool, decode_infer, req.body, header_length, model)
+                st.codec_pool, decode_infer, req.body, header_length, model, max_elements)
         else:
-            inputs, requested, params, rid = decode_infer(req.body, header_length, model)
+            inputs, requested, params, rid = decode_infer(req.body, header_length, model, max_elements)
         model, outputs = await st.infer(name, version, inputs, priority=_param_int(params, "priority"),
                                         timeout_us=_param_int(params, "timeout"), principal=principal, info=log)
         total = sum(a.nbytes for a in outputs.values())

@@ -284,5 +284,8 @@ class LoadedModel:
         self.sessions = []
 
 
+MAX_DIMS = 64   # numpy's limit on an array's dims (NPY_MAXDIMS); what a request may ask for
+
+
 def element_count(shape) -> int:
     return math.prod(shape)

@@ -35,7 +35,7 @@ from engine.server.http import ClientGone, HttpError, read_request, render_respo
 from engine.server.kserve import KServeApp, error_response, trace_context
 from engine.server.logs import JsonLogger, open_log_dir
 from engine.server.reload import reload_config
-from engine.server.state import ServerState
+from engine.server.state import ServeError, ServerState
 from engine.server.tls import server_context
 
 
@@ -91,6 +91,7 @@ class Server:
         cfg = self.state.config
         tls = server_context(cfg.tls)  # before the models load: a bad certificate fails at once
         self._install_signals()
+        asyncio.get_running_loop().set_exception_handler(self._loop_error)
         if cfg.threads:
             try:
                 from engine.kernels._lib import lib
@@ -203,6 +204,13 @@ class Server:
             except TimeoutError:
                 pass
 
+    def _loop_error(self, loop, context: dict) -> None:
+        """asyncio's and uvloop's own errors (a failed accept() when out of
+        file descriptors, a callback that raised) as JSON log lines."""
+        exc = context.get("exception")
+        self.logger.error("event_loop_error", error=context.get("message", ""),
+                          exception=f"{type(exc).__name__}: {exc}" if exc else None)
+
     def connection_idle(self) -> None:
         self._changed.set()
 
@@ -242,64 +250,117 @@ class Server:
     async def _http_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername") or ("?", 0)
         client = f"{peer[0]}:{peer[1]}"
+        st = self.state
+        refused = st.connection_caps.admit(peer[0], st.config.limits)
+        if refused is not None:
+            writer.write(render_response(503, error_response(503, f"too many connections: {refused}").body,
+                                         headers=[("Retry-After", "1")], keep_alive=False))
+            writer.close()
+            return
         set_nodelay(writer.get_extra_info("socket"))
+        # high water 0: drain() returns once the response is in the kernel, so
+        # the write timeout covers every byte, not only what exceeds 64 KiB.
+        writer.transport.set_write_buffer_limits(high=0)
         conn = HttpConnection(writer, client, fresh=self.state.draining)
         self.connections.add(conn)
-        st = self.state
         try:
             while True:
                 try:
-                    req = await read_request(reader, writer, st.config.limits, client)
+                    req = await read_request(reader, writer, st.config.limits, client, self)
                 except ClientGone:
                     return
                 except HttpError as exc:
                     st.metrics.protocol_errors["http"] += 1
                     st.logger.warning("http_error", client=client, status=exc.status, error=exc.message)
-                    writer.write(render_response(exc.status, error_response(exc.status, exc.message).body,
-                                                 keep_alive=False, headers=exc.headers))
-                    await writer.drain()
-                    await _linger(reader, writer)
+                    if await self._send(writer, render_response(exc.status,
+                                                                error_response(exc.status, exc.message).body,
+                                                                keep_alive=False, headers=exc.headers), client):
+                        await _linger(reader, writer)
                     return
                 conn.busy += 1
                 st.in_flight += 1
                 try:
                     keep_alive = await self._answer(req, writer) and not st.draining
                 finally:
+                    self.release(req)
                     conn.busy -= 1
                     st.in_flight -= 1
                     self.connection_idle()
                 if not keep_alive:
+                    if req.refusal is not None and req.length and not writer.transport.is_closing():
+                        await _linger(reader, writer)  # the unread body must not turn the close into a reset
                     return
         except (ConnectionError, asyncio.CancelledError):
             return
         finally:
             self.connections.discard(conn)
+            st.connection_caps.release(peer[0])
             self.connection_idle()
             writer.close()
+
+    def admit(self, req) -> None:
+        """Token and buffer budget from the head alone, before a byte of the
+        body is read or `100 Continue` invites it."""
+        st = self.state
+        if not self.app.is_open(req.path):
+            try:
+                req.extra["principal"] = st.authenticate(req.header("authorization"), req.client.rsplit(":", 1)[0])
+            except ServeError as exc:
+                req.refusal = error_response(exc.status, exc.message, exc.headers)
+                return
+        if req.length:
+            if not st.buffered.reserve(req.length, st.config.limits):
+                req.refusal = error_response(
+                    503, f"server busy: {st.buffered.used} bytes of request bodies buffered, a {req.length}-byte "
+                         f"body would exceed limits.max_buffered_bytes ({st.config.limits.max_buffered_bytes})",
+                    [("Retry-After", "1")])
+                return
+            req.reserved = req.length
+
+    def release(self, req) -> None:
+        self.state.buffered.release(req.reserved)
+        req.reserved = 0
+
+    async def _send(self, writer, data: bytes, client: str) -> bool:
+        """Write and wait until the kernel took it; a client that reads
+        nothing for limits.write_timeout_s is cut off (False)."""
+        try:
+            writer.write(data)
+            if writer.transport.get_write_buffer_size():
+                async with asyncio.timeout(self.state.config.limits.write_timeout_s):
+                    await writer.drain()
+            return True
+        except TimeoutError:
+            self.state.logger.warning("write_timeout", client=client, unsent=writer.transport.get_write_buffer_size(),
+                                      timeout_s=self.state.config.limits.write_timeout_s)
+            writer.transport.abort()
+            return False
+        except ConnectionError:
+            return False
 
     async def _answer(self, req, writer) -> bool:
         st = self.state
         t0 = time.monotonic()
         trace_id, span_id, parent = trace_context(req.header("traceparent"))
         log: dict = {}
-        try:
-            resp = await self.app.handle(req, log)
-        except Exception as exc:  # noqa: BLE001 - no input may crash the server
-            st.logger.error("handler_crashed", error=f"{type(exc).__name__}: {exc}", path=req.path)
-            resp = error_response(500, f"internal error: {type(exc).__name__}")
+        if req.refusal is not None:
+            resp = req.refusal
+        else:
+            try:
+                resp = await self.app.handle(req, log)
+            except Exception as exc:  # noqa: BLE001 - no input may crash the server
+                st.logger.error("handler_crashed", error=f"{type(exc).__name__}: {exc}", path=req.path)
+                resp = error_response(500, f"internal error: {type(exc).__name__}")
         if st.draining:
             req.keep_alive = False  # decided when the response is written: the drain may have begun meanwhile
         resp.headers.append(("traceparent", f"00-{trace_id}-{span_id}-01"))
         body = b"" if req.method == "HEAD" else resp.body
         data = render_response(resp.status, body, content_type=resp.content_type, headers=resp.headers,
-                               keep_alive=req.keep_alive)
-        try:
-            writer.write(data)
-            await writer.drain()
-        except ConnectionError:
+                               keep_alive=req.keep_alive, http_minor=req.http_minor)
+        if not await self._send(writer, data, req.client):
             req.keep_alive = False
         elapsed = time.monotonic() - t0
-        model = log.get("model", "")
+        model = st.model_label(log["model"]) if "model" in log else ""
         protocol = "http" if req.path.endswith("/infer") else "http-meta"
         if protocol == "http" or resp.status >= 400:
             st.metrics.count_request(model if protocol == "http" else "", protocol, resp.status, elapsed)

@@ -10,12 +10,16 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from engine.server.auth import AuthError, Authenticator, Principal, RateLimiter
+from engine.server.clientlimits import ByteBudget, ConnectionCaps
 from engine.server.config import EngineConfig
 from engine.server.logs import JsonLogger
 from engine.server.metrics import Metrics
 from engine.server.models import InvalidInput, LoadedModel
 from engine.server.registry import ModelRegistry
 from engine.server.scheduler import DeadlineExceeded, QueueFull, SchedulerClosed
+
+
+UNKNOWN_MODEL = "_unknown"   # the one label every unconfigured model name shares
 
 
 class ServeError(Exception):
@@ -41,6 +45,8 @@ class ServerState:
         self.started = time.time()
         self.draining = False                 # SIGTERM: readiness 503, connections told to close
         self.in_flight = 0                    # requests accepted and not yet answered
+        self.buffered = ByteBudget()          # request bytes held, against limits.max_buffered_bytes
+        self.connection_caps = ConnectionCaps(logger)
         # JSON (de)coding of large tensors takes milliseconds: done here, off the loop.
         self.codec_pool = ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1)),
                                              thread_name_prefix="codec")
@@ -67,6 +73,12 @@ class ServerState:
             raise ServeError(429, f"rate limit of {self.rate_limiter.rate:g} requests/s exceeded for this client",
                              [("Retry-After", str(max(1, int(wait + 0.999))))])
         return principal
+
+    def model_label(self, name: str) -> str:
+        """The metrics label for a model name a client sent: only configured
+        names become label values, or any client could grow /metrics without
+        bound by inventing names."""
+        return name if name in self.registry.entries else UNKNOWN_MODEL
 
     def model(self, name: str, version: str | None = None) -> LoadedModel:
         entry = self.registry.get(name)

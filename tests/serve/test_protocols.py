@@ -13,6 +13,7 @@ import pytest
 
 from engine.client import Client, ServerError
 from engine.server import binary as wire
+from hostile_support import http_exchange
 
 LIMITS = {"max_body": 64 << 10, "max_header_bytes": 2048, "max_headers": 20, "header_timeout_s": 0.5,
           "idle_timeout_s": 1.0, "drain_timeout_s": 5.0}
@@ -25,21 +26,7 @@ def server(module_serve_factory, zoo_mlp):
 
 def exchange(server, data: bytes, wait: float = 3.0) -> tuple[bytes, bool]:
     """Send raw bytes; return everything the server sent and whether it closed."""
-    with socket.create_connection(("127.0.0.1", server.http_port), timeout=wait) as s:
-        s.sendall(data)
-        chunks, closed = [], False
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            try:
-                chunk = s.recv(65536)
-            except TimeoutError:
-                break
-            if not chunk:
-                closed = True
-                break
-            chunks.append(chunk)
-            s.settimeout(0.3)
-        return b"".join(chunks), closed
+    return http_exchange(server.http_port, data, wait)
 
 
 def status_of(raw: bytes) -> int:
