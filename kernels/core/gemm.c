@@ -50,15 +50,6 @@ typedef struct {
 } packed_b_header;
 _Static_assert(sizeof(packed_b_header) == 64, "the packed data starts one cache line in");
 
-const gemm_kernels *aie_gemm_kernels_for(aie_isa isa) {
-#ifdef AIE_HAVE_X86
-    if (isa == AIE_ISA_AVX512) return &aie_gemm_kernels_avx512;
-    if (isa == AIE_ISA_AVX2) return &aie_gemm_kernels_avx2;
-#endif
-    (void)isa;
-    return &aie_gemm_kernels_scalar;
-}
-
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
@@ -115,7 +106,7 @@ size_t aie_sgemm_packed_workspace_size(int64_t M, int64_t N, int64_t K, int nthr
 
 /* ---- argument checks ---------------------------------------------------- */
 
-static int check_epilogue(const char *fn, const aie_epilogue *ep) {
+int aie_gemm_check_epilogue(const char *fn, const aie_epilogue *ep) {
     if (!ep) return AIE_OK;
     if (ep->bias_kind < AIE_BIAS_NONE || ep->bias_kind > AIE_BIAS_ROW)
         return aie_fail(AIE_EINVAL, "%s: epilogue bias_kind=%d is not an aie_bias_kind (0 none, 1 col, 2 row)", fn,
@@ -129,8 +120,8 @@ static int check_epilogue(const char *fn, const aie_epilogue *ep) {
     return AIE_OK;
 }
 
-static int check_matrix(const char *fn, const char *name, const void *p, int64_t rows, int64_t cols, int64_t ld,
-                        int trans) {
+int aie_gemm_check_matrix(const char *fn, const char *name, const void *p, int64_t rows, int64_t cols, int64_t ld,
+                          int trans) {
     /* rows x cols is the stored matrix; ld is its row stride */
     if (rows > 0 && cols > 0 && !p) return aie_fail(AIE_EINVAL, "%s: %s is NULL for a %lldx%lld operand", fn, name,
                                                     (long long)rows, (long long)cols);
@@ -145,9 +136,9 @@ static int check_common(const char *fn, int64_t M, int64_t N, int64_t K, int tra
     if (M < 0 || N < 0 || K < 0)
         return aie_fail(AIE_EINVAL, "%s: dimensions must be >= 0, got M=%lld N=%lld K=%lld", fn, (long long)M,
                         (long long)N, (long long)K);
-    int rc = check_matrix(fn, "A", A, trans_a ? K : M, trans_a ? M : K, lda, trans_a);
-    if (rc == AIE_OK) rc = check_matrix(fn, "C", C, M, N, ldc, 0);
-    if (rc == AIE_OK) rc = check_epilogue(fn, ep);
+    int rc = aie_gemm_check_matrix(fn, "A", A, trans_a ? K : M, trans_a ? M : K, lda, trans_a);
+    if (rc == AIE_OK) rc = aie_gemm_check_matrix(fn, "C", C, M, N, ldc, 0);
+    if (rc == AIE_OK) rc = aie_gemm_check_epilogue(fn, ep);
     return rc;
 }
 
@@ -384,7 +375,7 @@ int aie_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float a
     int rc = aie_ensure_init();
     if (rc != AIE_OK) return aie_init();
     rc = check_common(fn, M, N, K, trans_a, A, lda, C, ldc, ep);
-    if (rc == AIE_OK) rc = check_matrix(fn, "B", B, trans_b ? N : K, trans_b ? K : N, ldb, trans_b);
+    if (rc == AIE_OK) rc = aie_gemm_check_matrix(fn, "B", B, trans_b ? N : K, trans_b ? K : N, ldb, trans_b);
     if (rc != AIE_OK) return rc;
     gemm_job j = {
         .kt = aie_gemm_kernels_for(aie_selected_isa()),
@@ -418,7 +409,7 @@ int aie_sgemm_pack_b(int trans_b, int64_t K, int64_t N, const float *B, int64_t 
     if (rc != AIE_OK) return aie_init();
     if (K < 0 || N < 0)
         return aie_fail(AIE_EINVAL, "%s: dimensions must be >= 0, got K=%lld N=%lld", fn, (long long)K, (long long)N);
-    rc = check_matrix(fn, "B", B, trans_b ? N : K, trans_b ? K : N, ldb, trans_b);
+    rc = aie_gemm_check_matrix(fn, "B", B, trans_b ? N : K, trans_b ? K : N, ldb, trans_b);
     if (rc != AIE_OK) return rc;
     if (!packed) return aie_fail(AIE_EINVAL, "%s: packed buffer is NULL", fn);
     if ((uintptr_t)packed % sizeof(float))
@@ -493,8 +484,8 @@ int aie_sgemm_packed_implicit_a(int64_t M, int64_t N, int64_t K, gemm_pack_a_fn 
         return aie_fail(AIE_EINVAL, "%s: dimensions must be >= 0, got M=%lld N=%lld K=%lld", fn, (long long)M,
                         (long long)N, (long long)K);
     if (!pack_a) return aie_fail(AIE_EINVAL, "%s: pack_a is NULL", fn);
-    rc = check_matrix(fn, "C", C, M, N, ldc, 0);
-    if (rc == AIE_OK) rc = check_epilogue(fn, ep);
+    rc = aie_gemm_check_matrix(fn, "C", C, M, N, ldc, 0);
+    if (rc == AIE_OK) rc = aie_gemm_check_epilogue(fn, ep);
     const gemm_kernels *kt = aie_gemm_kernels_for(aie_selected_isa());
     if (rc == AIE_OK) rc = check_packed_b(fn, kt, packed_b, K, N);
     if (rc != AIE_OK) return rc;
