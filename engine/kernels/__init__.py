@@ -106,3 +106,4 @@ from engine.kernels.reduce import *  # noqa: E402,F401,F403
 from engine.kernels.norm import *  # noqa: E402,F401,F403
 from engine.kernels.layout import *  # noqa: E402,F401,F403
 from engine.kernels.gemm import PackedB, get_threads, matmul, matmul_packed, pack_b, set_threads  # noqa: E402,F401
+from engine.kernels.gemm_lowp import matmul_bf16, matmul_u8s8, pack_b_bf16, pack_b_s8  # noqa: E402,F401

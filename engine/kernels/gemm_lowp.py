@@ -115,7 +115,8 @@ def _a_rows(fn: str, a, dtypes, packed) -> tuple[np.ndarray, int, int]:
         raise ValueError(f"{fn}: packed must be a PackedLowpB from pack_b_*, got {type(packed).__name__}")
     a, a_t, lda = _matrix("a", a, dtypes, fn)
     if a_t and a.shape[0] > 1 and a.shape[1] > 1:
-        raise ValueError(f"{fn}: a must be row-major (transposed views are not supported); pass np.ascontiguousarray(a)")
+        raise ValueError(f"{fn}: a must be row-major (transposed views are not supported); "
+                         "pass np.ascontiguousarray(a)")
     m, k = a.shape
     if k != packed.k:
         raise ValueError(f"{fn}: a is {m}x{k} but the packed B is {packed.k}x{packed.n}")

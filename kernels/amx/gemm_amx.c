@@ -48,13 +48,23 @@ static void amx_end(void) { _tile_release(); }
 #define B_ROW_BYTES (LOWP_NR * 4)
 static inline __attribute__((always_inline)) void amx_block(const int esize, int64_t kp, const char *pa,
                                                             size_t strip_bytes, const char *pb, int m, char *acc,
-                                                            int64_t ld_bytes) {
+                                                            int64_t ld_bytes, int accumulate) {
     const int64_t kchunk = esize == 2 ? LOWP_KCHUNK_BF16 : LOWP_KCHUNK_S8;
-    _tile_zero(0);
-    _tile_zero(1);
+    if (accumulate) {
+        _tile_loadd(0, acc, ld_bytes);
+        _tile_loadd(1, acc + 64, ld_bytes);
+    } else {
+        _tile_zero(0);
+        _tile_zero(1);
+    }
     if (m > LOWP_STRIP) {
-        _tile_zero(2);
-        _tile_zero(3);
+        if (accumulate) {
+            _tile_loadd(2, acc + LOWP_STRIP * ld_bytes, ld_bytes);
+            _tile_loadd(3, acc + LOWP_STRIP * ld_bytes + 64, ld_bytes);
+        } else {
+            _tile_zero(2);
+            _tile_zero(3);
+        }
         for (int64_t kc = 0; kc < kp; kc += kchunk) {
             const char *bc = pb + kc * LOWP_NR * esize, *ac = pa + kc * LOWP_STRIP * esize;
             _tile_loadd(6, bc, B_ROW_BYTES);
@@ -95,13 +105,15 @@ static inline __attribute__((always_inline)) void amx_block(const int esize, int
 }
 
 static void ukernel_amx_bf16_32x32(int64_t kp, const aie_bf16 *pa, int64_t strip_stride, const aie_bf16 *pb, int m,
-                                   float *acc, int64_t ldacc) {
-    amx_block(2, kp, (const char *)pa, (size_t)strip_stride * 2, (const char *)pb, m, (char *)acc, ldacc * 4);
+                                   float *acc, int64_t ldacc, int accumulate) {
+    amx_block(2, kp, (const char *)pa, (size_t)strip_stride * 2, (const char *)pb, m, (char *)acc, ldacc * 4,
+              accumulate);
 }
 
 static void ukernel_amx_s8_32x32(int64_t kp, const uint8_t *pa, int64_t strip_stride, const int8_t *pb, int m,
-                                 int32_t *acc, int64_t ldacc) {
-    amx_block(1, kp, (const char *)pa, (size_t)strip_stride, (const char *)pb, m, (char *)acc, ldacc * 4);
+                                 int32_t *acc, int64_t ldacc, int accumulate) {
+    amx_block(1, kp, (const char *)pa, (size_t)strip_stride, (const char *)pb, m, (char *)acc, ldacc * 4,
+              accumulate);
 }
 
 const lowp_bf16_kernels aie_lowp_bf16_amx = {

@@ -20,9 +20,9 @@
 #define RB 2 /* rows per register block */
 
 static void ukernel_avx2_s8_32x32(int64_t kp, const uint8_t *pa, int64_t strip_stride, const int8_t *pb, int m,
-                                  int32_t *acc, int64_t ldacc) {
+                                  int32_t *acc, int64_t ldacc, int accumulate) {
     for (int h = 0; h < 2; h++)
-        for (int r0 = 0; r0 < m; r0 += RB) {
+        for (int r0 = 0; r0 < (m <= LOWP_STRIP ? m : LOWP_MR); r0 += RB) {
             const uint8_t *a = pa + (r0 / LOWP_STRIP) * strip_stride + (r0 % LOWP_STRIP) * LOWP_KCHUNK_S8;
             __m256i c[RB][4]; /* row i, columns 4g..4g+3: lanes 2c, 2c+1 are two halves of column c's sum */
 #pragma GCC unroll 2
@@ -54,7 +54,9 @@ static void ukernel_avx2_s8_32x32(int64_t kp, const uint8_t *pa, int64_t strip_s
                 for (int g = 0; g < 4; g += 2) {
                     /* hadd: [c0 c1 c4 c5 | c2 c3 c6 c7] as 64-bit pairs 0 2 1 3 -> columns in order */
                     __m256i s = _mm256_permute4x64_epi64(_mm256_hadd_epi32(c[i][g], c[i][g + 1]), 0xD8);
-                    _mm256_storeu_si256((__m256i *)(acc + (r0 + i) * ldacc + h * 16 + g * 4), s);
+                    __m256i *out = (__m256i *)(acc + (r0 + i) * ldacc + h * 16 + g * 4);
+                    if (accumulate) s = _mm256_add_epi32(s, _mm256_loadu_si256(out));
+                    _mm256_storeu_si256(out, s);
                 }
         }
 }

@@ -13,12 +13,15 @@
 #define RB 8 /* rows per register block */
 
 static void ukernel_avx512_bf16_32x32(int64_t kp, const aie_bf16 *pa, int64_t strip_stride, const aie_bf16 *pb,
-                                      int m, float *acc, int64_t ldacc) {
-    for (int r0 = 0; r0 < m; r0 += RB) {
+                                      int m, float *acc, int64_t ldacc, int accumulate) {
+    for (int r0 = 0; r0 < (m <= LOWP_STRIP ? m : LOWP_MR); r0 += RB) {
         const aie_bf16 *a = pa + (r0 / LOWP_STRIP) * strip_stride + (r0 % LOWP_STRIP) * LOWP_KCHUNK_BF16;
         __m512 c[RB][2];
 #pragma GCC unroll 8
-        for (int i = 0; i < RB; i++) c[i][0] = c[i][1] = _mm512_setzero_ps();
+        for (int i = 0; i < RB; i++) {
+            c[i][0] = accumulate ? _mm512_loadu_ps(acc + (r0 + i) * ldacc) : _mm512_setzero_ps();
+            c[i][1] = accumulate ? _mm512_loadu_ps(acc + (r0 + i) * ldacc + 16) : _mm512_setzero_ps();
+        }
         for (int64_t kc = 0; kc < kp; kc += LOWP_KCHUNK_BF16) {
             const aie_bf16 *ac = a + kc * LOWP_STRIP;
             const aie_bf16 *bc = pb + kc * LOWP_NR;

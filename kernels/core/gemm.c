@@ -261,24 +261,35 @@ static void tile_task(void *ctx, int64_t t, int worker) {
     }
 }
 
-/* Cut the current column block into C tiles: one per MC block (and the
- * whole block wide) on one thread; with more threads, ~4 tiles per thread
- * so that the dynamic hand-out can balance a slow or descheduled worker,
- * but never narrower than 4 micro-panels (A is re-packed once per tile
- * column) nor shorter than one micro-tile. */
-static void plan_tiles(gemm_job *j, int nt) {
-    const int64_t mr = j->kt->mr, nr = j->kt->nr;
-    int64_t mblocks = (j->M + j->blk.mc - 1) / j->blk.mc, panels = (j->nc + nr - 1) / nr;
+/* Cut an M x N block of C into tiles: one per MC block (and the whole block
+ * wide) on one thread; with more threads, ~4 tiles per thread so that the
+ * dynamic hand-out can balance a slow or descheduled worker, but never
+ * narrower than 4 micro-panels (A is re-packed once per tile column) nor
+ * shorter than one micro-tile. */
+void aie_gemm_plan_tiles(int64_t M, int64_t N, int64_t mc, int64_t mr, int64_t nr, int nt, int64_t *tile_m,
+                         int64_t *tile_n) {
+    int64_t mblocks = (M + mc - 1) / mc, panels = (N + nr - 1) / nr;
     int64_t cols = 1, rows = mblocks;
     if (nt > 1) {
         int64_t want = 4 * (int64_t)nt;
         cols = min64((want + mblocks - 1) / mblocks, max64(1, panels / 4));
-        rows = min64(max64(mblocks, (want + cols - 1) / cols), (j->M + mr - 1) / mr);
+        rows = min64(max64(mblocks, (want + cols - 1) / cols), (M + mr - 1) / mr);
     }
-    j->tile_n = (panels + cols - 1) / cols * nr;
-    j->tile_m = AIE_ROUND_UP((j->M + rows - 1) / rows, mr);
+    *tile_n = (panels + cols - 1) / cols * nr;
+    *tile_m = AIE_ROUND_UP((M + rows - 1) / rows, mr);
+}
+
+static void plan_tiles(gemm_job *j, int nt) {
+    aie_gemm_plan_tiles(j->M, j->nc, j->blk.mc, j->kt->mr, j->kt->nr, nt, &j->tile_m, &j->tile_n);
     j->tiles_n = (j->nc + j->tile_n - 1) / j->tile_n;
     j->tiles_m = (j->M + j->tile_m - 1) / j->tile_m;
+}
+
+char *aie_workspace_base(void *workspace, size_t workspace_size, size_t *usable) {
+    char *base = workspace ? (char *)AIE_ROUND_UP((uintptr_t)workspace, AIE_ALIGN) : NULL;
+    *usable = base && (size_t)(base - (char *)workspace) <= workspace_size
+                  ? workspace_size - (size_t)(base - (char *)workspace) : 0;
+    return base;
 }
 
 /* C = beta * C, then the epilogue: what is left when K == 0 or alpha == 0
@@ -323,9 +334,8 @@ static int run_job(const char *fn, gemm_job *j, void *workspace, size_t workspac
     if (j->bpacked) j->blk.nc = AIE_ROUND_UP(j->N, j->kt->nr); /* B is packed whole already */
     j->a_bytes = a_block_bytes(&j->blk);
     size_t b_bytes = j->bpacked ? 0 : b_block_bytes(&j->blk, j->K);
-    char *base = workspace ? (char *)AIE_ROUND_UP((uintptr_t)workspace, AIE_ALIGN) : NULL;
-    size_t usable = base && (size_t)(base - (char *)workspace) <= workspace_size
-                        ? workspace_size - (size_t)(base - (char *)workspace) : 0;
+    size_t usable;
+    char *base = aie_workspace_base(workspace, workspace_size, &usable);
     if (usable < b_bytes + j->a_bytes)
         return aie_fail(AIE_ENOMEM,
                         "%s: workspace too small for M=%lld N=%lld K=%lld: need %zu bytes for one thread "

@@ -132,6 +132,14 @@ int aie_gemm_check_matrix(const char *fn, const char *name, const void *p, int64
                           int trans);
 int aie_gemm_check_epilogue(const char *fn, const aie_epilogue *ep);
 
+/* Tiles of an M x N block of C for nt threads (core/gemm.c: the reasoning),
+ * multiples of mr rows and nr columns, rows per tile at most mc. */
+void aie_gemm_plan_tiles(int64_t M, int64_t N, int64_t mc, int64_t mr, int64_t nr, int nt, int64_t *tile_m,
+                         int64_t *tile_n);
+/* The first AIE_ALIGN-aligned byte of a caller's workspace and the bytes
+ * usable from there (0 when workspace is NULL or too small to align). */
+char *aie_workspace_base(void *workspace, size_t workspace_size, size_t *usable);
+
 /* Naive reference (scalar/gemm_ref.c): the same contract as aie_sgemm with
  * double accumulation, no blocking, no workspace. For tests. */
 int aie_sgemm_naive(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,

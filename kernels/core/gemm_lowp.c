@@ -18,9 +18,25 @@
 
 #include "gemm_lowp_internal.h"
 
-/* 128 rows: the packed A block (128 x K bf16 = 256 KiB at K = 1024) and the
- * B panel it sweeps (64 KiB) stay in the 2 MiB L2 of Sapphire Rapids. */
+/* Blocking. Measured on Sapphire Rapids (AMX): a 32 x 32 block runs ~3x
+ * faster with its operands in L1 than streaming all of K from L2. So K is cut
+ * into slices of 16 tile k-chunks (512 bf16 / 1024 int8: a 32-row A slice
+ * is 32 KiB and stays in the 48 KiB L1d while it meets the LOWP_NB / 32
+ * panels of a column block, whose B slices (256 KiB) come from L2), half
+ * the partial-sum round trips of 8-chunk slices. Partial sums live in C for
+ * whole bf16 tiles, else in a per-thread buffer of up to LOWP_MC x LOWP_NB
+ * (128 KiB, L2). LOWP_MC = 128: the packed A block (128 x K) stays in L2.
+ * (Timings on the shared 2-core development VM varied 2x between identical
+ * runs, so these follow from the cache sizes rather than from a sweep.) */
+#ifndef LOWP_MC
 #define LOWP_MC 128
+#endif
+#ifndef LOWP_NB
+#define LOWP_NB 256
+#endif
+#ifndef LOWP_KSLICE_CHUNKS
+#define LOWP_KSLICE_CHUNKS 16
+#endif
 /* bf16 on matrix units does ~8x the work per cycle of the fp32 FMA path, so
  * a thread pays off only from a correspondingly larger problem. */
 #define LOWP_MIN_FLOPS_PER_THREAD (1 << 22)
@@ -137,9 +153,11 @@ typedef struct {
     int32_t a_zero;
     const aie_qepilogue *q;
     int need_mult;
+    const int32_t *bias; /* U8: per column, in the workspace (zeros when the call has none) */
     const float *mult; /* per column, in the workspace: a_scale * b_scale[j] (F32), / y_scale too (U8) */
-    char *a_slots;
-    size_t a_bytes;
+    char *a_slots; /* per worker: the packed A block, then up to LOWP_MC x LOWP_NB partial sums */
+    size_t a_bytes, slot_bytes;
+    int64_t acc_ld; /* row stride of the partial sums */
     int64_t tile_m, tile_n, tiles_n;
 } lowp_job;
 
@@ -149,13 +167,18 @@ static void apply_ep(const lowp_job *j, float *c, int m, int n, int64_t row0, in
                            ep->bias_kind == AIE_BIAS_ROW ? ep->bias + row0 : NULL, ep->act, ep->p0, ep->p1);
 }
 
-/* An edge tile's rows from the buffer into C (whole tiles were written to C
- * by the micro-kernel), then the epilogue on C while it is in L1. */
+/* Whole 32 x 32 bf16 blocks accumulate in C itself (fp32 like the partial
+ * sums: no copy); the others in the partial-sum buffer. */
+static int in_c(int m, int64_t jp, int64_t nb) { return m == LOWP_MR && jp + LOWP_NR <= nb; }
+
+/* Columns of a 32-row block of partial sums (row stride acc_ld) that are not
+ * in C yet into C, then the epilogue on the block while it is in L2. */
 static void store_bf16(const lowp_job *j, const float *acc, int m, int n, int64_t row0, int64_t col0) {
     float *c = (float *)j->C + row0 * j->ldc + col0;
-    if (acc)
-        for (int r = 0; r < m; r++)
-            for (int x = 0; x < n; x++) c[r * j->ldc + x] = acc[r * LOWP_NR + x];
+    for (int x0 = 0; x0 < n; x0 += LOWP_NR)
+        if (!in_c(m, x0, n))
+            for (int r = 0; r < m; r++)
+                for (int x = x0; x < n && x < x0 + LOWP_NR; x++) c[r * j->ldc + x] = acc[r * j->acc_ld + x];
     if (j->ep) apply_ep(j, c, m, n, row0, col0);
 }
 
@@ -166,92 +189,123 @@ static void store_bf16(const lowp_job *j, const float *acc, int m, int n, int64_
 /* One definition of the int8 output stage for every path (so every path
  * gives the same bytes): the zero-point correction in wrapping 32-bit
  * arithmetic (exact: the true sum fits, see AIE_GEMM_S8_MAX_K), then the
- * store, dequantisation or requantisation. */
+ * store, dequantisation or requantisation. One row at a time, in loops
+ * without branches or aliasing so the compiler vectorises them. */
+static void s8_row_s32(const int32_t *restrict a, const int32_t *restrict cs, uint32_t za, int n,
+                       int32_t *restrict c) {
+    for (int x = 0; x < n; x++) c[x] = (int32_t)((uint32_t)a[x] - za * (uint32_t)cs[x]);
+}
+
+static void s8_row_f32(const int32_t *restrict a, const int32_t *restrict cs, uint32_t za, const float *restrict s,
+                       int n, float *restrict c) {
+    for (int x = 0; x < n; x++) c[x] = (float)(int32_t)((uint32_t)a[x] - za * (uint32_t)cs[x]) * s[x];
+}
+
+/* bias: int32 per column (zeros when the call has none). no-trapping-math:
+ * lets gcc turn the clamps into vector compares and blends (it keeps them as
+ * branches while a compare might raise an FP flag, which nothing reads);
+ * the values are unchanged. */
+__attribute__((optimize("no-trapping-math"))) static void s8_row_u8(const int32_t *restrict a,
+                                                                    const int32_t *restrict cs, uint32_t za,
+                                                                    const int32_t *restrict bias,
+                                                                    const float *restrict s, int32_t y_zero, int n,
+                                                                    uint8_t *restrict c) {
+    for (int x = 0; x < n; x++) {
+        uint32_t v = (uint32_t)a[x] - za * (uint32_t)cs[x] + (uint32_t)bias[x];
+        float y = (float)(int32_t)v * s[x];
+        /* beyond +-512 the result saturates whatever y_zero (0..255) is */
+        y = y > 512.0f ? 512.0f : y;
+        y = y < -512.0f ? -512.0f : y;
+        y = (y + ROUND_MAGIC) - ROUND_MAGIC;
+        int32_t o = (int32_t)y + y_zero;
+        o = o < 0 ? 0 : o;
+        c[x] = (uint8_t)(o > 255 ? 255 : o);
+    }
+}
+
+/* acc: partial sums, row stride acc_ld. */
 static void store_s8(const lowp_job *j, const int32_t *acc, int m, int n, int64_t row0, int64_t col0) {
     const int32_t *cs = j->colsum + col0;
     const uint32_t za = (uint32_t)j->a_zero;
     const aie_qepilogue *q = j->q;
     for (int r = 0; r < m; r++) {
-        const int32_t *a = acc + r * LOWP_NR;
-        if (q->out == AIE_QOUT_S32) {
-            int32_t *c = (int32_t *)j->C + (row0 + r) * j->ldc + col0;
-            for (int x = 0; x < n; x++) c[x] = (int32_t)((uint32_t)a[x] - za * (uint32_t)cs[x]);
-        } else if (q->out == AIE_QOUT_F32) {
-            float *c = (float *)j->C + (row0 + r) * j->ldc + col0;
-            const float *s = j->mult + col0;
-            for (int x = 0; x < n; x++) c[x] = (float)(int32_t)((uint32_t)a[x] - za * (uint32_t)cs[x]) * s[x];
-        } else {
-            uint8_t *c = (uint8_t *)j->C + (row0 + r) * j->ldc + col0;
-            const float *s = j->mult + col0;
-            const int32_t *bias = q->bias_s32 ? q->bias_s32 + col0 : NULL;
-            for (int x = 0; x < n; x++) {
-                uint32_t v = (uint32_t)a[x] - za * (uint32_t)cs[x];
-                if (bias) v += (uint32_t)bias[x];
-                float y = (float)(int32_t)v * s[x];
-                /* beyond +-512 the result saturates whatever y_zero (0..255) is */
-                y = y > 512.0f ? 512.0f : y < -512.0f ? -512.0f : y;
-                y = (y + ROUND_MAGIC) - ROUND_MAGIC;
-                int32_t o = (int32_t)y + q->y_zero;
-                c[x] = (uint8_t)(o < 0 ? 0 : o > 255 ? 255 : o);
-            }
-        }
+        const int32_t *a = acc + r * j->acc_ld;
+        const int64_t at = (row0 + r) * j->ldc + col0;
+        if (q->out == AIE_QOUT_S32) s8_row_s32(a, cs, za, n, (int32_t *)j->C + at);
+        else if (q->out == AIE_QOUT_F32) s8_row_f32(a, cs, za, j->mult + col0, n, (float *)j->C + at);
+        else s8_row_u8(a, cs, za, j->bias + col0, j->mult + col0, q->y_zero, n, (uint8_t *)j->C + at);
     }
     if (q->out == AIE_QOUT_F32 && j->ep) apply_ep(j, (float *)j->C + row0 * j->ldc + col0, m, n, row0, col0);
 }
 
+/* One task: rows [i0, i0 + mc) x columns [n0, n1). A is packed once; per
+ * LOWP_NB-column block, K slice by K slice, each 32-row pair of A meets every
+ * panel of the block (blocking above), then the output stage writes C. */
 static void tile_task(void *ctx, int64_t t, int worker) {
     const lowp_job *j = ctx;
     int64_t i0 = (t / j->tiles_n) * j->tile_m, mc = min64(j->tile_m, j->M - i0);
     int64_t n0 = (t % j->tiles_n) * j->tile_n, n1 = min64(j->N, n0 + j->tile_n);
     if (mc <= 0 || n0 >= n1) return;
-    void *pa = j->a_slots + (size_t)worker * j->a_bytes;
+    char *slot = j->a_slots + (size_t)worker * j->slot_bytes;
+    void *pa = slot, *acc = slot + j->a_bytes;
     const int64_t ss = j->kp * LOWP_STRIP; /* elements of one strip */
-    _Alignas(64) union {
-        float f[LOWP_MR * LOWP_NR];
-        int32_t i[LOWP_MR * LOWP_NR];
-    } acc;
-    if (j->s8) {
-        const lowp_s8_kernels *k = j->kt->s8;
-        pack_a_u8(j->A, j->lda, i0, mc, j->K, j->kp, pa);
-        if (k->begin) k->begin();
-        for (int64_t jp = n0; jp < n1; jp += LOWP_NR) {
-            const int8_t *pb = (const int8_t *)j->bpanels + jp * j->kp;
+    const int64_t kchunk = j->s8 ? LOWP_KCHUNK_S8 : LOWP_KCHUNK_BF16, kslice = kchunk * LOWP_KSLICE_CHUNKS;
+    const lowp_bf16_kernels *kb = j->kt->bf16;
+    const lowp_s8_kernels *ks = j->kt->s8;
+    const lowp_thread_fn begin = j->s8 ? ks->begin : kb->begin, end = j->s8 ? ks->end : kb->end;
+    if (j->s8) pack_a_u8(j->A, j->lda, i0, mc, j->K, j->kp, pa);
+    else pack_a_bf16(j->A, j->a_type, j->lda, i0, mc, j->K, j->kp, pa);
+    if (begin) begin();
+    for (int64_t cb = n0; cb < n1; cb += LOWP_NB) {
+        const int64_t nb = min64(LOWP_NB, n1 - cb);
+        for (int64_t pc = 0; pc < j->kp || pc == 0; pc += kslice) {
+            const int64_t kc = min64(kslice, j->kp - pc);
             for (int64_t ir = 0; ir < mc; ir += LOWP_MR) {
-                int m = (int)min64(LOWP_MR, mc - ir);
-                k->ukernel(j->kp, (const uint8_t *)pa + (ir / LOWP_STRIP) * ss, ss, pb, m, acc.i, LOWP_NR);
-                store_s8(j, acc.i, m, (int)min64(LOWP_NR, n1 - jp), i0 + ir, jp);
+                const int m = (int)min64(LOWP_MR, mc - ir);
+                for (int64_t jp = 0; jp < nb; jp += LOWP_NR) {
+                    const int64_t b_off = (cb + jp) * j->kp + pc * LOWP_NR;
+                    const int64_t a_off = (ir / LOWP_STRIP) * ss + pc * LOWP_STRIP;
+                    if (j->s8)
+                        ks->ukernel(kc, (const uint8_t *)pa + a_off, ss, (const int8_t *)j->bpanels + b_off, m,
+                                    (int32_t *)acc + ir * j->acc_ld + jp, j->acc_ld, pc > 0);
+                    else if (in_c(m, jp, nb))
+                        kb->ukernel(kc, (const aie_bf16 *)pa + a_off, ss, (const aie_bf16 *)j->bpanels + b_off, m,
+                                    (float *)j->C + (i0 + ir) * j->ldc + cb + jp, j->ldc, pc > 0);
+                    else
+                        kb->ukernel(kc, (const aie_bf16 *)pa + a_off, ss, (const aie_bf16 *)j->bpanels + b_off, m,
+                                    (float *)acc + ir * j->acc_ld + jp, j->acc_ld, pc > 0);
+                }
             }
         }
-        if (k->end) k->end();
-    } else {
-        const lowp_bf16_kernels *k = j->kt->bf16;
-        pack_a_bf16(j->A, j->a_type, j->lda, i0, mc, j->K, j->kp, pa);
-        if (k->begin) k->begin();
-        for (int64_t jp = n0; jp < n1; jp += LOWP_NR) {
-            const aie_bf16 *pb = (const aie_bf16 *)j->bpanels + jp * j->kp;
-            for (int64_t ir = 0; ir < mc; ir += LOWP_MR) {
-                int m = (int)min64(LOWP_MR, mc - ir), n = (int)min64(LOWP_NR, n1 - jp);
-                /* a whole tile goes straight to C: no copy through the buffer */
-                int whole = m == LOWP_MR && n == LOWP_NR;
-                float *dst = whole ? (float *)j->C + (i0 + ir) * j->ldc + jp : acc.f;
-                k->ukernel(j->kp, (const aie_bf16 *)pa + (ir / LOWP_STRIP) * ss, ss, pb, m, dst,
-                           whole ? j->ldc : LOWP_NR);
-                store_bf16(j, whole ? NULL : acc.f, m, n, i0 + ir, jp);
-            }
+        for (int64_t ir = 0; ir < mc; ir += LOWP_MR) {
+            const int m = (int)min64(LOWP_MR, mc - ir);
+            if (j->s8) store_s8(j, (const int32_t *)acc + ir * j->acc_ld, m, (int)nb, i0 + ir, cb);
+            else store_bf16(j, (const float *)acc + ir * j->acc_ld, m, (int)nb, i0 + ir, cb);
         }
-        if (k->end) k->end();
     }
+    if (end) end();
 }
 
-static size_t slot_bytes(int64_t kp, int esize) {
-    return AIE_ROUND_UP((size_t)LOWP_MC * (size_t)kp * (size_t)esize, AIE_ALIGN);
+/* Rows of a task (and of its packed A block) and columns of its partial
+ * sums, at most: small problems need small slots. */
+static int64_t block_rows(int64_t M) { return min64(LOWP_MC, AIE_ROUND_UP(M, LOWP_MR)); }
+static int64_t acc_cols(int64_t N) { return min64(LOWP_NB, AIE_ROUND_UP(N, LOWP_NR)); }
+
+static size_t a_block_bytes(int64_t M, int64_t kp, int esize) {
+    return AIE_ROUND_UP((size_t)block_rows(M) * (size_t)kp * (size_t)esize, AIE_ALIGN);
+}
+
+/* A worker's slot: its packed A block, then its partial sums (4-byte each). */
+static size_t slot_bytes(int64_t M, int64_t N, int64_t kp, int esize) {
+    return a_block_bytes(M, kp, esize) + AIE_ROUND_UP((size_t)block_rows(M) * (size_t)acc_cols(N) * 4, AIE_ALIGN);
 }
 
 static size_t ws_size(int64_t M, int64_t N, int64_t K, int nthreads, int chunk, int esize, int mult) {
     if (M <= 0 || N <= 0 || K < 0) return 0;
     if (nthreads <= 0) nthreads = aie_threads_get();
-    size_t extra = mult ? AIE_ROUND_UP((size_t)N * sizeof(float), AIE_ALIGN) : 0;
-    return slot_bytes(AIE_ROUND_UP(K, chunk), esize) * (size_t)nthreads + extra + AIE_ALIGN;
+    /* per column: the scale multipliers, the int32 bias */
+    size_t extra = mult ? 2 * AIE_ROUND_UP((size_t)N * sizeof(float), AIE_ALIGN) : 0;
+    return slot_bytes(M, N, AIE_ROUND_UP(K, chunk), esize) * (size_t)nthreads + extra + AIE_ALIGN;
 }
 
 size_t aie_gemm_bf16_workspace_size(int64_t M, int64_t N, int64_t K, int nthreads) {
@@ -262,19 +316,9 @@ size_t aie_gemm_u8s8_workspace_size(int64_t M, int64_t N, int64_t K, int nthread
     return ws_size(M, N, K, nthreads, LOWP_KCHUNK_S8, 1, 1);
 }
 
-/* Tiles as the fp32 GEMM cuts them: one per LOWP_MC rows, whole width, on
- * one thread; ~4 per thread otherwise (dynamic hand-out balances a slow
- * worker), never narrower than 4 panels nor shorter than one micro-tile. */
+/* Tiles as the fp32 GEMM cuts them (aie_gemm_plan_tiles). */
 static void plan_tiles(lowp_job *j, int nt) {
-    int64_t mblocks = (j->M + LOWP_MC - 1) / LOWP_MC, panels = (j->N + LOWP_NR - 1) / LOWP_NR;
-    int64_t cols = 1, rows = mblocks;
-    if (nt > 1) {
-        int64_t want = 4 * (int64_t)nt;
-        cols = min64((want + mblocks - 1) / mblocks, max64(1, panels / 4));
-        rows = min64(max64(mblocks, (want + cols - 1) / cols), (j->M + LOWP_MR - 1) / LOWP_MR);
-    }
-    j->tile_n = (panels + cols - 1) / cols * LOWP_NR;
-    j->tile_m = AIE_ROUND_UP((j->M + rows - 1) / rows, LOWP_MR);
+    aie_gemm_plan_tiles(j->M, j->N, LOWP_MC, LOWP_MR, LOWP_NR, nt, &j->tile_m, &j->tile_n);
     j->tiles_n = (j->N + j->tile_n - 1) / j->tile_n;
 }
 
@@ -282,25 +326,30 @@ static int run(const char *fn, lowp_job *j, int esize, void *workspace, size_t w
     int nt = nthreads <= 0 ? aie_threads_get() : nthreads;
     double flops = 2.0 * (double)j->M * (double)j->N * (double)max64(j->K, 1);
     if (flops / LOWP_MIN_FLOPS_PER_THREAD < nt) nt = (int)max64(1, (int64_t)(flops / LOWP_MIN_FLOPS_PER_THREAD));
-    j->a_bytes = slot_bytes(j->kp, esize);
-    size_t extra = j->need_mult ? AIE_ROUND_UP((size_t)j->N * sizeof(float), AIE_ALIGN) : 0;
-    char *base = workspace ? (char *)AIE_ROUND_UP((uintptr_t)workspace, AIE_ALIGN) : NULL;
-    size_t usable = base && (size_t)(base - (char *)workspace) <= workspace_size
-                        ? workspace_size - (size_t)(base - (char *)workspace) : 0;
-    if (usable < extra + j->a_bytes)
+    j->a_bytes = a_block_bytes(j->M, j->kp, esize);
+    j->slot_bytes = slot_bytes(j->M, j->N, j->kp, esize);
+    j->acc_ld = acc_cols(j->N);
+    size_t extra = j->need_mult ? 2 * AIE_ROUND_UP((size_t)j->N * sizeof(float), AIE_ALIGN) : 0;
+    size_t usable;
+    char *base = aie_workspace_base(workspace, workspace_size, &usable);
+    if (usable < extra + j->slot_bytes)
         return aie_fail(AIE_ENOMEM,
                         "%s: workspace too small for M=%lld N=%lld K=%lld: need %zu bytes for one thread "
                         "(the matching *_workspace_size(M, N, K, nthreads) gives the size), got %zu",
-                        fn, (long long)j->M, (long long)j->N, (long long)j->K, extra + j->a_bytes + AIE_ALIGN,
+                        fn, (long long)j->M, (long long)j->N, (long long)j->K, extra + j->slot_bytes + AIE_ALIGN,
                         workspace_size);
-    if (j->a_bytes && (size_t)nt > (usable - extra) / j->a_bytes) nt = (int)((usable - extra) / j->a_bytes);
+    if ((size_t)nt > (usable - extra) / j->slot_bytes) nt = (int)((usable - extra) / j->slot_bytes);
     float *mult = (float *)base;
+    int32_t *bias = (int32_t *)(base + extra / 2);
     j->a_slots = base + extra;
     if (j->need_mult) { /* per column, once per call: every path multiplies by the same fp32 numbers */
         const aie_qepilogue *q = j->q;
-        for (int64_t x = 0; x < j->N; x++)
+        for (int64_t x = 0; x < j->N; x++) {
             mult[x] = q->out == AIE_QOUT_U8 ? q->a_scale * q->b_scale[x] / q->y_scale : q->a_scale * q->b_scale[x];
+            bias[x] = q->out == AIE_QOUT_U8 && q->bias_s32 ? q->bias_s32[x] : 0;
+        }
         j->mult = mult;
+        j->bias = bias;
     }
     plan_tiles(j, nt);
     int64_t tiles = (j->M + j->tile_m - 1) / j->tile_m * j->tiles_n;
@@ -409,7 +458,8 @@ static int check_qepilogue(const char *fn, const aie_qepilogue *q, int64_t N) {
     if (q->out == AIE_QOUT_S32) return AIE_OK;
     if (!(q->a_scale > 0.0f) || !isfinite(q->a_scale))
         return aie_fail(AIE_EINVAL, "%s: a_scale=%g must be finite and > 0", fn, (double)q->a_scale);
-    if (N > 0 && !q->b_scale) return aie_fail(AIE_EINVAL, "%s: b_scale is NULL (expected N=%lld scales)", fn, (long long)N);
+    if (N > 0 && !q->b_scale)
+        return aie_fail(AIE_EINVAL, "%s: b_scale is NULL (expected N=%lld scales)", fn, (long long)N);
     for (int64_t x = 0; x < N; x++)
         if (!(q->b_scale[x] >= 0.0f) || !isfinite(q->b_scale[x]))
             return aie_fail(AIE_EINVAL, "%s: b_scale[%lld]=%g must be finite and >= 0", fn, (long long)x,
@@ -421,8 +471,9 @@ static int check_qepilogue(const char *fn, const aie_qepilogue *q, int64_t N) {
         return aie_fail(AIE_EINVAL, "%s: y_zero=%d is outside the uint8 range 0..255", fn, (int)q->y_zero);
     for (int64_t x = 0; x < N; x++)
         if (!isfinite(q->a_scale * q->b_scale[x] / q->y_scale))
-            return aie_fail(AIE_EINVAL, "%s: the requantisation multiplier a_scale*b_scale[%lld]/y_scale overflows fp32",
-                            fn, (long long)x);
+            return aie_fail(AIE_EINVAL,
+                            "%s: the requantisation multiplier a_scale*b_scale[%lld]/y_scale overflows fp32", fn,
+                            (long long)x);
     return AIE_OK;
 }
 

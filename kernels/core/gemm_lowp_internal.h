@@ -18,8 +18,9 @@
  *    kp / chunk k-chunks of 16 rows x 64 bytes (one AMX A tile each):
  *    element (i, k) of a strip at [(k / chunk) * 16 * chunk + i * chunk +
  *    k % chunk]. Rows past M and k past K are zero.
- * Micro-kernels compute a 32 x 32 block of C (two strips x one panel) into
- * an accumulator buffer; the driver applies the epilogue while it is in L1.
+ * Micro-kernels compute a 32 x 32 block of C (two strips x one panel) over a
+ * slice of K into a per-thread accumulator buffer (L2); the driver applies
+ * the output stage after the last slice.
  */
 #ifndef AIE_GEMM_LOWP_INTERNAL_H
 #define AIE_GEMM_LOWP_INTERNAL_H
@@ -33,17 +34,16 @@
 #define LOWP_KCHUNK_BF16 32
 #define LOWP_KCHUNK_S8 64
 
-/* acc[r * ldacc + j] = sum over the kp (padded) k of row r of A times
- * column j of the B panel, for j < 32 and rows r < m (1 <= m <= 32; rows
- * m..31 may be written too when m > 16, or for the SIMD paths up to the next
- * multiple of their row block: acc must have room for them unless m == 32).
- * pa: the first of two strips, strip_stride elements apart (the second is
- * not read when m <= 16); pb: the panel. The driver points acc at C itself
- * for whole 32 x 32 bf16 tiles, at a 32 x 32 buffer otherwise. */
+/* acc[r * ldacc + j] (+)= sum over the kp k (a whole number of k-chunks) of
+ * row r of A times column j of the B panel, for the 32 x 32 block: = when
+ * accumulate is 0, += when 1. m (1..32) says which rows matter: m <= 16
+ * reads and writes only the first strip's 16 rows; otherwise all 32 are
+ * read and written. pa: the first strip at the slice's first k, the second
+ * strip_stride elements after it; pb: the panel at that k. */
 typedef void (*lowp_bf16_ukernel_fn)(int64_t kp, const aie_bf16 *pa, int64_t strip_stride, const aie_bf16 *pb,
-                                     int m, float *acc, int64_t ldacc);
+                                     int m, float *acc, int64_t ldacc, int accumulate);
 typedef void (*lowp_s8_ukernel_fn)(int64_t kp, const uint8_t *pa, int64_t strip_stride, const int8_t *pb, int m,
-                                   int32_t *acc, int64_t ldacc);
+                                   int32_t *acc, int64_t ldacc, int accumulate);
 /* Per-thread set-up and tear-down around a run of micro-kernels (AMX: tile
  * configuration and release); NULL when there is none. */
 typedef void (*lowp_thread_fn)(void);

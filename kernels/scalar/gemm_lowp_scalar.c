@@ -8,10 +8,11 @@
 #include "gemm_lowp_internal.h"
 
 static void ukernel_portable_bf16_32x32(int64_t kp, const aie_bf16 *pa, int64_t strip_stride, const aie_bf16 *pb,
-                                        int m, float *acc, int64_t ldacc) {
-    for (int r = 0; r < m; r++) {
+                                        int m, float *acc, int64_t ldacc, int accumulate) {
+    for (int r = 0; r < (m <= LOWP_STRIP ? m : LOWP_MR); r++) {
         const aie_bf16 *a = pa + (r / LOWP_STRIP) * strip_stride + (r % LOWP_STRIP) * LOWP_KCHUNK_BF16;
-        float row[LOWP_NR] = {0};
+        float row[LOWP_NR];
+        for (int j = 0; j < LOWP_NR; j++) row[j] = accumulate ? acc[r * ldacc + j] : 0.0f;
         for (int64_t k = 0; k < kp; k += 2) {
             const aie_bf16 *ak = a + (k / LOWP_KCHUNK_BF16) * (LOWP_STRIP * LOWP_KCHUNK_BF16) + k % LOWP_KCHUNK_BF16;
             const aie_bf16 *b = pb + (k / 2) * 2 * LOWP_NR;
@@ -26,10 +27,11 @@ static void ukernel_portable_bf16_32x32(int64_t kp, const aie_bf16 *pa, int64_t 
 }
 
 static void ukernel_scalar_s8_32x32(int64_t kp, const uint8_t *pa, int64_t strip_stride, const int8_t *pb, int m,
-                                    int32_t *acc, int64_t ldacc) {
-    for (int r = 0; r < m; r++) {
+                                    int32_t *acc, int64_t ldacc, int accumulate) {
+    for (int r = 0; r < (m <= LOWP_STRIP ? m : LOWP_MR); r++) {
         const uint8_t *a = pa + (r / LOWP_STRIP) * strip_stride + (r % LOWP_STRIP) * LOWP_KCHUNK_S8;
-        int32_t row[LOWP_NR] = {0};
+        int32_t row[LOWP_NR];
+        for (int j = 0; j < LOWP_NR; j++) row[j] = accumulate ? acc[r * ldacc + j] : 0;
         for (int64_t k = 0; k < kp; k += 4) {
             const uint8_t *ak = a + (k / LOWP_KCHUNK_S8) * (LOWP_STRIP * LOWP_KCHUNK_S8) + k % LOWP_KCHUNK_S8;
             const int8_t *b = pb + (k / 4) * 4 * LOWP_NR;

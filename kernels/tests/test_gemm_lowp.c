@@ -24,14 +24,6 @@
 #define BIG 300
 #endif
 
-static void *xmalloc(size_t n) {
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "out of memory (%zu bytes)\n", n);
-        exit(2);
-    }
-    return p;
-}
 
 /* Round to bf16 and back, nearest-even: an independent spelling of it. */
 static float bf16_round(float x) {
@@ -45,7 +37,9 @@ static float bf16_round(float x) {
 
 static const int64_t SIZES[][3] = {{1, 1, 1},    {3, 15, 17},  {16, 16, 32},  {17, 31, 33},  {15, 33, 63},
                                    {31, 17, 65}, {33, 63, 31}, {63, 65, 127}, {65, 3, 129},  {1, 100, 64},
-                                   {BIG, 65, 200}, {40, BIG, 97}, {2, 7, 0}};
+                                   {BIG, 65, 200}, {40, BIG, 97}, {2, 7, 0},
+                                   /* several K slices (512 bf16 / 1024 int8) and a short last one */
+                                   {37, 45, 700}, {20, 33, 2100}};
 #define NSIZES (sizeof SIZES / sizeof SIZES[0])
 
 static int run_levels(aie_level *out) {
@@ -60,11 +54,11 @@ static int run_levels(aie_level *out) {
 static void test_bf16_case(const aie_level *levels, int nlevels, int64_t M, int64_t N, int64_t K, int a_bf16,
                            int with_ep) {
     int64_t lda = K + 3, ldc = N + 2;
-    float *A = xmalloc((size_t)(M * lda) * sizeof(float));
-    float *B = xmalloc((size_t)(K * N) * sizeof(float));
-    float *bias = xmalloc((size_t)N * sizeof(float));
-    float *C = xmalloc((size_t)(M * ldc) * sizeof(float));
-    uint16_t *Ab = xmalloc((size_t)(M * lda) * sizeof(uint16_t));
+    float *A = kt_xmalloc((size_t)(M * lda) * sizeof(float));
+    float *B = kt_xmalloc((size_t)(K * N) * sizeof(float));
+    float *bias = kt_xmalloc((size_t)N * sizeof(float));
+    float *C = kt_xmalloc((size_t)(M * ldc) * sizeof(float));
+    uint16_t *Ab = kt_xmalloc((size_t)(M * lda) * sizeof(uint16_t));
     kt_fill(A, (size_t)(M * lda), (uint64_t)(M * 7 + N * 3 + K));
     kt_fill(B, (size_t)(K * N), (uint64_t)(M + N * 5 + K * 11));
     kt_fill(bias, (size_t)N, 99);
@@ -76,17 +70,18 @@ static void test_bf16_case(const aie_level *levels, int nlevels, int64_t M, int6
     }
     aie_epilogue ep = {bias, AIE_BIAS_COL, AIE_ACT_RELU, 0.f, 0.f};
     size_t psz = aie_gemm_bf16_packed_b_size(K, N);
-    void *packed = xmalloc(psz);
+    void *packed = kt_xmalloc(psz);
     KT_CHECK(aie_gemm_bf16_pack_b(0, K, N, B, N, packed, psz) == AIE_OK, "bf16 pack: %s", aie_last_error());
-    float *first = xmalloc((size_t)(M * ldc) * sizeof(float)); /* this level's 1-thread result */
+    float *first = kt_xmalloc((size_t)(M * ldc) * sizeof(float)); /* this level's 1-thread result */
     for (int li = 0; li < nlevels; li++) {
         aie_set_level(levels[li]);
         for (int threads = 1; threads <= 3; threads += 2) {
             size_t wss = aie_gemm_bf16_workspace_size(M, N, K, threads);
-            void *ws = xmalloc(wss);
+            void *ws = kt_xmalloc(wss);
             for (int64_t x = 0; x < M * ldc; x++) C[x] = NAN; /* the kernel must write every element */
-            int rc = aie_gemm_bf16(M, N, K, a_bf16 ? (const void *)Ab : (const void *)A, a_bf16 ? AIE_A_BF16 : AIE_A_F32,
-                                   lda, packed, C, ldc, with_ep ? &ep : NULL, ws, wss, threads);
+            const void *a_in = a_bf16 ? (const void *)Ab : (const void *)A;
+            int rc = aie_gemm_bf16(M, N, K, a_in, a_bf16 ? AIE_A_BF16 : AIE_A_F32, lda, packed, C, ldc,
+                                   with_ep ? &ep : NULL, ws, wss, threads);
             KT_CHECK(rc == AIE_OK, "aie_gemm_bf16 %s: %s", aie_level_name(levels[li]), aie_last_error());
             free(ws);
             double worst_r = 0, worst_f = 0;
@@ -145,12 +140,12 @@ static uint8_t requant_ref(int64_t acc, int32_t bias, float a_scale, float b_sca
 
 static void test_s8_case(const aie_level *levels, int nlevels, const s8_case *c) {
     const int64_t M = c->M, N = c->N, K = c->K, lda = K + 1, ldc = N + 3;
-    uint8_t *A = xmalloc((size_t)(M * lda));
-    int8_t *B = xmalloc((size_t)(K * N));
-    int32_t *ref = xmalloc((size_t)(M * N) * sizeof(int32_t));
-    float *bscale = xmalloc((size_t)N * sizeof(float));
-    int32_t *bias = xmalloc((size_t)N * sizeof(int32_t));
-    float *fbias = xmalloc((size_t)N * sizeof(float));
+    uint8_t *A = kt_xmalloc((size_t)(M * lda));
+    int8_t *B = kt_xmalloc((size_t)(K * N));
+    int32_t *ref = kt_xmalloc((size_t)(M * N) * sizeof(int32_t));
+    float *bscale = kt_xmalloc((size_t)N * sizeof(float));
+    int32_t *bias = kt_xmalloc((size_t)N * sizeof(int32_t));
+    float *fbias = kt_xmalloc((size_t)N * sizeof(float));
     uint64_t s = (uint64_t)(M * 131 + N * 17 + K * 3 + c->fill);
     for (int64_t x = 0; x < M * lda; x++) A[x] = c->fill ? 255 : (uint8_t)(kt_next(&s) >> 56);
     for (int64_t x = 0; x < K * N; x++) B[x] = c->fill ? -128 : (int8_t)(kt_next(&s) >> 56);
@@ -166,22 +161,22 @@ static void test_s8_case(const aie_level *levels, int nlevels, const s8_case *c)
             ref[i * N + j] = (int32_t)acc;
         }
     size_t psz = aie_gemm_s8_packed_b_size(K, N);
-    void *packed = xmalloc(psz);
+    void *packed = kt_xmalloc(psz);
     KT_CHECK(aie_gemm_s8_pack_b(0, K, N, B, N, packed, psz) == AIE_OK, "s8 pack: %s", aie_last_error());
     /* requantise to about the middle of the uint8 range, with some saturation */
     const float a_scale = 0.02f, y_scale = 0.05f * (float)(K + 1);
     const int32_t y_zero = 100;
-    int32_t *C32 = xmalloc((size_t)(M * ldc) * sizeof(int32_t));
-    float *Cf = xmalloc((size_t)(M * ldc) * sizeof(float));
-    uint8_t *Cu = xmalloc((size_t)(M * ldc)), *Cu0 = xmalloc((size_t)(M * ldc));
-    float *Cf0 = xmalloc((size_t)(M * ldc) * sizeof(float));
+    int32_t *C32 = kt_xmalloc((size_t)(M * ldc) * sizeof(int32_t));
+    float *Cf = kt_xmalloc((size_t)(M * ldc) * sizeof(float));
+    uint8_t *Cu = kt_xmalloc((size_t)(M * ldc)), *Cu0 = kt_xmalloc((size_t)(M * ldc));
+    float *Cf0 = kt_xmalloc((size_t)(M * ldc) * sizeof(float));
     aie_epilogue ep = {fbias, AIE_BIAS_COL, AIE_ACT_NONE, 0.f, 0.f};
     for (int li = 0; li < nlevels; li++) {
         aie_set_level(levels[li]);
         for (int threads = 1; threads <= 3; threads += 2) {
             const char *ln = aie_level_name(levels[li]);
             size_t wss = aie_gemm_u8s8_workspace_size(M, N, K, threads);
-            void *ws = xmalloc(wss);
+            void *ws = kt_xmalloc(wss);
             aie_qepilogue q32 = {.out = AIE_QOUT_S32};
             aie_qepilogue qf = {.out = AIE_QOUT_F32, .a_scale = a_scale, .b_scale = bscale, .ep = &ep};
             aie_qepilogue qu = {.out = AIE_QOUT_U8, .a_scale = a_scale, .b_scale = bscale, .y_scale = y_scale,

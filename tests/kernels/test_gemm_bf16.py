@@ -18,7 +18,8 @@ from engine import kernels
 from engine.kernels.gemm_lowp import matmul_bf16, pack_b_bf16
 
 SIZES = [(1, 1, 1), (1, 3, 15), (3, 15, 16), (15, 16, 17), (16, 17, 31), (17, 31, 32), (31, 33, 33), (33, 63, 63),
-         (63, 65, 65), (65, 1, 129), (5, 200, 300), (130, 40, 1000)]
+         (63, 65, 65), (65, 1, 129), (5, 200, 300), (130, 40, 1000),
+         (37, 45, 700)]  # K slices of 512: a whole one and a short one
 
 
 def bf16_bits(x: np.ndarray) -> np.ndarray:

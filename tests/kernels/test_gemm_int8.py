@@ -19,7 +19,8 @@ from engine.kernels.gemm_lowp import matmul_u8s8, pack_b_s8
 DIMS = (1, 3, 15, 16, 17, 31, 33, 63, 65)
 # K below, at and above the int8 tile depth (64) and the VNNI quad (4)
 SIZES = [(m, n, k) for m, n, k in zip(DIMS, DIMS[3:] + DIMS[:3], DIMS[6:] + DIMS[:6])] + [
-    (1, 1, 1), (65, 65, 65), (7, 100, 129), (130, 70, 300), (2, 3, 1000)]
+    (1, 1, 1), (65, 65, 65), (7, 100, 129), (130, 70, 300), (2, 3, 1000),
+    (9, 40, 2100)]  # K slices of 1024: two whole and a short one
 
 
 def ref_int32(a, b, a_zero):
