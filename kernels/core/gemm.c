@@ -285,11 +285,20 @@ static void plan_tiles(gemm_job *j, int nt) {
     j->tiles_m = (j->M + j->tile_m - 1) / j->tile_m;
 }
 
-char *aie_workspace_base(void *workspace, size_t workspace_size, size_t *usable) {
-    char *base = workspace ? (char *)AIE_ROUND_UP((uintptr_t)workspace, AIE_ALIGN) : NULL;
-    *usable = base && (size_t)(base - (char *)workspace) <= workspace_size
-                  ? workspace_size - (size_t)(base - (char *)workspace) : 0;
-    return base;
+int aie_workspace_layout(const char *fn, const char *size_fn, void *workspace, size_t workspace_size, size_t shared,
+                         size_t slot, int64_t M, int64_t N, int64_t K, char **base, int *nt) {
+    char *b = workspace ? (char *)AIE_ROUND_UP((uintptr_t)workspace, AIE_ALIGN) : NULL;
+    size_t usable = b && (size_t)(b - (char *)workspace) <= workspace_size
+                        ? workspace_size - (size_t)(b - (char *)workspace) : 0;
+    if (usable < shared + slot)
+        return aie_fail(AIE_ENOMEM,
+                        "%s: workspace too small for M=%lld N=%lld K=%lld: need %zu bytes for one thread "
+                        "(%s(M, N, K, nthreads) gives the size), got %zu",
+                        fn, (long long)M, (long long)N, (long long)K, shared + slot + AIE_ALIGN, size_fn,
+                        workspace_size);
+    if (slot && (size_t)*nt > (usable - shared) / slot) *nt = (int)((usable - shared) / slot);
+    *base = b;
+    return AIE_OK;
 }
 
 /* C = beta * C, then the epilogue: what is left when K == 0 or alpha == 0
@@ -334,15 +343,10 @@ static int run_job(const char *fn, gemm_job *j, void *workspace, size_t workspac
     if (j->bpacked) j->blk.nc = AIE_ROUND_UP(j->N, j->kt->nr); /* B is packed whole already */
     j->a_bytes = a_block_bytes(&j->blk);
     size_t b_bytes = j->bpacked ? 0 : b_block_bytes(&j->blk, j->K);
-    size_t usable;
-    char *base = aie_workspace_base(workspace, workspace_size, &usable);
-    if (usable < b_bytes + j->a_bytes)
-        return aie_fail(AIE_ENOMEM,
-                        "%s: workspace too small for M=%lld N=%lld K=%lld: need %zu bytes for one thread "
-                        "(aie_sgemm_workspace_size(M, N, K, nthreads) gives the size), got %zu",
-                        fn, (long long)j->M, (long long)j->N, (long long)j->K, b_bytes + j->a_bytes + AIE_ALIGN,
-                        workspace_size);
-    if ((size_t)nt > (usable - b_bytes) / j->a_bytes) nt = (int)((usable - b_bytes) / j->a_bytes);
+    char *base;
+    int rc = aie_workspace_layout(fn, "aie_sgemm_workspace_size", workspace, workspace_size, b_bytes, j->a_bytes,
+                                  j->M, j->N, j->K, &base, &nt);
+    if (rc != AIE_OK) return rc;
     j->bshared = (float *)base;
     j->a_slots = base + b_bytes;
     const int64_t nr = j->kt->nr;

@@ -136,9 +136,12 @@ int aie_gemm_check_epilogue(const char *fn, const aie_epilogue *ep);
  * multiples of mr rows and nr columns, rows per tile at most mc. */
 void aie_gemm_plan_tiles(int64_t M, int64_t N, int64_t mc, int64_t mr, int64_t nr, int nt, int64_t *tile_m,
                          int64_t *tile_n);
-/* The first AIE_ALIGN-aligned byte of a caller's workspace and the bytes
- * usable from there (0 when workspace is NULL or too small to align). */
-char *aie_workspace_base(void *workspace, size_t workspace_size, size_t *usable);
+/* A caller's workspace laid out as `shared` bytes, then one `slot` per
+ * thread, from its first AIE_ALIGN-aligned byte (*base); *nt is lowered to
+ * the slots that fit. AIE_ENOMEM (recorded: fn, the sizes, and size_fn, the
+ * function that gives the size) when not even one slot fits. */
+int aie_workspace_layout(const char *fn, const char *size_fn, void *workspace, size_t workspace_size, size_t shared,
+                         size_t slot, int64_t M, int64_t N, int64_t K, char **base, int *nt);
 
 /* Naive reference (scalar/gemm_ref.c): the same contract as aie_sgemm with
  * double accumulation, no blocking, no workspace. For tests. */

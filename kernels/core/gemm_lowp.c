@@ -330,15 +330,10 @@ static int run(const char *fn, lowp_job *j, int esize, void *workspace, size_t w
     j->slot_bytes = slot_bytes(j->M, j->N, j->kp, esize);
     j->acc_ld = acc_cols(j->N);
     size_t extra = j->need_mult ? 2 * AIE_ROUND_UP((size_t)j->N * sizeof(float), AIE_ALIGN) : 0;
-    size_t usable;
-    char *base = aie_workspace_base(workspace, workspace_size, &usable);
-    if (usable < extra + j->slot_bytes)
-        return aie_fail(AIE_ENOMEM,
-                        "%s: workspace too small for M=%lld N=%lld K=%lld: need %zu bytes for one thread "
-                        "(the matching *_workspace_size(M, N, K, nthreads) gives the size), got %zu",
-                        fn, (long long)j->M, (long long)j->N, (long long)j->K, extra + j->slot_bytes + AIE_ALIGN,
-                        workspace_size);
-    if ((size_t)nt > (usable - extra) / j->slot_bytes) nt = (int)((usable - extra) / j->slot_bytes);
+    char *base;
+    int rc = aie_workspace_layout(fn, j->s8 ? "aie_gemm_u8s8_workspace_size" : "aie_gemm_bf16_workspace_size",
+                                  workspace, workspace_size, extra, j->slot_bytes, j->M, j->N, j->K, &base, &nt);
+    if (rc != AIE_OK) return rc;
     float *mult = (float *)base;
     int32_t *bias = (int32_t *)(base + extra / 2);
     j->a_slots = base + extra;
