@@ -2,6 +2,9 @@
 
 Run (unset the OpenBLAS tuning variables only for this command):
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/bench_gemm.py
+    ... benchmarks/bench_gemm.py --dtype bf16 --shapes 1024x1024x1024   (or --dtype int8)
+With --dtype bf16|int8 it times the low-precision GEMM of the selected level
+(AIE_ISA) against our fp32 GEMM and OpenBLAS fp32 in the same run.
 
 Prints a markdown table (paste into docs/PERFORMANCE.md): GFLOPS of both at
 1 and 2 threads, the ratio ours/OpenBLAS, and ours as % of the theoretical
@@ -74,12 +77,13 @@ SWITCH_PAUSE_S = 0.25
 ROUNDS = 4
 
 
-def time_pair(ours, theirs, budget_s: float, min_reps: int) -> tuple[float, float]:
-    """Median seconds per call of each, alternating blocks of calls."""
-    ours(), theirs()  # warm caches, pool threads, page faults
-    t_ours, t_theirs = [], []
+def time_blocks(fns, budget_s: float, min_reps: int) -> list[float]:
+    """Median seconds per call of each function, alternating blocks of calls."""
+    for fn in fns:
+        fn()  # warm caches, pool threads, page faults
+    times = [[] for _ in fns]
     for _ in range(ROUNDS):
-        for fn, sink in ((ours, t_ours), (theirs, t_theirs)):
+        for fn, sink in zip(fns, times):
             time.sleep(SWITCH_PAUSE_S)
             start = time.perf_counter()
             reps = 0
@@ -89,7 +93,49 @@ def time_pair(ours, theirs, budget_s: float, min_reps: int) -> tuple[float, floa
                 fn()
                 sink.append(time.perf_counter() - t0)
                 reps += 1
-    return statistics.median(t_ours), statistics.median(t_theirs)
+    return [statistics.median(t) for t in times]
+
+
+def time_pair(ours, theirs, budget_s: float, min_reps: int) -> tuple[float, float]:
+    t_ours, t_theirs = time_blocks([ours, theirs], budget_s, min_reps)
+    return t_ours, t_theirs
+
+
+def bench_lowp(dtype: str, shapes, threads, args) -> None:
+    """bf16 or int8 GEMM (B pre-packed, as weights are) against our fp32 GEMM on
+    pre-packed B and numpy's fp32, same run. int8: uint8 A x int8 B requantised
+    to uint8 (the QLinearMatMul shape of the work)."""
+    from engine.kernels.gemm_lowp import matmul_bf16, matmul_u8s8, pack_b_bf16, pack_b_s8, paths
+
+    print(f"{dtype} kernel: {paths()['bf16' if dtype == 'bf16' else 'int8']} (level {kernels.level()})")
+    print()
+    print(f"| M x N x K | threads | {dtype} G(FL)OPS | ai-engine fp32 GFLOPS | OpenBLAS fp32 GFLOPS | "
+          f"x ai-engine fp32 | x OpenBLAS fp32 |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    rng = np.random.default_rng(0)
+    for m, n, k in shapes:
+        a = rng.standard_normal((m, k), dtype=np.float32)
+        b = rng.standard_normal((k, n), dtype=np.float32)
+        pf32 = kernels.pack_b(b)
+        c32 = np.empty((m, n), np.float32)
+        c_np = np.empty((m, n), np.float32)
+        if dtype == "bf16":
+            packed, c_low = pack_b_bf16(b), np.empty((m, n), np.float32)
+            low = lambda nt: matmul_bf16(a, packed, out=c_low, threads=nt)  # noqa: E731
+        else:
+            a8 = rng.integers(0, 256, (m, k), dtype=np.uint8)
+            packed = pack_b_s8(rng.integers(-128, 128, (k, n), dtype=np.int8))
+            c_low, scale = np.empty((m, n), np.uint8), np.full(n, 0.01, np.float32)
+            low = lambda nt: matmul_u8s8(a8, packed, a_zero=128, out_dtype="uint8", a_scale=0.02,  # noqa: E731
+                                         b_scale=scale, y_scale=1.0, y_zero=128, out=c_low, threads=nt)
+        flops = 2.0 * m * n * k
+        for nt in threads:
+            with threadpool_limits(limits=nt, user_api="blas"):
+                t_low, t_32, t_np = time_blocks(
+                    [lambda: low(nt), lambda: kernels.matmul_packed(a, pf32, out=c32, threads=nt),
+                     lambda: np.matmul(a, b, out=c_np)], args.budget, args.min_reps)
+            print(f"| {m} x {n} x {k} | {nt} | {flops / t_low / 1e9:.1f} | {flops / t_32 / 1e9:.1f} | "
+                  f"{flops / t_np / 1e9:.1f} | {t_32 / t_low:.2f} | {t_np / t_low:.2f} |", flush=True)
 
 
 def main() -> None:
@@ -98,6 +144,8 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=0.6, help="seconds of timing per cell (default 0.6)")
     parser.add_argument("--min-reps", type=int, default=5, help="minimum calls per cell (default 5)")
     parser.add_argument("--quick", action="store_true", help="square sizes up to 512 and the inference shapes only")
+    parser.add_argument("--dtype", choices=("fp32", "bf16", "int8"), default="fp32",
+                        help="fp32 (default): ai-engine vs OpenBLAS; bf16/int8: the low-precision GEMM vs both in fp32")
     parser.add_argument("--shapes", default="", help="only these shapes, e.g. 1x4096x4096,512x512x512 (M x N x K)")
     args = parser.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
@@ -118,6 +166,9 @@ def main() -> None:
     print(f"ai-engine ISA: {isa}; numpy {np.__version__} with {openblas_description()}")
     print(f"peak: {FLOP_PER_CYCLE[isa]} FLOP/cycle/core x {mhz:.0f} MHz = {peak_core:.1f} GFLOPS per core (theoretical)")
     print()
+    if args.dtype != "fp32":
+        bench_lowp(args.dtype, shapes, threads, args)
+        return
     print("| M x N x K | threads | ai-engine GFLOPS | OpenBLAS GFLOPS | ratio | ai-engine % of peak |")
     print("|---|---:|---:|---:|---:|---:|")
     rng = np.random.default_rng(0)

@@ -52,6 +52,8 @@ def lib() -> ctypes.CDLL:
             raise KernelError(f"cannot load {path}: {exc}", hint="rebuild with `invoke build-kernels`") from None
         handle.aie_last_error.restype = ctypes.c_char_p
         handle.aie_isa_name.restype = ctypes.c_char_p
+        handle.aie_level_name.restype = ctypes.c_char_p
+        handle.aie_level_supported.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
         handle.aie_version.restype = ctypes.c_char_p
         rc = handle.aie_init()
         if rc != 0:

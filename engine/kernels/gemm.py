@@ -95,14 +95,14 @@ def get_threads() -> int:
     return int(_api().aie_threads_get())
 
 
-def _matrix(name: str, x) -> tuple[np.ndarray, bool, int]:
-    """(array, stored_transposed, leading dimension) for a 2-D float32 operand."""
+def _matrix(name: str, x, dtypes=(np.float32,), fn: str = "matmul") -> tuple[np.ndarray, bool, int]:
+    """(array, stored_transposed, leading dimension) for a 2-D operand of one of dtypes."""
     if not isinstance(x, np.ndarray):
-        raise ValueError(f"matmul: {name} must be a numpy.ndarray, got {type(x).__name__}")
-    if x.dtype != np.float32:
-        raise ValueError(f"matmul: {name} must be float32, got {x.dtype}")
+        raise ValueError(f"{fn}: {name} must be a numpy.ndarray, got {type(x).__name__}")
+    if x.dtype not in dtypes:
+        raise ValueError(f"{fn}: {name} must be {' or '.join(np.dtype(d).name for d in dtypes)}, got {x.dtype}")
     if x.ndim != 2:
-        raise ValueError(f"matmul: {name} must be 2-D, got shape {x.shape}")
+        raise ValueError(f"{fn}: {name} must be 2-D, got shape {x.shape}")
     rows, cols = x.shape
     s0, s1 = x.strides
     item = x.itemsize
@@ -111,7 +111,7 @@ def _matrix(name: str, x) -> tuple[np.ndarray, bool, int]:
     if (s0 == item or rows <= 1) and s1 >= 0 and s1 % item == 0 and (cols <= 1 or s1 // item >= rows):
         return x, True, max(1, s1 // item if cols > 1 else rows)
     raise ValueError(
-        f"matmul: {name} with shape {x.shape} and strides {x.strides} is not row-major or a transpose of a "
+        f"{fn}: {name} with shape {x.shape} and strides {x.strides} is not row-major or a transpose of a "
         f"row-major array; pass np.ascontiguousarray({name})"
     )
 

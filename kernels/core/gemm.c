@@ -50,15 +50,6 @@ typedef struct {
 } packed_b_header;
 _Static_assert(sizeof(packed_b_header) == 64, "the packed data starts one cache line in");
 
-const gemm_kernels *aie_gemm_kernels_for(aie_isa isa) {
-#ifdef AIE_HAVE_X86
-    if (isa == AIE_ISA_AVX512) return &aie_gemm_kernels_avx512;
-    if (isa == AIE_ISA_AVX2) return &aie_gemm_kernels_avx2;
-#endif
-    (void)isa;
-    return &aie_gemm_kernels_scalar;
-}
-
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
@@ -115,7 +106,7 @@ size_t aie_sgemm_packed_workspace_size(int64_t M, int64_t N, int64_t K, int nthr
 
 /* ---- argument checks ---------------------------------------------------- */
 
-static int check_epilogue(const char *fn, const aie_epilogue *ep) {
+int aie_gemm_check_epilogue(const char *fn, const aie_epilogue *ep) {
     if (!ep) return AIE_OK;
     if (ep->bias_kind < AIE_BIAS_NONE || ep->bias_kind > AIE_BIAS_ROW)
         return aie_fail(AIE_EINVAL, "%s: epilogue bias_kind=%d is not an aie_bias_kind (0 none, 1 col, 2 row)", fn,
@@ -129,8 +120,8 @@ static int check_epilogue(const char *fn, const aie_epilogue *ep) {
     return AIE_OK;
 }
 
-static int check_matrix(const char *fn, const char *name, const void *p, int64_t rows, int64_t cols, int64_t ld,
-                        int trans) {
+int aie_gemm_check_matrix(const char *fn, const char *name, const void *p, int64_t rows, int64_t cols, int64_t ld,
+                          int trans) {
     /* rows x cols is the stored matrix; ld is its row stride */
     if (rows > 0 && cols > 0 && !p) return aie_fail(AIE_EINVAL, "%s: %s is NULL for a %lldx%lld operand", fn, name,
                                                     (long long)rows, (long long)cols);
@@ -145,9 +136,9 @@ static int check_common(const char *fn, int64_t M, int64_t N, int64_t K, int tra
     if (M < 0 || N < 0 || K < 0)
         return aie_fail(AIE_EINVAL, "%s: dimensions must be >= 0, got M=%lld N=%lld K=%lld", fn, (long long)M,
                         (long long)N, (long long)K);
-    int rc = check_matrix(fn, "A", A, trans_a ? K : M, trans_a ? M : K, lda, trans_a);
-    if (rc == AIE_OK) rc = check_matrix(fn, "C", C, M, N, ldc, 0);
-    if (rc == AIE_OK) rc = check_epilogue(fn, ep);
+    int rc = aie_gemm_check_matrix(fn, "A", A, trans_a ? K : M, trans_a ? M : K, lda, trans_a);
+    if (rc == AIE_OK) rc = aie_gemm_check_matrix(fn, "C", C, M, N, ldc, 0);
+    if (rc == AIE_OK) rc = aie_gemm_check_epilogue(fn, ep);
     return rc;
 }
 
@@ -270,24 +261,44 @@ static void tile_task(void *ctx, int64_t t, int worker) {
     }
 }
 
-/* Cut the current column block into C tiles: one per MC block (and the
- * whole block wide) on one thread; with more threads, ~4 tiles per thread
- * so that the dynamic hand-out can balance a slow or descheduled worker,
- * but never narrower than 4 micro-panels (A is re-packed once per tile
- * column) nor shorter than one micro-tile. */
-static void plan_tiles(gemm_job *j, int nt) {
-    const int64_t mr = j->kt->mr, nr = j->kt->nr;
-    int64_t mblocks = (j->M + j->blk.mc - 1) / j->blk.mc, panels = (j->nc + nr - 1) / nr;
+/* Cut an M x N block of C into tiles: one per MC block (and the whole block
+ * wide) on one thread; with more threads, ~4 tiles per thread so that the
+ * dynamic hand-out can balance a slow or descheduled worker, but never
+ * narrower than 4 micro-panels (A is re-packed once per tile column) nor
+ * shorter than one micro-tile. */
+void aie_gemm_plan_tiles(int64_t M, int64_t N, int64_t mc, int64_t mr, int64_t nr, int nt, int64_t *tile_m,
+                         int64_t *tile_n) {
+    int64_t mblocks = (M + mc - 1) / mc, panels = (N + nr - 1) / nr;
     int64_t cols = 1, rows = mblocks;
     if (nt > 1) {
         int64_t want = 4 * (int64_t)nt;
         cols = min64((want + mblocks - 1) / mblocks, max64(1, panels / 4));
-        rows = min64(max64(mblocks, (want + cols - 1) / cols), (j->M + mr - 1) / mr);
+        rows = min64(max64(mblocks, (want + cols - 1) / cols), (M + mr - 1) / mr);
     }
-    j->tile_n = (panels + cols - 1) / cols * nr;
-    j->tile_m = AIE_ROUND_UP((j->M + rows - 1) / rows, mr);
+    *tile_n = (panels + cols - 1) / cols * nr;
+    *tile_m = AIE_ROUND_UP((M + rows - 1) / rows, mr);
+}
+
+static void plan_tiles(gemm_job *j, int nt) {
+    aie_gemm_plan_tiles(j->M, j->nc, j->blk.mc, j->kt->mr, j->kt->nr, nt, &j->tile_m, &j->tile_n);
     j->tiles_n = (j->nc + j->tile_n - 1) / j->tile_n;
     j->tiles_m = (j->M + j->tile_m - 1) / j->tile_m;
+}
+
+int aie_workspace_layout(const char *fn, const char *size_fn, void *workspace, size_t workspace_size, size_t shared,
+                         size_t slot, int64_t M, int64_t N, int64_t K, char **base, int *nt) {
+    char *b = workspace ? (char *)AIE_ROUND_UP((uintptr_t)workspace, AIE_ALIGN) : NULL;
+    size_t usable = b && (size_t)(b - (char *)workspace) <= workspace_size
+                        ? workspace_size - (size_t)(b - (char *)workspace) : 0;
+    if (usable < shared + slot)
+        return aie_fail(AIE_ENOMEM,
+                        "%s: workspace too small for M=%lld N=%lld K=%lld: need %zu bytes for one thread "
+                        "(%s(M, N, K, nthreads) gives the size), got %zu",
+                        fn, (long long)M, (long long)N, (long long)K, shared + slot + AIE_ALIGN, size_fn,
+                        workspace_size);
+    if (slot && (size_t)*nt > (usable - shared) / slot) *nt = (int)((usable - shared) / slot);
+    *base = b;
+    return AIE_OK;
 }
 
 /* C = beta * C, then the epilogue: what is left when K == 0 or alpha == 0
@@ -332,16 +343,10 @@ static int run_job(const char *fn, gemm_job *j, void *workspace, size_t workspac
     if (j->bpacked) j->blk.nc = AIE_ROUND_UP(j->N, j->kt->nr); /* B is packed whole already */
     j->a_bytes = a_block_bytes(&j->blk);
     size_t b_bytes = j->bpacked ? 0 : b_block_bytes(&j->blk, j->K);
-    char *base = workspace ? (char *)AIE_ROUND_UP((uintptr_t)workspace, AIE_ALIGN) : NULL;
-    size_t usable = base && (size_t)(base - (char *)workspace) <= workspace_size
-                        ? workspace_size - (size_t)(base - (char *)workspace) : 0;
-    if (usable < b_bytes + j->a_bytes)
-        return aie_fail(AIE_ENOMEM,
-                        "%s: workspace too small for M=%lld N=%lld K=%lld: need %zu bytes for one thread "
-                        "(aie_sgemm_workspace_size(M, N, K, nthreads) gives the size), got %zu",
-                        fn, (long long)j->M, (long long)j->N, (long long)j->K, b_bytes + j->a_bytes + AIE_ALIGN,
-                        workspace_size);
-    if ((size_t)nt > (usable - b_bytes) / j->a_bytes) nt = (int)((usable - b_bytes) / j->a_bytes);
+    char *base;
+    int rc = aie_workspace_layout(fn, "aie_sgemm_workspace_size", workspace, workspace_size, b_bytes, j->a_bytes,
+                                  j->M, j->N, j->K, &base, &nt);
+    if (rc != AIE_OK) return rc;
     j->bshared = (float *)base;
     j->a_slots = base + b_bytes;
     const int64_t nr = j->kt->nr;
@@ -384,7 +389,7 @@ int aie_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float a
     int rc = aie_ensure_init();
     if (rc != AIE_OK) return aie_init();
     rc = check_common(fn, M, N, K, trans_a, A, lda, C, ldc, ep);
-    if (rc == AIE_OK) rc = check_matrix(fn, "B", B, trans_b ? N : K, trans_b ? K : N, ldb, trans_b);
+    if (rc == AIE_OK) rc = aie_gemm_check_matrix(fn, "B", B, trans_b ? N : K, trans_b ? K : N, ldb, trans_b);
     if (rc != AIE_OK) return rc;
     gemm_job j = {
         .kt = aie_gemm_kernels_for(aie_selected_isa()),
@@ -418,7 +423,7 @@ int aie_sgemm_pack_b(int trans_b, int64_t K, int64_t N, const float *B, int64_t 
     if (rc != AIE_OK) return aie_init();
     if (K < 0 || N < 0)
         return aie_fail(AIE_EINVAL, "%s: dimensions must be >= 0, got K=%lld N=%lld", fn, (long long)K, (long long)N);
-    rc = check_matrix(fn, "B", B, trans_b ? N : K, trans_b ? K : N, ldb, trans_b);
+    rc = aie_gemm_check_matrix(fn, "B", B, trans_b ? N : K, trans_b ? K : N, ldb, trans_b);
     if (rc != AIE_OK) return rc;
     if (!packed) return aie_fail(AIE_EINVAL, "%s: packed buffer is NULL", fn);
     if ((uintptr_t)packed % sizeof(float))
@@ -493,8 +498,8 @@ int aie_sgemm_packed_implicit_a(int64_t M, int64_t N, int64_t K, gemm_pack_a_fn 
         return aie_fail(AIE_EINVAL, "%s: dimensions must be >= 0, got M=%lld N=%lld K=%lld", fn, (long long)M,
                         (long long)N, (long long)K);
     if (!pack_a) return aie_fail(AIE_EINVAL, "%s: pack_a is NULL", fn);
-    rc = check_matrix(fn, "C", C, M, N, ldc, 0);
-    if (rc == AIE_OK) rc = check_epilogue(fn, ep);
+    rc = aie_gemm_check_matrix(fn, "C", C, M, N, ldc, 0);
+    if (rc == AIE_OK) rc = aie_gemm_check_epilogue(fn, ep);
     const gemm_kernels *kt = aie_gemm_kernels_for(aie_selected_isa());
     if (rc == AIE_OK) rc = check_packed_b(fn, kt, packed_b, K, N);
     if (rc != AIE_OK) return rc;

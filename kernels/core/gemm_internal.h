@@ -91,7 +91,8 @@ extern const gemm_kernels aie_gemm_kernels_avx2;
 extern const gemm_kernels aie_gemm_kernels_avx512;
 #endif
 
-/* The table for an ISA (falls back to scalar for ISAs not compiled in). */
+/* The table for an ISA (falls back to scalar for ISAs not compiled in); read
+ * from the dispatch table, core/kernel_table.c. */
 const gemm_kernels *aie_gemm_kernels_for(aie_isa isa);
 
 /* Packing (core/gemm_pack.c); panels are zero-padded to full MR / NR. */
@@ -123,6 +124,24 @@ typedef struct {
     const float *x;
 } gemm_im2col_src;
 void aie_gemm_pack_a_im2col(const void *src, int64_t i0, int64_t mc, int64_t k0, int64_t kc, int mr, float *dst);
+
+/* Argument checks shared with the bf16/int8 GEMMs: a NULL, or a leading
+ * dimension shorter than the stored rows x cols matrix's row; an epilogue
+ * with an unknown bias kind or activation. AIE_OK or AIE_EINVAL (recorded). */
+int aie_gemm_check_matrix(const char *fn, const char *name, const void *p, int64_t rows, int64_t cols, int64_t ld,
+                          int trans);
+int aie_gemm_check_epilogue(const char *fn, const aie_epilogue *ep);
+
+/* Tiles of an M x N block of C for nt threads (core/gemm.c: the reasoning),
+ * multiples of mr rows and nr columns, rows per tile at most mc. */
+void aie_gemm_plan_tiles(int64_t M, int64_t N, int64_t mc, int64_t mr, int64_t nr, int nt, int64_t *tile_m,
+                         int64_t *tile_n);
+/* A caller's workspace laid out as `shared` bytes, then one `slot` per
+ * thread, from its first AIE_ALIGN-aligned byte (*base); *nt is lowered to
+ * the slots that fit. AIE_ENOMEM (recorded: fn, the sizes, and size_fn, the
+ * function that gives the size) when not even one slot fits. */
+int aie_workspace_layout(const char *fn, const char *size_fn, void *workspace, size_t workspace_size, size_t shared,
+                         size_t slot, int64_t M, int64_t N, int64_t K, char **base, int *nt);
 
 /* Naive reference (scalar/gemm_ref.c): the same contract as aie_sgemm with
  * double accumulation, no blocking, no workspace. For tests. */

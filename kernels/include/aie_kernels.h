@@ -9,8 +9,8 @@
  *  - Functions return AIE_OK (0) or a negative aie_status; the reason is in
  *    aie_last_error() (thread-local).
  *  - The ISA path is chosen once, at aie_init() (CPUID + XGETBV), or forced
- *    by the environment variable AIE_ISA=scalar|avx2|avx512. Results are
- *    bitwise deterministic for a given ISA and thread count.
+ *    by the environment variable AIE_ISA (a level, below). Results are
+ *    bitwise deterministic for a given level and thread count.
  *  - nthreads <= 0 means "the pool's size"; 1 runs on the caller's thread.
  *
  * Op families have their own headers, all included from here.
@@ -40,6 +40,24 @@ typedef enum {
     AIE_ISA_COUNT
 } aie_isa;
 
+/* Levels: the instruction sets a process may use, what AIE_ISA names. The
+ * fp32 kernels use the level's vector ISA (aie_level_isa); the bf16/int8
+ * GEMMs (aie_gemm_lowp.h) also use its dot-product and matrix extensions.
+ * The first three equal the aie_isa of the same name. Not an ordered scale:
+ * a CPU may have avx_vnni without avx512 (Alder Lake) or the reverse
+ * (Cascade Lake); each level needs the features listed. */
+typedef enum {
+    AIE_LEVEL_SCALAR = 0,
+    AIE_LEVEL_AVX2 = 1,
+    AIE_LEVEL_AVX512 = 2,
+    AIE_LEVEL_AVX_VNNI = 3,    /* avx2 + AVX-VNNI (vpdpbusd on ymm) */
+    AIE_LEVEL_AVX512_VNNI = 4, /* avx512 + AVX512_VNNI */
+    AIE_LEVEL_AVX512_BF16 = 5, /* avx512_vnni + AVX512_BF16 (vdpbf16ps) */
+    AIE_LEVEL_AMX = 6,         /* avx512_bf16 + AMX-TILE/BF16/INT8, XCR0 tile state, and the
+                                  kernel's permission (arch_prctl ARCH_REQ_XCOMP_PERM) */
+    AIE_LEVEL_COUNT
+} aie_level;
+
 /* Idempotent and thread-safe; every kernel calls it lazily, but calling it
  * once at start-up turns an unsupported AIE_ISA into an early, clear error. */
 int aie_init(void);
@@ -47,8 +65,19 @@ aie_isa aie_selected_isa(void);
 const char *aie_isa_name(aie_isa isa);
 /* Highest ISA this CPU + OS can run (independent of AIE_ISA). */
 aie_isa aie_best_isa(void);
-/* Force a path (tests/benchmarks). AIE_EUNSUPPORTED if the CPU lacks it. */
+/* Force a path (tests/benchmarks). AIE_EUNSUPPORTED if the CPU lacks it.
+ * Same as aie_set_level with the level of that name (no extensions). */
 int aie_set_isa(aie_isa isa);
+aie_level aie_selected_level(void);
+/* Best level this CPU + OS supports, preferring amx > avx512_bf16 >
+ * avx512_vnni > avx512 > avx_vnni > avx2 > scalar. */
+aie_level aie_best_level(void);
+const char *aie_level_name(aie_level level);
+aie_isa aie_level_isa(aie_level level);
+/* 1 when this CPU + OS can run the level, else 0 and *why (if not NULL)
+ * says what is missing (a static string). */
+int aie_level_supported(aie_level level, const char **why);
+int aie_set_level(aie_level level);
 const char *aie_last_error(void);
 const char *aie_version(void);
 
@@ -71,6 +100,7 @@ void aie_parallel_for(int64_t ntasks, int nthreads, aie_task_fn fn, void *ctx);
 #endif
 
 #include "aie_gemm.h"
+#include "aie_gemm_lowp.h"
 #include "aie_conv.h"
 #include "aie_pool.h"
 #include "aie_arena.h"

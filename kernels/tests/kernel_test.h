@@ -24,6 +24,15 @@ static inline void kt_fill(float *x, size_t n, uint64_t seed) {
     uint64_t s = seed * 2654435761u + 1;
     for (size_t i = 0; i < n; i++) x[i] = (float)((double)(kt_next(&s) >> 11) / 4503599627370496.0 - 1.0);
 }
+/* malloc that never returns NULL (a test cannot go on without its buffers). */
+static inline void *kt_xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "out of memory (%zu bytes)\n", n);
+        exit(2);
+    }
+    return p;
+}
 static inline int kt_report(const char *name) {
     printf("%s: %d passed, %d failed\n", name, kt_checks - kt_failures, kt_failures);
     return kt_failures ? 1 : 0;

@@ -28,14 +28,6 @@ typedef struct {
     int packed;
 } gemm_case;
 
-static void *xmalloc(size_t n) {
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "out of memory (%zu bytes)\n", n);
-        exit(2);
-    }
-    return p;
-}
 
 /* Runs one case on the selected ISA; returns the max normalised error. */
 static double run_case(const gemm_case *g, uint64_t seed, float *out_copy) {
@@ -45,21 +37,21 @@ static double run_case(const gemm_case *g, uint64_t seed, float *out_copy) {
     if (lda < 1) lda = 1;
     if (ldb < 1) ldb = 1;
     if (ldc < 1) ldc = 1;
-    float *A = xmalloc((size_t)(ar * lda) * sizeof(float));
-    float *B = xmalloc((size_t)(br * ldb) * sizeof(float));
-    float *C = xmalloc((size_t)(g->M * ldc) * sizeof(float));
-    float *C0 = xmalloc((size_t)(g->M * ldc) * sizeof(float));
+    float *A = kt_xmalloc((size_t)(ar * lda) * sizeof(float));
+    float *B = kt_xmalloc((size_t)(br * ldb) * sizeof(float));
+    float *C = kt_xmalloc((size_t)(g->M * ldc) * sizeof(float));
+    float *C0 = kt_xmalloc((size_t)(g->M * ldc) * sizeof(float));
     kt_fill(A, (size_t)(ar * lda), seed);
     kt_fill(B, (size_t)(br * ldb), seed + 1);
     kt_fill(C0, (size_t)(g->M * ldc), seed + 2);
     memcpy(C, C0, (size_t)(g->M * ldc) * sizeof(float));
 
     size_t wss = aie_sgemm_workspace_size(g->M, g->N, g->K, g->threads);
-    void *ws = xmalloc(wss);
+    void *ws = kt_xmalloc(wss);
     int rc;
     if (g->packed) {
         size_t ps = aie_sgemm_packed_b_size(g->K, g->N);
-        void *pb = xmalloc(ps);
+        void *pb = kt_xmalloc(ps);
         rc = aie_sgemm_pack_b(g->tb, g->K, g->N, B, ldb, pb, ps);
         KT_CHECK(rc == AIE_OK, "pack_b: %s", aie_last_error());
         rc = aie_sgemm_packed(g->ta, g->M, g->N, g->K, g->alpha, A, lda, pb, g->beta, C, ldc, &g->ep, ws, wss,
@@ -187,8 +179,8 @@ static void test_stream(void) {
     }
     const gemm_kernels *kt = aie_gemm_kernels_for(aie_selected_isa());
     const int64_t N = 2100, K = 37;
-    float *A = xmalloc(2 * K * sizeof(float)), *B = xmalloc((size_t)(K * N) * sizeof(float));
-    float *C1 = xmalloc(2 * N * sizeof(float)), *C2 = xmalloc(2 * N * sizeof(float));
+    float *A = kt_xmalloc(2 * K * sizeof(float)), *B = kt_xmalloc((size_t)(K * N) * sizeof(float));
+    float *C1 = kt_xmalloc(2 * N * sizeof(float)), *C2 = kt_xmalloc(2 * N * sizeof(float));
     kt_fill(A, (size_t)(2 * K), 5), kt_fill(B, (size_t)(K * N), 6), kt_fill(C1, (size_t)(2 * N), 7);
     for (int m = 1; m <= 2; m++) {
         memcpy(C2, C1, (size_t)(2 * N) * sizeof(float));
@@ -213,7 +205,7 @@ static void test_determinism(void) {
         gemm_case g = {.M = shapes[s][0], .N = shapes[s][1], .K = shapes[s][2], .alpha = 1.0f, .beta = 0.0f};
         if (s == 3) g.ep = (aie_epilogue){.bias = bias, .bias_kind = AIE_BIAS_COL, .act = AIE_ACT_RELU};
         size_t n = (size_t)(g.M * g.N);
-        float *r1 = xmalloc(n * sizeof(float)), *r2 = xmalloc(n * sizeof(float)), *r3 = xmalloc(n * sizeof(float));
+        float *r1 = kt_xmalloc(n * sizeof(float)), *r2 = kt_xmalloc(n * sizeof(float)), *r3 = kt_xmalloc(n * sizeof(float));
         g.threads = 1;
         run_case(&g, 42, r1);
         for (int t = 2; t <= 4; t++) {
@@ -237,15 +229,15 @@ static void test_nan_inf(void) {
     for (int small = 0; small < 2; small++)
         for (int e = 0; e < 3; e++) {
             int64_t M = small ? 4 : 40, N = 37, K = 50;
-            float *A = xmalloc((size_t)(M * K) * sizeof(float)), *B = xmalloc((size_t)(K * N) * sizeof(float));
-            float *C = xmalloc((size_t)(M * N) * sizeof(float));
+            float *A = kt_xmalloc((size_t)(M * K) * sizeof(float)), *B = kt_xmalloc((size_t)(K * N) * sizeof(float));
+            float *C = kt_xmalloc((size_t)(M * N) * sizeof(float));
             kt_fill(A, (size_t)(M * K), 9);
             kt_fill(B, (size_t)(K * N), 10);
             for (int64_t i = 0; i < M * N; i++) C[i] = NAN; /* beta == 0: never read */
             A[2 * K + 7] = NAN;      /* row 2 of C becomes NaN */
             B[11 * N + 5] = INFINITY; /* column 5 becomes +-Inf (NaN in row 2) */
             size_t wss = aie_sgemm_workspace_size(M, N, K, 1);
-            void *ws = xmalloc(wss);
+            void *ws = kt_xmalloc(wss);
             int rc = aie_sgemm(0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, C, N, eps[e], ws, wss, 1);
             KT_CHECK(rc == AIE_OK, "nan test: %s", aie_last_error());
             int ok = 1;
@@ -295,7 +287,7 @@ static void test_errors(void) {
              "K=0 scales C by beta");
     /* pre-packed B: size, magic, shape and ISA checks */
     size_t ps = aie_sgemm_packed_b_size(8, 8);
-    char *pb = xmalloc(ps);
+    char *pb = kt_xmalloc(ps);
     KT_CHECK(aie_sgemm_pack_b(0, 8, 8, b, 8, pb, ps - 1) == AIE_ENOMEM, "packed too small");
     KT_CHECK(aie_sgemm_pack_b(0, 8, 8, b, 8, pb, ps) == AIE_OK, "pack: %s", aie_last_error());
     KT_CHECK(aie_sgemm_packed(0, 8, 8, 7, 1, a, 8, pb, 0, c, 8, NULL, ws, sizeof ws, 1) == AIE_EINVAL, "K mismatch");
