@@ -26,7 +26,7 @@ from engine import __version__
 from engine.server import jsoncodec
 from engine.server.http import Request
 from engine.server.models import KSERVE_TO_NUMPY, NUMPY_TO_KSERVE, LoadedModel, element_count
-from engine.server.state import ARENA_BYTES, ServeError, ServerState, arena_stats, rss_bytes
+from engine.server.state import ServeError, ServerState, arena_stats, rss_bytes
 
 OFFLOAD_BYTES = 64 << 10     # bodies larger than this are (de)coded on the codec pool
 EXTENSIONS = ["binary_tensor_data", "statistics", "model_configuration", "schedule_policy"]
@@ -230,7 +230,7 @@ class KServeApp:
         if path == "/metrics":
             return self._only(method, "GET") or Response(
                 200, st.metrics.render(queue_depth=st.queue_depth(), load_errors=st.load_errors(),
-                                       arena_bytes={k: v for k, v in arena_stats().items() if k in ARENA_BYTES}, uptime_s=time.time() - st.started).encode(),
+                                       arena=arena_stats(), uptime_s=time.time() - st.started).encode(),
                 "text/plain; version=0.0.4; charset=utf-8")
         if path == "/v2/models/stats":
             return self._only(method, "GET") or _json({"model_stats": [
