@@ -1,10 +1,25 @@
 """The server process: startup(), main_loop(), shutdown(), as uvicorn's.
 
-Signals (installed on the event loop):
-  SIGTERM, SIGINT  graceful shutdown: stop accepting, answer queued and
-                   in-flight requests (bounded by limits.drain_timeout_s),
-                   close idle connections, exit 0. A second one exits at once (1).
-  SIGHUP           reload the config and every model file (engine.server.reload).
+Signals (installed on the event loop; the README's "Signals" section says the same):
+
+  | signal          | effect                                                          | log event          |
+  |-----------------|-----------------------------------------------------------------|--------------------|
+  | SIGTERM, SIGINT | graceful shutdown: stop accepting, answer queued and in-flight  | shutdown_requested |
+  |                 | requests (bounded by limits.drain_timeout_s), exit 0 (1 when    |                    |
+  |                 | some went unanswered)                                           |                    |
+  | the same again  | while draining: exit at once, status 1                          | forced_exit        |
+  | SIGHUP          | re-open the log file, re-read engine.yaml and every model file  | reloaded           |
+  |                 | (engine.server.reload); what fails keeps its old version        |                    |
+  | SIGUSR2         | re-open the log file only (logrotate's postrotate); no reload   | log_reopened       |
+  | SIGPIPE         | ignored (Python's start-up default, kept): a client gone        | -                  |
+  |                 | mid-answer is a connection error on that connection only        |                    |
+
+  Any other signal keeps its default action (SIGUSR1, SIGQUIT, ... terminate).
+  Why SIGUSR2 re-opens instead of reloading: SIGHUP already reloads (systemd's
+  ExecReload sends it), and a reload loads every model again beside the old
+  one -- seconds and twice the model memory -- which a nightly logrotate must
+  not trigger. Re-opening the log is the one thing that had no signal of its
+  own; a reload re-opens it too.
 
 Shutdown order: readiness goes to 503 and listeners close -> new requests on
 open connections get 503 + Connection: close -> wait for queues to drain and
@@ -142,9 +157,13 @@ class Server:
     # ---- signals ----------------------------------------------------------
     def _install_signals(self) -> None:
         loop = asyncio.get_running_loop()
+        # Python ignores SIGPIPE at start-up; said again here because the
+        # table above promises it whoever embeds the server.
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._handle_exit, sig)
         loop.add_signal_handler(signal.SIGHUP, self._handle_reload)
+        loop.add_signal_handler(signal.SIGUSR2, self._handle_reopen)
 
     def _handle_exit(self, sig) -> None:
         if self.should_exit.is_set():
@@ -153,6 +172,11 @@ class Server:
             os._exit(1)
         self.logger.info("shutdown_requested", signal=signal.Signals(sig).name)
         self.should_exit.set()
+
+    def _handle_reopen(self) -> None:
+        self.logger.reopen()
+        self.logger.info("log_reopened", signal="SIGUSR2",
+                         log_file=self.logger.file.path if self.logger.file else None)
 
     def _handle_reload(self) -> None:
         if self.config_path is None:
