@@ -30,6 +30,7 @@ models and their inference threads.
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import signal
 import time
@@ -106,13 +107,19 @@ class Server:
             await self.state.registry.close_all()
             raise StartupError("; ".join(f"model {n!r}: {e}" for n, e in errors.items()))
         limits = cfg.limits
-        http = await asyncio.start_server(self._http_connection, cfg.listen, cfg.http_port,
-                                          limit=limits.max_header_bytes, reuse_address=True, backlog=1024)
-        self.listeners.append(http)
-        if cfg.binary_port is not None:
-            loop = asyncio.get_running_loop()
-            self.listeners.append(await loop.create_server(lambda: BinaryConnection(self), cfg.listen,
-                                                           cfg.binary_port, reuse_address=True, backlog=1024))
+        loop = asyncio.get_running_loop()
+        try:
+            self.listeners.append(await _listen("http_port", cfg.listen, cfg.http_port, asyncio.start_server(
+                self._http_connection, cfg.listen, cfg.http_port, limit=limits.max_header_bytes,
+                reuse_address=True, backlog=1024)))
+            if cfg.binary_port is not None:
+                self.listeners.append(await _listen("binary_port", cfg.listen, cfg.binary_port, loop.create_server(
+                    lambda: BinaryConnection(self), cfg.listen, cfg.binary_port, reuse_address=True, backlog=1024)))
+        except ListenError:
+            for listener in self.listeners:
+                listener.close()
+            await self.state.registry.close_all()
+            raise
         log_file = self.logger.file.path if self.logger.file else None
         self.logger.info("started", pid=os.getpid(), listen=cfg.listen, http_port=cfg.http_port,
                          binary_port=cfg.binary_port, models=[m.name for m in cfg.models],
@@ -291,6 +298,25 @@ async def _linger(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, se
 
 class StartupError(EngineError):
     """A model listed in the config could not be loaded at start-up."""
+
+
+class ListenError(EngineError):
+    """A configured address cannot be listened on (most often: another process has the port)."""
+
+    exit_code = 98  # EADDRINUSE's errno: distinct from 1 (config/model errors) for supervisors and scripts
+
+
+async def _listen(key: str, host: str, port: int, bind):
+    try:
+        return await bind
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise ListenError(f"cannot listen on {host}:{port}: address already in use",
+                              hint=f"is another engine running? set engine.{key}") from None
+        # asyncio wraps the errno in a long sentence; the errno's own text is the one line we want.
+        reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+        raise ListenError(f"cannot listen on {host}:{port}: {reason}",
+                          hint=f"check engine.listen and engine.{key}") from None
 
 
 def run_server(config: EngineConfig, *, config_path: str | None = None, root: str | None = None) -> int:

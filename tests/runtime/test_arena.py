@@ -233,3 +233,13 @@ def test_arena_size_bounds_the_plan_arenas_naming_model_shape_and_numbers(zoo, t
     assert str(err.value).startswith("model 'mlp', input [1, 784] (planned at conversion): its plan arena takes ")
     assert "more than engine.arena.size = 1024 bytes" in str(err.value)
 
+
+def test_arena_dump_into_a_closed_pipe_exits_quietly():
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before a byte is written: `| head` that already quit
+    try:
+        proc = subprocess.run([sys.executable, "-m", "engine.cli", "arena-dump", "--size", "4M", "--no-hugepages",
+                               "--json"], stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr

@@ -1,17 +1,22 @@
 """Every signal the engine handles, sent to a real server process (the table
-in engine/server/server.py's docstring and the README's "Signals" section).
-SIGTERM's drain and the forced exit on a second signal are in
-test_lifecycle.py."""
+in engine/server/server.py's docstring and the README's "Signals" section),
+and `ai-engine serve` on a port that is taken. SIGTERM's drain and the
+forced exit on a second signal are in test_lifecycle.py."""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
+import socket
+import subprocess
+import sys
 
 import numpy as np
+import pytest
+import yaml
 
-from serve_support import wait_for, wait_log
+from serve_support import _kernel_env, free_port, wait_for, wait_log
 
 
 def infer_body(x: np.ndarray) -> bytes:
@@ -70,3 +75,20 @@ def test_sigpipe_is_ignored(serve_factory, mlp_file):
     assert server.proc.poll() is None
     assert server.stop() == 0
 
+
+@pytest.mark.parametrize("busy", ["http_port", "binary_port"])
+def test_a_busy_port_is_one_line_and_exit_98(tmp_path, mlp_file, busy):
+    ports = {"http_port": free_port(), "binary_port": free_port()}
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", ports[busy]))
+        taken.listen()
+        cfg = tmp_path / "engine.yaml"
+        cfg.write_text(yaml.safe_dump({**ports, "listen": "127.0.0.1", "threads": 1,
+                                       "models": [{"name": "m", "path": str(mlp_file)}]}))
+        proc = subprocess.run([sys.executable, "-m", "engine.cli", "serve", "--config", str(cfg)],
+                              env=_kernel_env(), capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert proc.returncode == 98, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"ai-engine serve: error: cannot listen on 127.0.0.1:{ports[busy]}: address already in use "
+        f"(is another engine running? set engine.{busy})"), proc.stderr
+    assert "Traceback" not in proc.stderr
