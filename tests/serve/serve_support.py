@@ -6,9 +6,14 @@ ready; the process is stopped (SIGTERM, then SIGKILL after a bound) at the
 end of the test.
 
 Models: the zoo MLP (784-512-512-10) converted to .aie and served by the real
-engine.InferenceSession (`zoo_mlp`); where a test needs a model whose run
-time it sets (deadlines, priorities, drain), a seeded .npz MLP on the same
-kernels (kernel_mlp.py) selected through AIE_SERVE_SESSION_FACTORY."""
+engine.InferenceSession (`zoo_mlp`); where a test needs to know when a batch
+runs and decide when it ends (deadlines, priorities, full queues, drain), a
+seeded .npz MLP on the same kernels (kernel_mlp.py, selected through
+AIE_SERVE_SESSION_FACTORY) whose runs wait at a RunGate the test opens.
+
+Synchronisation: tests wait for observable state with wait_for (a log line,
+a queue depth on /metrics, a run started, a pid's threads), never for a
+guessed time."""
 
 from __future__ import annotations
 
@@ -301,25 +306,6 @@ def module_serve_factory(tmp_path_factory):
 def module_mlp_file(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("model") / "mlp.npz"
     write_mlp(path, [16, 32, 4], seed=1)
-    return path
-
-
-def slow_model(path: Path, seconds: float, max_repeat: int = 100_000) -> Path:
-    """An MLP whose batch-1 run takes about `seconds` here and now (the
-    kernels' speed varies by ISA and load, so it is measured, not assumed)."""
-    from kernel_mlp import MLPSession
-    import numpy as np
-
-    write_mlp(path, [256, 512, 256], seed=7)
-    session = MLPSession(str(path))
-    x = np.random.default_rng(0).standard_normal((1, 256)).astype(np.float32)
-    times = []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        session.run(None, {"x": x})
-        times.append(time.perf_counter() - t0)
-    repeat = max(1, min(max_repeat, round(seconds / sorted(times)[2])))
-    write_mlp(path, [256, 512, 256], seed=7, repeat=repeat)
     return path
 
 
