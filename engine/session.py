@@ -60,7 +60,7 @@ def build_plan_for_graph(graph: Graph, feeds: dict[str, np.ndarray], *, nthreads
 
 
 def describe_shapes(model: str, shapes: dict) -> str:
-    """"model 'mlp', input [64, 784]": what an arena-size error names."""
+    """What an arena-size error names, e.g. `model 'mlp', input [64, 784]`."""
     inputs = ", ".join(f"{name} {list(shape)}" for name, shape in shapes.items())
     return f"model {model!r}, {inputs}" if model else inputs
 
@@ -101,8 +101,8 @@ class InferenceSession:
         self._weights_ptr = self._model.weights_ptr
         self.arena_policy = arena or ArenaPolicy(owner=Path(path).stem)
         for planned in self._model.meta.get("planned", []):
-            PLAN_ARENAS.check_fits(int(planned["arena_bytes"]), self.arena_policy,
-                                   describe_shapes(self.arena_policy.owner, planned["inputs"]) + " (planned at conversion)")
+            what = describe_shapes(self.arena_policy.owner, planned["inputs"]) + " (planned at conversion)"
+            PLAN_ARENAS.check_fits(int(planned["arena_bytes"]), self.arena_policy, what)
 
     # -- onnxruntime-compatible metadata --
     def get_inputs(self) -> list[NodeArg]:
@@ -182,7 +182,8 @@ class InferenceSession:
                     self._value_inputs = self._value_inputs | {need.name}
                 continue
             plan.arena_policy = self.arena_policy
-            plan.label = describe_shapes(self.arena_policy.owner, {t.name: a.shape for t, a in zip(self.graph.inputs, arrays)})
+            shapes = {t.name: a.shape for t, a in zip(self.graph.inputs, arrays)}
+            plan.label = describe_shapes(self.arena_policy.owner, shapes)
             self._plans.put(key, plan)
             return plan
 
