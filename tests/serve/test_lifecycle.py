@@ -150,7 +150,8 @@ def thread_count(server) -> int:
 
 
 def test_sigterm_drains_in_flight_requests_then_exits_0(serve_factory, run_gate, mlp_file):
-    server = serve_factory([{"name": "m", "path": str(mlp_file), "max_batch_size": 1}], gate=run_gate)
+    server = serve_factory([{"name": "m", "path": str(mlp_file), "instances": 1, "max_batch_size": 1}],
+                           gate=run_gate)
     x = np.full((1, 16), 0.1, np.float32)
     results = []
 
@@ -191,7 +192,8 @@ def test_sigterm_drains_in_flight_requests_then_exits_0(serve_factory, run_gate,
 
 
 def test_second_signal_forces_exit(serve_factory, run_gate, mlp_file):
-    server = serve_factory([{"name": "m", "path": str(mlp_file), "max_batch_size": 1}], gate=run_gate)
+    server = serve_factory([{"name": "m", "path": str(mlp_file), "instances": 1, "max_batch_size": 1}],
+                           gate=run_gate)
     outcome = []
 
     def in_flight():

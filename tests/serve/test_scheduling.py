@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from serve_support import metric, wait_queue_depth
+from serve_support import metric, wait_for, wait_queue_depth
 
 
 def infer(server, model: str, x: np.ndarray, name: str = "x", **params) -> tuple[int, dict, dict]:
@@ -74,8 +74,8 @@ def test_concurrent_requests_are_batched_and_answered_in_order(serve_factory, zo
 
 
 def test_higher_priority_runs_first_fifo_within_a_level(serve_factory, run_gate, mlp_file):
-    server = serve_factory([{"name": "m", "path": str(mlp_file), "max_batch_size": 1, "priority_levels": 3,
-                             "default_priority": 2}], gate=run_gate)
+    server = serve_factory([{"name": "m", "path": str(mlp_file), "instances": 1, "max_batch_size": 1,
+                             "priority_levels": 3, "default_priority": 2}], gate=run_gate)
     x = np.full((1, 16), 0.5, np.float32)
     done: list[str] = []
     lock = threading.Lock()
@@ -92,7 +92,10 @@ def test_higher_priority_runs_first_fifo_within_a_level(serve_factory, run_gate,
     for queued, (tag, prio) in enumerate(order, 1):
         threads.append(in_thread(tagged, tag, **({"priority": prio} if prio else {})))
         wait_queue_depth(server, "m", queued)  # arrival order is the order above
-    run_gate.release(len(order) + 1)
+    # One run at a time, each answered before the next may end: `done` is the order they ran in.
+    for answered in range(1, len(order) + 2):
+        run_gate.release(1)
+        wait_for(lambda: len(done) >= answered, f"answer {answered}")
     for t, out in [blocker] + threads:
         t.join(30)
         assert out["result"] == 200
@@ -100,7 +103,7 @@ def test_higher_priority_runs_first_fifo_within_a_level(serve_factory, run_gate,
 
 
 def test_deadline_fires_while_a_long_batch_runs_and_the_request_never_runs(serve_factory, run_gate, mlp_file):
-    server = serve_factory([{"name": "m", "path": str(mlp_file), "max_batch_size": 1,
+    server = serve_factory([{"name": "m", "path": str(mlp_file), "instances": 1, "max_batch_size": 1,
                              "max_timeout_us": 10_000_000}], gate=run_gate)
     x = np.full((1, 16), 0.25, np.float32)
     long_run = in_thread(infer, server, "m", x)
@@ -122,8 +125,8 @@ def test_deadline_fires_while_a_long_batch_runs_and_the_request_never_runs(serve
 
 
 def test_full_queue_rejects_at_once_with_429(serve_factory, run_gate, mlp_file):
-    server = serve_factory([{"name": "m", "path": str(mlp_file), "max_batch_size": 1, "max_queue_size": 2}],
-                           gate=run_gate)
+    server = serve_factory([{"name": "m", "path": str(mlp_file), "instances": 1, "max_batch_size": 1,
+                             "max_queue_size": 2}], gate=run_gate)
     x = np.full((1, 16), -0.5, np.float32)
     blocker = in_thread(infer, server, "m", x)
     run_gate.wait_started(1)
@@ -150,7 +153,7 @@ def test_deadline_fires_while_its_batch_runs_and_the_result_is_discarded(serve_f
 
     from engine.server import binary as wire
 
-    server = serve_factory([{"name": "m", "path": str(mlp_file), "max_batch_size": 2,
+    server = serve_factory([{"name": "m", "path": str(mlp_file), "instances": 1, "max_batch_size": 2,
                              "max_queue_delay_us": 100_000, "max_timeout_us": 10_000_000}], gate=run_gate)
     rng = np.random.default_rng(5)
     xa, xb = (rng.standard_normal((1, 16)).astype(np.float32) for _ in range(2))
