@@ -93,10 +93,6 @@ def accepts(factory, keyword: str) -> bool:
     return keyword in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
-def accepts_plan_cache_size(factory) -> bool:
-    return accepts(factory, "plan_cache_size")
-
-
 def open_session(path: str, threads: int | None, plan_cache_size: int | None = None, arena=None):
     """One session over the model file at `path` (re-opened by path: a file
     replaced by atomic rename is the new file). `plan_cache_size` and `arena`
@@ -106,7 +102,7 @@ def open_session(path: str, threads: int | None, plan_cache_size: int | None = N
     except ImportError as exc:
         raise ModelLoadError(f"the runtime is not available: {exc}", where=path) from None
     kwargs = {"threads": threads or None}
-    if plan_cache_size and accepts_plan_cache_size(factory):
+    if plan_cache_size and accepts(factory, "plan_cache_size"):
         kwargs["plan_cache_size"] = plan_cache_size
     if arena is not None and accepts(factory, "arena"):
         kwargs["arena"] = arena
@@ -138,7 +134,7 @@ class LoadedModel:
             self.close()  # a half-built version must not keep the instances it did open
             raise
         # What the sessions were given (None: the session class takes no plan cache size).
-        self.plan_cache_size = plan_cache_size if plan_cache_size and accepts_plan_cache_size(_factory()) else None
+        self.plan_cache_size = plan_cache_size if plan_cache_size and accepts(_factory(), "plan_cache_size") else None
         first = self.sessions[0]
         where = f"model {config.name!r} ({config.path})"
         self.inputs = tuple(_spec(n, where) for n in first.get_inputs())
