@@ -9,6 +9,14 @@ One Arena is one reservation made at creation; alloc/free never call the OS.
 `stats_all()` lists every open arena of this process (the server reports it
 on /health; a separate `ai-engine arena-dump --pid` is deliberately not
 offered: reading another process's arena would need ptrace-level access).
+`hugepage_fallbacks()` counts, by reason, the arenas that asked for
+hugepages and got 4 KiB pages.
+
+Plan arenas (the memory one inference of an execution plan runs in, see
+engine.plan) are made through PLAN_ARENAS, the process's ledger of them:
+backed as an ArenaPolicy says (engine.arena.hugepages / .mlock of
+engine.yaml), their total bounded by its limit (engine.arena.size), their
+bytes reported by backing.
 
 Lifetime: views handed out by Block (memoryview/ndarray) keep the mapping
 alive, so closing an arena while a view exists cannot make the view dangle;
@@ -17,10 +25,15 @@ the memory is unmapped when the last of them is gone.
 
 from __future__ import annotations
 
+import collections
 import ctypes
+import mmap
+import os
 import re
+import resource
 import threading
 import weakref
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -30,6 +43,8 @@ from engine.kernels._lib import lib
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 BUCKETS = ("<=4K", "4K-64K", "64K-1M", ">1M")
 BACKINGS = ("normal", "thp", "hugetlb-2M", "hugetlb-1G")
+# aie_arena_fallback, as metric labels ("" = none).
+HUGEPAGE_FALLBACKS = ("", "no_free_hugepages", "unsupported", "mmap_failed")
 _REASON_LEN = 192
 
 
@@ -53,7 +68,7 @@ class _Stats(ctypes.Structure):
         ("total_allocations", ctypes.c_uint64), ("failed_allocations", ctypes.c_uint64),
         ("fragmentation", ctypes.c_double), ("hugepage_bytes", ctypes.c_size_t),
         ("backing", ctypes.c_int), ("mlocked", ctypes.c_int), ("prefaulted", ctypes.c_int),
-        ("hugepages_requested", ctypes.c_int),
+        ("hugepages_requested", ctypes.c_int), ("hugepage_fallback", ctypes.c_int),
         ("backing_reason", ctypes.c_char * _REASON_LEN), ("mlock_reason", ctypes.c_char * _REASON_LEN),
     ]
 
@@ -179,6 +194,8 @@ class Block:
 
 
 _live: "weakref.WeakSet[Arena]" = weakref.WeakSet()
+_fallbacks: collections.Counter = collections.Counter()
+_fallbacks_lock = threading.Lock()
 
 
 class Arena:
@@ -200,6 +217,10 @@ class Arena:
         self.base_address = int(_lib().aie_arena_base(handle.value))
         self.size = int(_lib().aie_arena_reserved(handle.value))
         _live.add(self)
+        fallback = self.stats()["hugepage_fallback"]
+        if fallback:
+            with _fallbacks_lock:
+                _fallbacks[fallback] += 1
 
     @property
     def handle(self) -> int:
@@ -258,6 +279,8 @@ class Arena:
             "backing": BACKINGS[st.backing] if 0 <= st.backing < len(BACKINGS) else "unknown",
             "backing_reason": st.backing_reason.decode(errors="replace"),
             "hugepages_requested": bool(st.hugepages_requested),
+            "hugepage_fallback": HUGEPAGE_FALLBACKS[st.hugepage_fallback]
+            if 0 <= st.hugepage_fallback < len(HUGEPAGE_FALLBACKS) else "unknown",
             "hugepage_bytes": st.hugepage_bytes,
             "thp_bytes": _thp_bytes(self.base_address, st.reserved) if st.backing == 1 else 0,
             "mlocked": bool(st.mlocked),
@@ -303,4 +326,151 @@ def stats_all() -> list[dict]:
     return [a.stats() for a in sorted(list(_live), key=lambda a: a.base_address) if not a.closed]
 
 
-__all__ = ["Arena", "Block", "ArenaError", "ArenaExhausted", "stats_all", "parse_size", "bucket_of", "BUCKETS"]
+def hugepage_fallbacks() -> dict[str, int]:
+    """Arenas of this process that asked for hugepages and got 4 KiB pages, by reason."""
+    with _fallbacks_lock:
+        return {reason: _fallbacks[reason] for reason in HUGEPAGE_FALLBACKS[1:]}
+
+
+# ---- plan arenas ------------------------------------------------------------------
+PLAN_ARENA_MIN = 2 * MIB  # one 2 MiB hugepage: smaller plan arenas stay numpy buffers (unless mlocked)
+_HEADER = 64              # AIE_ARENA_HEADER: the allocator's block header, also its alignment
+
+
+class ArenaLimitExceeded(ArenaError):
+    """A new plan arena would take the process's plan arenas past engine.arena.size."""
+
+
+@dataclass(frozen=True)
+class ArenaPolicy:
+    """How a session's plan arenas are backed: engine.arena of engine.yaml.
+    hugepages: MAP_HUGETLB first (else 4 KiB pages, THP where allowed);
+    mlock: every plan arena locked in RAM, an error when the kernel refuses;
+    owner: the model, named in errors."""
+
+    hugepages: bool = True
+    mlock: bool = False
+    owner: str = ""
+    page_size: int = 2 * MIB  # hugepage size: 2 MiB, or 1 GiB where the host reserves those
+
+
+def _round_up(n: int, unit: int) -> int:
+    return (n + unit - 1) // unit * unit
+
+
+class PlanArenas:
+    """The process's plan arenas: what each reserves and how it is backed,
+    and the bound on their total (`limit` bytes; None = unbounded). An arena
+    is counted until the plan that holds it is collected (an LRU eviction,
+    a model unloaded), so the total is what the process really holds."""
+
+    def __init__(self, limit: int | None = None):
+        self.limit = limit
+        # Re-entrant: a garbage collection during allocate() may run a finalizer (_drop) on this thread.
+        self._lock = threading.RLock()
+        self._live: dict[int, tuple[int, str]] = {}   # key -> (bytes, "hugepage" | "4k")
+        self._next = 0
+
+    def allocate(self, holder, nbytes: int, policy: ArenaPolicy, what: str) -> tuple[int, object, str]:
+        """(address of nbytes, 64-byte aligned; the object that keeps them;
+        the backing and why, as text): charged to this ledger until `holder`
+        is garbage."""
+        small = nbytes < PLAN_ARENA_MIN and not policy.mlock
+        charge = self.charge_of(nbytes, policy)
+        with self._lock:
+            used = self.used()
+            if self.limit is not None and used + charge > self.limit:
+                raise ArenaLimitExceeded(
+                    f"{what}: a plan arena of {charge} bytes would bring this process's plan arenas to "
+                    f"{used + charge} bytes, over engine.arena.size = {self.limit} bytes "
+                    f"({used} bytes held by {len(self._live)} plan arenas)",
+                    hint="raise engine.arena.size, or lower max_batch_size, instances or engine.plan_cache_size")
+            if small:
+                raw = np.zeros(nbytes + 2 * _HEADER, np.uint8)
+                address, keep, backing = raw.ctypes.data + (-raw.ctypes.data) % _HEADER, raw, "4k"
+                described = "numpy"
+            else:
+                arena = Arena(nbytes + _HEADER, hugepages=policy.hugepages, mlock=policy.mlock,
+                              page_size=policy.page_size, name=what)
+                st = arena.stats()
+                if policy.mlock and not st["mlocked"]:
+                    arena.close()
+                    raise ArenaError(f"{what}: engine.arena.mlock is on but {st['mlock_reason']}",
+                                     hint="raise service.limit_memlock (RLIMIT_MEMLOCK) to cover engine.arena.size, "
+                                          "or set engine.arena.mlock: false")
+                block = arena.alloc(nbytes)
+                address, keep, charge = block.address, (arena, block), st["reserved"]
+                backing = "hugepage" if st["hugepage_bytes"] else "4k"
+                described = st["backing"] + (f" ({st['backing_reason']})" if st["backing_reason"] else "")
+            key = self._next
+            self._next += 1
+            self._live[key] = (charge, backing)
+        weakref.finalize(holder, self._drop, key)
+        return address, keep, described
+
+    @staticmethod
+    def charge_of(nbytes: int, policy: ArenaPolicy) -> int:
+        """Bytes a plan arena of nbytes takes: the allocator maps whole 2 MiB
+        units (hugetlb and THP alike); a small numpy-held one its size."""
+        if nbytes < PLAN_ARENA_MIN and not policy.mlock:
+            return nbytes + 2 * _HEADER
+        return _round_up(nbytes + _HEADER, policy.page_size if policy.hugepages else PLAN_ARENA_MIN)
+
+    def check_fits(self, nbytes: int, policy: ArenaPolicy, what: str) -> None:
+        """ArenaLimitExceeded when one plan arena of nbytes alone is over the limit."""
+        charge = self.charge_of(nbytes, policy)
+        if self.limit is not None and charge > self.limit:
+            raise ArenaLimitExceeded(f"{what}: its plan arena takes {charge} bytes, more than engine.arena.size "
+                                     f"= {self.limit} bytes", hint="raise engine.arena.size")
+
+    def _drop(self, key: int) -> None:
+        with self._lock:
+            self._live.pop(key, None)
+
+    def used(self) -> int:
+        with self._lock:
+            return sum(n for n, _ in self._live.values())
+
+    def bytes_by_backing(self) -> dict[str, int]:
+        """Bytes of live plan arenas from the hugepage pool and from 4 KiB pages."""
+        totals = {"hugepage": 0, "4k": 0}
+        with self._lock:
+            for n, backing in self._live.values():
+                totals[backing] += n
+        return totals
+
+
+PLAN_ARENAS = PlanArenas()
+
+
+def check_mlock(nbytes: int) -> None:
+    """Raise ArenaError, saying what to set, when the kernel would refuse to
+    lock nbytes in this process (RLIMIT_MEMLOCK without CAP_IPC_LOCK). Asks
+    the kernel itself: mlock2(MLOCK_ONFAULT) of an unpopulated mapping checks
+    the limit exactly as a real mlock does but faults no page in."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    mlock2 = getattr(libc, "mlock2", None)
+    if mlock2 is None:  # glibc < 2.27: nothing to ask; the plan arenas' own mlock reports
+        return
+    mlock2.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint]
+    mlock_onfault = 1
+    probe = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_NORESERVE", 0))
+    try:
+        view = ctypes.c_char.from_buffer(probe)
+        address = ctypes.addressof(view)
+        del view  # the mmap cannot be closed while a ctypes view exports it
+        if mlock2(address, nbytes, mlock_onfault) == 0:
+            return
+        err = ctypes.get_errno()
+    finally:
+        probe.close()  # munmap also unlocks
+    soft, _ = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    limit = "unlimited" if soft == resource.RLIM_INFINITY else f"{soft} bytes"
+    raise ArenaError(f"engine.arena.mlock: the kernel refuses to lock engine.arena.size = {nbytes} bytes: "
+                     f"{os.strerror(err)} (RLIMIT_MEMLOCK is {limit}, no CAP_IPC_LOCK)",
+                     hint="set service.limit_memlock >= engine.arena.size (LimitMEMLOCK=; "
+                          "`prlimit --memlock` outside systemd), or engine.arena.mlock: false")
+
+
+__all__ = ["Arena", "Block", "ArenaError", "ArenaExhausted", "ArenaLimitExceeded", "ArenaPolicy", "PlanArenas",
+           "PLAN_ARENAS", "stats_all", "hugepage_fallbacks", "check_mlock", "parse_size", "bucket_of", "BUCKETS"]

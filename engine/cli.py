@@ -1,8 +1,15 @@
 """`ai-engine` command line. Subcommands live in their own modules and are
 listed in COMMANDS (name -> module); each module provides
 `add_arguments(parser)` and `run(args) -> int`. Errors derived from
-EngineError print as one line and exit 1; nothing else reaches the user as a
-traceback unless AIE_DEBUG=1."""
+EngineError print as one line and exit 1 (or the error's own `exit_code`);
+nothing else reaches the user as a traceback unless AIE_DEBUG=1.
+
+Exit status: 0 done; 1 an error the message explains; 2 bad command line;
+98 `serve` cannot listen on a configured address (port in use);
+70 internal error (a bug: AIE_DEBUG=1 shows the traceback); 130 interrupted.
+Output into a pipe whose reader went away (`ai-engine arena-dump --json | head`)
+ends the command quietly with 0: the reader had what it wanted.
+"""
 
 from __future__ import annotations
 
@@ -42,10 +49,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(importlib.import_module(args._module).run(args) or 0)
+        code = int(importlib.import_module(args._module).run(args) or 0)
+        sys.stdout.flush()  # a reader that left shows up here, where it is handled, not at exit
+        return code
+    except BrokenPipeError:
+        _quiet_stdout()
+        return 0
     except EngineError as exc:
         print(f"ai-engine {args.command}: error: {exc}", file=sys.stderr)
-        return 1
+        return int(getattr(exc, "exit_code", 1))
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # noqa: BLE001 - last line of defence for users
@@ -54,6 +66,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ai-engine {args.command}: internal error: {type(exc).__name__}: {exc} "
               "(set AIE_DEBUG=1 for a traceback)", file=sys.stderr)
         return 70
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's final flush of what is
+    still buffered for the vanished reader raises nothing at exit (the
+    recipe in Python's signal module documentation, "Note on SIGPIPE")."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 if __name__ == "__main__":

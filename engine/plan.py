@@ -23,11 +23,11 @@ from typing import Any
 
 import numpy as np
 
+from engine.arena import PLAN_ARENAS, ArenaPolicy
 from engine.errors import ConversionError, KernelError, UnsupportedOperatorError
 from engine.ir import NUMPY_TO_ONNX, Graph, Node
 
 ALIGN = 64  # bytes: one cache line, and the alignment every kernel assumes
-HUGEPAGE_ARENA_MIN = 2 << 20  # one 2 MiB hugepage: smaller arenas stay numpy buffers
 
 # Location kinds and opcodes: mirror kernels/include/aie_exec.h.
 LOC_NONE, LOC_ARENA, LOC_BLOB, LOC_INPUT, LOC_OUTPUT = 0, 1, 2, 3, 4
@@ -418,6 +418,10 @@ class ExecPlan:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     arenas_created: int = 0
     arena_backing: str = "numpy"
+    # Set by the session that owns the plan: how its arenas are backed, and
+    # the model and input shapes, named when engine.arena.size refuses one.
+    arena_policy: ArenaPolicy = field(default_factory=ArenaPolicy)
+    label: str = "plan"
 
     def __post_init__(self):
         self.cplan = _CPlan(len(self.steps), self.steps.ctypes.data, len(self.tensors), self.tensors.ctypes.data,
@@ -442,31 +446,20 @@ class ExecPlan:
         except IndexError:
             pass
         with self._lock:
+            address = self._new_arena()
             self.arenas_created += 1
-            return self._new_arena()
+            return address
 
     def _new_arena(self) -> int:
-        # Large arenas come from the kernels' arena allocator: 2 MiB hugepages
-        # when reserved (then THP, then normal pages, prefaulted either way,
-        # so the first run takes no page faults); the backing it got and why
-        # is kept in arena_backing. Small ones are not worth a mapping.
-        if self.arena_bytes >= HUGEPAGE_ARENA_MIN:
-            from engine.arena import Arena, ArenaError
-
-            try:
-                arena = Arena(self.arena_bytes + ALIGN, hugepages=True, name="plan arena")
-                block = arena.alloc(self.arena_bytes)
-            except (ArenaError, OSError, AttributeError) as exc:
-                self.arena_backing = f"numpy (arena allocator unavailable: {exc})"
-            else:
-                st = arena.stats()
-                self.arena_backing = f"{st['backing']}" + (f" ({st['backing_reason']})" if st["backing_reason"] else "")
-                self._keep.append((arena, block))
-                return block.address
-        raw = np.zeros(self.arena_bytes + 2 * ALIGN, np.uint8)
-        off = (-raw.ctypes.data) % ALIGN
-        self._keep.append(raw)
-        return raw.ctypes.data + off
+        # From the process's plan-arena ledger (engine.arena.PLAN_ARENAS):
+        # large ones from the kernels' allocator (2 MiB hugepages when the
+        # policy asks and the pool has them, else THP/normal pages; prefaulted
+        # either way, so the first run takes no page faults), small ones as
+        # numpy buffers; the backing it got and why is kept in arena_backing.
+        address, keep, self.arena_backing = PLAN_ARENAS.allocate(self, self.arena_bytes, self.arena_policy,
+                                                                  self.label)
+        self._keep.append(keep)
+        return address
 
     def release_arena(self, address: int) -> None:
         self._free.append(address)

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from engine import aie_format
+from engine.arena import PLAN_ARENAS, ArenaPolicy
 from engine.errors import InvalidArgument, UnsupportedOperatorError
 from engine.ir import Graph, type_string
 from engine.plan import BLOB_WEIGHTS, LOC_BLOB, LOC_INPUT, Buffer, ExecPlan, NeedsValue, PlanCache, Planner, Value
@@ -58,8 +59,19 @@ def build_plan_for_graph(graph: Graph, feeds: dict[str, np.ndarray], *, nthreads
     return planner.finish([planner.lookup(t.name) for t in graph.outputs])
 
 
+def describe_shapes(model: str, shapes: dict) -> str:
+    """What an arena-size error names, e.g. `model 'mlp', input [64, 784]`."""
+    inputs = ", ".join(f"{name} {list(shape)}" for name, shape in shapes.items())
+    return f"model {model!r}, {inputs}" if model else inputs
+
+
 class InferenceSession:
-    def __init__(self, path, threads: int | None = None, plan_cache_size: int = DEFAULT_PLAN_CACHE_SIZE):
+    def __init__(self, path, threads: int | None = None, plan_cache_size: int = DEFAULT_PLAN_CACHE_SIZE,
+                 arena: ArenaPolicy | None = None):
+        """arena: how plan arenas are backed (engine.arena of engine.yaml;
+        default: hugepages when free, no mlock); their total is bounded by
+        engine.arena.PLAN_ARENAS.limit, checked here against the shapes
+        planned at conversion and again for every new arena."""
         from engine.kernels._lib import lib
 
         path = Path(path)
@@ -87,6 +99,10 @@ class InferenceSession:
                        for t in self.graph.inputs]
         self._output_names = [t.name for t in self.graph.outputs]
         self._weights_ptr = self._model.weights_ptr
+        self.arena_policy = arena or ArenaPolicy(owner=Path(path).stem)
+        for planned in self._model.meta.get("planned", []):
+            what = describe_shapes(self.arena_policy.owner, planned["inputs"]) + " (planned at conversion)"
+            PLAN_ARENAS.check_fits(int(planned["arena_bytes"]), self.arena_policy, what)
 
     # -- onnxruntime-compatible metadata --
     def get_inputs(self) -> list[NodeArg]:
@@ -165,6 +181,9 @@ class InferenceSession:
                 with self._lock:
                     self._value_inputs = self._value_inputs | {need.name}
                 continue
+            plan.arena_policy = self.arena_policy
+            shapes = {t.name: a.shape for t, a in zip(self.graph.inputs, arrays)}
+            plan.label = describe_shapes(self.arena_policy.owner, shapes)
             self._plans.put(key, plan)
             return plan
 

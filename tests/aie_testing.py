@@ -3,7 +3,10 @@ called `conftest` would be ambiguous, every folder may have one)."""
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
+from pathlib import Path
 
 import pytest
 
@@ -12,3 +15,35 @@ def require_root() -> None:
     """Skip (with the reason printed) when a test needs root."""
     if os.geteuid() != 0:
         pytest.skip("needs root (namespaces, sysctl, hugepages); run as root to cover this")
+
+
+def hugepage_pool(page_kib: int = 2048) -> Path:
+    return Path(f"/sys/kernel/mm/hugepages/hugepages-{page_kib}kB")
+
+
+def read_pool(pool: Path, name: str) -> int:
+    return int((pool / name).read_text())
+
+
+@contextlib.contextmanager
+def reserved_hugepages(count: int, page_kib: int = 2048):
+    """Grow the hugepage pool by `count` pages, then shrink it by as many again.
+    Relative both ways, so a concurrent change by someone else is not undone."""
+    require_root()
+    pool = hugepage_pool(page_kib)
+    if not pool.exists():
+        pytest.skip(f"kernel has no {page_kib} kB hugepage pool ({pool} missing)")
+    before = read_pool(pool, "nr_hugepages")
+    try:
+        (pool / "nr_hugepages").write_text(str(before + count))
+    except OSError as exc:
+        pytest.skip(f"kernel refused to grow the {page_kib} kB hugepage pool: {exc}")
+    try:
+        got = read_pool(pool, "nr_hugepages") - before
+        if got < count:
+            pytest.skip(f"kernel reserved only {got} of {count} {page_kib} kB hugepages (memory fragmented)")
+        yield pool
+    finally:
+        gc.collect()  # arenas and views from the block must be unmapped first
+        now = read_pool(pool, "nr_hugepages")
+        (pool / "nr_hugepages").write_text(str(max(0, now - count)))

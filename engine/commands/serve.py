@@ -17,4 +17,10 @@ def run(args: argparse.Namespace) -> int:
     from engine.server.server import run_server
 
     config = load_config(args.config, args.root)
+    if config.arena.mlock:
+        from engine.arena import check_mlock
+
+        # Before any model loads: a refusal is a start-up error that says what
+        # to set, not a failed first request later.
+        check_mlock(config.arena.size)
     return run_server(config, config_path=args.config, root=args.root)

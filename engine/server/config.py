@@ -29,9 +29,11 @@ class ConfigError(EngineError):
 
 @dataclass(frozen=True)
 class ArenaConfig:
-    size: int = 256 << 20          # bytes
-    hugepages: bool = False
-    mlock: bool = False
+    """Plan arenas (engine.arena.PlanArenas): their total, their backing.
+    Defaults are the spec schema's (sysconfig/schema.json engine.arena)."""
+    size: int = 256 << 20          # bytes: the most all plan arenas of the process hold together
+    hugepages: bool = True         # MAP_HUGETLB pages of hugepage_size first, 4 KiB pages when none are free
+    mlock: bool = False            # lock every plan arena; start-up fails when the kernel would refuse
 
 
 @dataclass(frozen=True)

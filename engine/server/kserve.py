@@ -28,7 +28,7 @@ from engine.server.batching import AUTO_CAP_S
 from engine.server.config import NAME_PATTERN
 from engine.server.http import Request, parse_length
 from engine.server.models import KSERVE_TO_NUMPY, MAX_DIMS, NUMPY_TO_KSERVE, LoadedModel, element_count
-from engine.server.state import ARENA_BYTES, ServeError, ServerState, arena_stats, rss_bytes
+from engine.server.state import ServeError, ServerState, arena_stats, rss_bytes
 
 OFFLOAD_BYTES = 64 << 10     # bodies larger than this are (de)coded on the codec pool
 _MAX_INT = (1 << 63) - 1     # parameters and dims: what the scheduler and numpy take as int64
@@ -284,7 +284,7 @@ class KServeApp:
         if path == "/metrics":
             return self._only(method, "GET") or Response(
                 200, st.metrics.render(queue_depth=st.queue_depth(), load_errors=st.load_errors(),
-                                       arena_bytes={k: v for k, v in arena_stats().items() if k in ARENA_BYTES}, uptime_s=time.time() - st.started,
+                                       arena=arena_stats(), uptime_s=time.time() - st.started,
                                        schedulers=st.scheduler_snapshots()).encode(),
                 "text/plain; version=0.0.4; charset=utf-8")
         if path == "/v2/models/stats":

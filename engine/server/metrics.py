@@ -11,6 +11,9 @@ import bisect
 import time
 from collections import defaultdict
 
+# Allocator arena totals exported as aie_arena_bytes{kind=...} (engine.server.state.arena_stats).
+ARENA_BYTES = ("reserved", "in_use", "requested", "peak_in_use", "free", "largest_free")
+
 # Seconds. Spans 50 us (a tiny MLP) to 10 s (a huge batch on a busy host).
 LATENCY_BUCKETS = (5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0, 2.5,
                    5.0, 10.0)
@@ -123,7 +126,8 @@ class Metrics:
             (stats.success if code == 200 else stats.fail).add(int(seconds * 1e9))
 
     def render(self, *, queue_depth: dict[str, int], load_errors: dict[str, str | None],
-               arena_bytes: dict[str, int], uptime_s: float, schedulers: dict[str, dict] | None = None) -> str:
+               arena: dict, uptime_s: float, schedulers: dict[str, dict] | None = None) -> str:
+        """`arena`: engine.server.state.arena_stats()."""
         out: list[str] = []
 
         def family(name, kind, help_text):
@@ -180,7 +184,17 @@ class Metrics:
         out.append(f"aie_auth_failures_total {self.auth_failures}")
         by_model("aie_protocol_errors_total", "counter", "Malformed requests or frames (connection closed).",
                  self.protocol_errors, label="protocol")
-        by_model("aie_arena_bytes", "gauge", "Arena memory, by kind.", arena_bytes, label="kind")
+        by_model("aie_arena_bytes", "gauge", "Arena memory, by kind.",
+                 {k: v for k, v in arena.items() if k in ARENA_BYTES}, label="kind")
+        by_model("aie_arena_backing_bytes", "gauge",
+                 "Plan arena memory by backing: hugepage (the reserved pool) or 4k (4 KiB pages, THP at best).",
+                 arena.get("backing_bytes", {}), label="backing")
+        by_model("aie_arena_hugepage_fallbacks_total", "counter",
+                 "Arenas that asked for hugepages and got 4 KiB pages, by reason.",
+                 arena.get("hugepage_fallbacks", {}), label="reason")
+        if arena.get("plan_arena_limit") is not None:
+            family("aie_arena_limit_bytes", "gauge", "engine.arena.size: the most plan arenas may hold together.")
+            out.append(f"aie_arena_limit_bytes {arena['plan_arena_limit']}")
         return "\n".join(out) + "\n"
 
     @staticmethod

@@ -18,6 +18,7 @@ the test suite uses it for a model whose run time it controls.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 import json
@@ -29,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.arena import ArenaPolicy
 from engine.errors import EngineError
 from engine.server.config import ModelConfig
 from engine.server.placement import place
@@ -94,25 +96,28 @@ def _factory():
         raise ModelLoadError(f"AIE_SERVE_SESSION_FACTORY={spec!r}: {exc}") from None
 
 
-def accepts_plan_cache_size(factory) -> bool:
+def accepts(factory, keyword: str) -> bool:
+    """Whether the session class takes `keyword` (a substituted one may not)."""
     try:
         params = inspect.signature(factory).parameters
     except (TypeError, ValueError):
         return False
-    return "plan_cache_size" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+    return keyword in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
-def open_session(path: str, threads: int | None, plan_cache_size: int | None = None):
+def open_session(path: str, threads: int | None, plan_cache_size: int | None = None, arena=None):
     """One session over the model file at `path` (re-opened by path: a file
-    replaced by atomic rename is the new file). `plan_cache_size` is passed
-    when the session class takes it."""
+    replaced by atomic rename is the new file). `plan_cache_size` and `arena`
+    (an engine.arena.ArenaPolicy) are passed when the session class takes them."""
     try:
         factory = _factory()
     except ImportError as exc:
         raise ModelLoadError(f"the runtime is not available: {exc}", where=path) from None
     kwargs = {"threads": threads or None}
-    if plan_cache_size and accepts_plan_cache_size(factory):
+    if plan_cache_size and accepts(factory, "plan_cache_size"):
         kwargs["plan_cache_size"] = plan_cache_size
+    if arena is not None and accepts(factory, "arena"):
+        kwargs["arena"] = arena
     try:
         return factory(path, **kwargs)
     except EngineError as exc:
@@ -172,19 +177,21 @@ class LoadedModel:
     """Sessions for one model version plus its signature. Immutable once built;
     a reload builds a new one beside it."""
 
-    def __init__(self, config: ModelConfig, threads: int, plan_cache_size: int | None = None):
+    def __init__(self, config: ModelConfig, threads: int, plan_cache_size: int | None = None,
+                 arena: ArenaPolicy | None = None):
         self.config = config
         # instances/threads of 0 are "auto": engine.server.placement says how they resolve.
         self.placement = place(config.instances, config.threads, threads)
+        policy = dataclasses.replace(arena, owner=config.name) if arena is not None else None
         self.sessions = []
         try:
             for _ in range(self.placement.instances):
-                self.sessions.append(open_session(config.path, self.placement.threads, plan_cache_size))
+                self.sessions.append(open_session(config.path, self.placement.threads, plan_cache_size, policy))
         except BaseException:
             self.close()  # a half-built version must not keep the instances it did open
             raise
         # What the sessions were given (None: the session class takes no plan cache size).
-        self.plan_cache_size = plan_cache_size if plan_cache_size and accepts_plan_cache_size(_factory()) else None
+        self.plan_cache_size = plan_cache_size if plan_cache_size and accepts(_factory(), "plan_cache_size") else None
         first = self.sessions[0]
         where = f"model {config.name!r} ({config.path})"
         self.inputs = tuple(_spec(n, where) for n in first.get_inputs())

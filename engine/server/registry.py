@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from engine.arena import PLAN_ARENAS, ArenaPolicy
 from engine.server.config import EngineConfig, ModelConfig
 from engine.server.metrics import Metrics
 from engine.server.models import LoadedModel, ModelLoadError
@@ -37,16 +38,22 @@ class ModelRegistry:
     def ready(self) -> bool:
         return bool(self.entries) and all(e.scheduler is not None for e in self.entries.values())
 
-    async def load_model(self, mcfg: ModelConfig, threads: int, plan_cache_size: int) -> LoadedModel:
+    async def load_model(self, mcfg: ModelConfig, threads: int, plan_cache_size: int,
+                         arena: ArenaPolicy | None = None) -> LoadedModel:
         # Opening a model reads and maps files: keep it off the event loop.
-        return await asyncio.get_running_loop().run_in_executor(None, LoadedModel, mcfg, threads, plan_cache_size)
+        return await asyncio.get_running_loop().run_in_executor(None, LoadedModel, mcfg, threads, plan_cache_size,
+                                                                arena)
 
     async def apply(self, config: EngineConfig, drain_timeout_s: float) -> dict[str, str]:
         """Load every model of `config` beside the current ones, then switch
         each that loaded; a failed one keeps its old version. Models no longer
         listed are drained and removed. Returns {model: error} for failures."""
         errors: dict[str, str] = {}
-        results = await asyncio.gather(*(self.load_model(m, config.threads, config.plan_cache_size)
+        # engine.arena.size bounds every plan arena of the process, whichever model holds it.
+        PLAN_ARENAS.limit = config.arena.size
+        arena = ArenaPolicy(hugepages=config.arena.hugepages, mlock=config.arena.mlock,
+                            page_size=config.hugepage_size)
+        results = await asyncio.gather(*(self.load_model(m, config.threads, config.plan_cache_size, arena)
                                          for m in config.models),
                                        return_exceptions=True)
         for mcfg, result in zip(config.models, results):

@@ -1,9 +1,25 @@
 """The server process: startup(), main_loop(), shutdown(), as uvicorn's.
 
-Signals (installed on the event loop):
-  SIGTERM, SIGINT  graceful shutdown (below), exit 0 when every accepted
-                   request was answered. A second one exits at once (1).
-  SIGHUP           reload the config and every model file (engine.server.reload).
+Signals (installed on the event loop; the README's "Signals" section says the same):
+
+  | signal          | effect                                                          | log event          |
+  |-----------------|-----------------------------------------------------------------|--------------------|
+  | SIGTERM, SIGINT | graceful shutdown in the order below (drain delay, then stop    | shutdown_requested |
+  |                 | accepting, answer queued and in-flight requests within          |                    |
+  |                 | limits.drain_timeout_s); exit 0, or 1 when some went unanswered |                    |
+  | the same again  | while draining: exit at once, status 1                          | forced_exit        |
+  | SIGHUP          | re-open the log file, re-read engine.yaml and every model file  | reloaded           |
+  |                 | (engine.server.reload); what fails keeps its old version        |                    |
+  | SIGUSR2         | re-open the log file only (logrotate's postrotate); no reload   | log_reopened       |
+  | SIGPIPE         | ignored (Python's start-up default, kept): a client gone        | -                  |
+  |                 | mid-answer is a connection error on that connection only        |                    |
+
+  Any other signal keeps its default action (SIGUSR1, SIGQUIT, ... terminate).
+  Why SIGUSR2 re-opens instead of reloading: SIGHUP already reloads (systemd's
+  ExecReload sends it), and a reload loads every model again beside the old
+  one -- seconds and twice the model memory -- which a nightly logrotate must
+  not trigger. Re-opening the log is the one thing that had no signal of its
+  own; a reload re-opens it too.
 
 Shutdown order, so that no request is lost:
   1. drain delay (limits.drain_delay_s): readiness answers 503 so load
@@ -22,6 +38,7 @@ Shutdown order, so that no request is lost:
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import signal
 import socket
@@ -112,11 +129,18 @@ class Server:
         tls_args = {"ssl": tls, "ssl_handshake_timeout": limits.header_timeout_s} if tls else {}
         self._tls_args = tls_args
         loop = asyncio.get_running_loop()
-        for port, factory in ((cfg.http_port, self._http_protocol), (cfg.binary_port, lambda: BinaryConnection(self))):
-            if port is not None:
-                listener = await loop.create_server(factory, cfg.listen, port, reuse_address=True, backlog=1024,
-                                                    **tls_args)
-                self.listeners.append((listener, factory))
+        try:
+            for key, port, factory in (("http_port", cfg.http_port, self._http_protocol),
+                                       ("binary_port", cfg.binary_port, lambda: BinaryConnection(self))):
+                if port is not None:
+                    listener = await _listen(key, cfg.listen, port, loop.create_server(
+                        factory, cfg.listen, port, reuse_address=True, backlog=1024, **tls_args))
+                    self.listeners.append((listener, factory))
+        except ListenError:
+            for listener, _ in self.listeners:
+                listener.close()
+            await self.state.registry.close_all()
+            raise
         log_file = self.logger.file.path if self.logger.file else None
         self.logger.info("started", pid=os.getpid(), listen=cfg.listen, http_port=cfg.http_port, tls=tls is not None,
                          mutual_tls=bool(cfg.tls.client_ca_file),
@@ -217,9 +241,13 @@ class Server:
     # ---- signals ----------------------------------------------------------
     def _install_signals(self) -> None:
         loop = asyncio.get_running_loop()
+        # Python ignores SIGPIPE at start-up; said again here because the
+        # table above promises it whoever embeds the server.
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._handle_exit, sig)
         loop.add_signal_handler(signal.SIGHUP, self._handle_reload)
+        loop.add_signal_handler(signal.SIGUSR2, self._handle_reopen)
 
     def _handle_exit(self, sig) -> None:
         if self.should_exit.is_set():
@@ -228,6 +256,11 @@ class Server:
             os._exit(1)
         self.logger.info("shutdown_requested", signal=signal.Signals(sig).name)
         self.should_exit.set()
+
+    def _handle_reopen(self) -> None:
+        self.logger.reopen()
+        self.logger.info("log_reopened", signal="SIGUSR2",
+                         log_file=self.logger.file.path if self.logger.file else None)
 
     def _handle_reload(self) -> None:
         if self.config_path is None:
@@ -394,6 +427,25 @@ async def _linger(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, se
 
 class StartupError(EngineError):
     """A model listed in the config could not be loaded at start-up."""
+
+
+class ListenError(EngineError):
+    """A configured address cannot be listened on (most often: another process has the port)."""
+
+    exit_code = 98  # EADDRINUSE's errno: distinct from 1 (config/model errors) for supervisors and scripts
+
+
+async def _listen(key: str, host: str, port: int, bind):
+    try:
+        return await bind
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise ListenError(f"cannot listen on {host}:{port}: address already in use",
+                              hint=f"is another engine running? set engine.{key}") from None
+        # asyncio wraps the errno in a long sentence; the errno's own text is the one line we want.
+        reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+        raise ListenError(f"cannot listen on {host}:{port}: {reason}",
+                          hint=f"check engine.listen and engine.{key}") from None
 
 
 def run_server(config: EngineConfig, *, config_path: str | None = None, root: str | None = None) -> int:

@@ -9,11 +9,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from engine import arena
 from engine.server.auth import AuthError, Authenticator, Principal, RateLimiter
 from engine.server.clientlimits import ByteBudget, ConnectionCaps
 from engine.server.config import EngineConfig
 from engine.server.logs import JsonLogger
-from engine.server.metrics import Metrics
+from engine.server.metrics import ARENA_BYTES, Metrics
 from engine.server.models import InvalidInput, LoadedModel
 from engine.server.registry import ModelRegistry
 from engine.server.scheduler import DeadlineExceeded, QueueFull, SchedulerClosed
@@ -138,25 +139,24 @@ class ServerState:
         return {n: e.error for n, e in self.registry.entries.items()}
 
 
-ARENA_BYTES = ("reserved", "in_use", "requested", "peak_in_use", "free", "largest_free")
 ARENA_COUNTS = ("live_allocations", "total_allocations", "failed_allocations")
 
 
-def arena_stats() -> dict[str, int]:
-    """Totals over the process's open arenas (engine.arena), {} without any."""
-    try:
-        from engine import arena
-    except ImportError:
-        return {}
-    try:
-        every = arena.stats_all()
-    except Exception:  # noqa: BLE001 - reporting must not fail the health check
-        return {}
-    totals: dict[str, int] = {"arenas": len(every)}
+def arena_stats() -> dict:
+    """The process's arenas for /health and /metrics: totals over the open
+    allocator arenas (ARENA_BYTES, ARENA_COUNTS), the plan arenas' bytes by
+    backing ("hugepage" from the reserved pool, "4k" pages otherwise: the
+    hugepage fallback our latency depends on), the fallbacks by reason, and
+    engine.arena.size against what plan arenas hold."""
+    every = arena.stats_all()
+    totals: dict = {"arenas": len(every)}
     for stats in every:
         for key in ARENA_BYTES + ARENA_COUNTS:
-            if isinstance(stats.get(key), int):
-                totals[key] = totals.get(key, 0) + stats[key]
+            totals[key] = totals.get(key, 0) + stats[key]
+    totals["backing_bytes"] = arena.PLAN_ARENAS.bytes_by_backing()
+    totals["hugepage_fallbacks"] = arena.hugepage_fallbacks()
+    totals["plan_arena_bytes"] = arena.PLAN_ARENAS.used()
+    totals["plan_arena_limit"] = arena.PLAN_ARENAS.limit
     return totals
 
 

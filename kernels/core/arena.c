@@ -120,7 +120,7 @@ static void init_blocks(aie_arena *a) {
 }
 
 /* ---- creation -------------------------------------------------------------------- */
-static void *map_hugetlb(size_t size, size_t page, int prefault, char *why) {
+static void *map_hugetlb(size_t size, size_t page, int prefault, char *why, int *fallback) {
     int shift = page == GIB ? 30 : 21;
     int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | (shift << MAP_HUGE_SHIFT);
     if (prefault) flags |= MAP_POPULATE;
@@ -134,16 +134,21 @@ static void *map_hugetlb(size_t size, size_t page, int prefault, char *why) {
     snprintf(path, sizeof path, "%s/resv_hugepages", dir);
     long resv = read_long(path);
     size_t need = size / page;
-    if (free_pages < 0)
+    if (free_pages < 0) {
+        *fallback = AIE_ARENA_FALLBACK_UNSUPPORTED;
         reason(why, "%s hugepages not supported by this kernel/CPU (%s missing)", page_label(page), dir);
-    else if (resv > 0 && (size_t)(free_pages - resv) < need)
+    } else if (resv > 0 && (size_t)(free_pages - resv) < need) {
+        *fallback = AIE_ARENA_FALLBACK_NO_FREE_PAGES;
         reason(why, "no free %s hugepages: HugePages_Free=%ld but %ld reserved by other mappings, need %zu",
                page_label(page), free_pages, resv, need);
-    else if ((size_t)free_pages < need)
+    } else if ((size_t)free_pages < need) {
+        *fallback = AIE_ARENA_FALLBACK_NO_FREE_PAGES;
         reason(why, "no free %s hugepages: HugePages_Free=%ld, need %zu", page_label(page), free_pages, need);
-    else
+    } else {
+        *fallback = AIE_ARENA_FALLBACK_MMAP_FAILED;
         reason(why, "mmap(MAP_HUGETLB, %s) failed: %s (HugePages_Free=%ld, need %zu)",
                page_label(page), strerror(err), free_pages, need);
+    }
     return NULL;
 }
 
@@ -208,7 +213,7 @@ int aie_arena_create(size_t size, const aie_arena_options *opts, aie_arena **out
     a->st.backing_reason[0] = '\0';
     if (o.hugepages) {
         size_t rounded = AIE_ROUND_UP(size, o.hugepage_size);
-        void *p = map_hugetlb(rounded, o.hugepage_size, o.prefault, a->st.backing_reason);
+        void *p = map_hugetlb(rounded, o.hugepage_size, o.prefault, a->st.backing_reason, &a->st.hugepage_fallback);
         if (p) {
             a->base = p;
             a->mapped = a->reserved = rounded;

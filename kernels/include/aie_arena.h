@@ -52,6 +52,15 @@ typedef enum {
     AIE_ARENA_HUGETLB_1G = 3   /* MAP_HUGETLB, 1 GiB pages */
 } aie_arena_backing;
 
+/* Why an arena that asked for hugepages got 4 KiB pages instead: a short,
+ * fixed set (metrics label it), the details in backing_reason. */
+typedef enum {
+    AIE_ARENA_FALLBACK_NONE = 0,           /* hugepages obtained, or not requested */
+    AIE_ARENA_FALLBACK_NO_FREE_PAGES = 1,  /* the pool has fewer free pages than the arena needs */
+    AIE_ARENA_FALLBACK_UNSUPPORTED = 2,    /* no pool of that page size in this kernel/CPU */
+    AIE_ARENA_FALLBACK_MMAP_FAILED = 3     /* enough free pages, mmap(MAP_HUGETLB) refused all the same */
+} aie_arena_fallback;
+
 #define AIE_ARENA_BUCKETS 4
 #define AIE_ARENA_HEADER 64    /* bytes of header before every block's payload */
 #define AIE_ARENA_REASON_LEN 192
@@ -83,6 +92,7 @@ typedef struct {
     int mlocked;                 /* 1 when mlock succeeded */
     int prefaulted;
     int hugepages_requested;
+    int hugepage_fallback;       /* aie_arena_fallback */
     char backing_reason[AIE_ARENA_REASON_LEN]; /* why this backing ("" when as asked) */
     char mlock_reason[AIE_ARENA_REASON_LEN];   /* why mlock failed or was not asked */
 } aie_arena_stats;

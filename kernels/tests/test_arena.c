@@ -212,8 +212,21 @@ static void test_backing_report(void) {
              strncmp(s.backing_reason, "hugepages not requested;", 24) == 0, "reason: %s", s.backing_reason);
     KT_CHECK(s.backing == AIE_ARENA_THP || s.backing == AIE_ARENA_NORMAL, "backing %d", s.backing);
     KT_CHECK(s.hugepage_bytes == 0 && s.page_size == 4096, "no hugetlb bytes on normal pages");
+    KT_CHECK(s.hugepage_fallback == AIE_ARENA_FALLBACK_NONE, "not asked for hugepages is no fallback (%d)",
+             s.hugepage_fallback);
     KT_CHECK(((uintptr_t)aie_arena_base(a) & (2 * MIB - 1)) == 0, "base not 2 MiB aligned (THP needs it)");
     KT_CHECK(aie_arena_stats_size() == sizeof(aie_arena_stats), "stats size");
+    aie_arena_destroy(a);
+
+    /* 1 GiB pages where the kernel has no such pool (most VMs): a fallback with its class.
+     * Where the pool exists but is empty, the class is "no free pages". */
+    aie_arena_options o = {.hugepages = 1, .hugepage_size = (size_t)1 << 30, .mlock = 0, .prefault = 0};
+    KT_CHECK(aie_arena_create(2 * MIB, &o, &a) == AIE_OK, "create: %s", aie_last_error());
+    s = stats(a);
+    if (s.backing != AIE_ARENA_HUGETLB_1G)
+        KT_CHECK(s.hugepage_fallback == AIE_ARENA_FALLBACK_UNSUPPORTED ||
+                 s.hugepage_fallback == AIE_ARENA_FALLBACK_NO_FREE_PAGES,
+                 "fallback class %d for: %s", s.hugepage_fallback, s.backing_reason);
     aie_arena_destroy(a);
 }
 

@@ -188,3 +188,58 @@ def test_arena_dump_command():
     assert bad.returncode == 1
     assert bad.stderr.strip() == ("ai-engine arena-dump: error: size 'lots' is not a size "
                                   "(expected e.g. 4096, '64K', '256M', '1G')")
+
+
+def test_arena_size_bounds_the_plan_arenas_naming_model_shape_and_numbers(zoo, tmp_path, monkeypatch):
+    import gc
+
+    from engine.arena import PLAN_ARENAS, ArenaLimitExceeded, ArenaPolicy
+    from engine.convert import convert_file
+    from engine.session import InferenceSession
+
+    policy = ArenaPolicy(hugepages=False, owner="mlp")
+    model = tmp_path / "mlp.aie"
+    convert_file(zoo("mlp"), model)  # records the arena of the batch-1 plan
+    gc.collect()
+    held = PLAN_ARENAS.used()  # other tests' plans still alive in this process
+    sess = InferenceSession(model, threads=1, arena=policy)
+    x = np.zeros((1024, 784), np.float32)
+    sess.run(None, {"input": x})
+    gc.collect()  # plans built while folding constants are gone
+    one = PLAN_ARENAS.charge_of(sess.plans()[0].arena_bytes, policy)
+    assert PLAN_ARENAS.used() == held + one
+
+    # Room for exactly the plan arena that exists: a second shape is refused, with what and why.
+    monkeypatch.setattr(PLAN_ARENAS, "limit", held + one)
+    with pytest.raises(ArenaLimitExceeded) as err:
+        sess.run(None, {"input": x[:1000]})
+    msg = str(err.value)
+    assert msg.startswith("model 'mlp', input [1000, 784]: a plan arena of "), msg
+    assert f"over engine.arena.size = {held + one} bytes ({held + one} bytes held by " in msg, msg
+    assert "(raise engine.arena.size" in msg
+    assert sess.run(None, {"input": x})[0].shape == (1024, 10)  # the existing plan still runs
+
+    # Plans that go free their arenas: the budget comes back.
+    del sess, err  # the error's traceback holds the session's frames too
+    gc.collect()
+    assert PLAN_ARENAS.used() == held
+    other = InferenceSession(model, threads=1, arena=policy)
+    other.run(None, {"input": x[:1000]})
+
+    # A shape planned at conversion that alone is over the limit fails the load.
+    monkeypatch.setattr(PLAN_ARENAS, "limit", 1024)
+    with pytest.raises(ArenaLimitExceeded) as err:
+        InferenceSession(model, threads=1, arena=policy)
+    assert str(err.value).startswith("model 'mlp', input [1, 784] (planned at conversion): its plan arena takes ")
+    assert "more than engine.arena.size = 1024 bytes" in str(err.value)
+
+
+def test_arena_dump_into_a_closed_pipe_exits_quietly():
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before a byte is written: `| head` that already quit
+    try:
+        proc = subprocess.run([sys.executable, "-m", "engine.cli", "arena-dump", "--size", "4M", "--no-hugepages",
+                               "--json"], stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr

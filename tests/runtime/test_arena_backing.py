@@ -5,7 +5,6 @@ when the memlock limit forbids it. Needs root (writes /proc/sys/vm and
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import json
 import os
@@ -19,54 +18,21 @@ import pytest
 
 from engine.arena import Arena
 
-from aie_testing import require_root
+from aie_testing import hugepage_pool, read_pool, require_root, reserved_hugepages
 
 MIB, GIB = 1 << 20, 1 << 30
-
-
-def _pool(page_kib: int) -> Path:
-    return Path(f"/sys/kernel/mm/hugepages/hugepages-{page_kib}kB")
-
-
-def _read(pool: Path, name: str) -> int:
-    return int((pool / name).read_text())
-
-
-@contextlib.contextmanager
-def reserved_hugepages(count: int, page_kib: int = 2048):
-    """Grow the hugepage pool by `count` pages, then shrink it by as many again.
-    Relative both ways, so a concurrent change by someone else is not undone."""
-    require_root()
-    pool = _pool(page_kib)
-    if not pool.exists():
-        pytest.skip(f"kernel has no {page_kib} kB hugepage pool ({pool} missing)")
-    before = _read(pool, "nr_hugepages")
-    try:
-        (pool / "nr_hugepages").write_text(str(before + count))
-    except OSError as exc:
-        pytest.skip(f"kernel refused to grow the {page_kib} kB hugepage pool: {exc}")
-    try:
-        got = _read(pool, "nr_hugepages") - before
-        if got < count:
-            pytest.skip(f"kernel reserved only {got} of {count} {page_kib} kB hugepages (memory fragmented)")
-        yield pool
-    finally:
-        gc.collect()  # arenas and views from the block must be unmapped first
-        now = _read(pool, "nr_hugepages")
-        (pool / "nr_hugepages").write_text(str(max(0, now - count)))
-
 
 def test_hugetlb_arena_takes_pages_from_the_pool():
     pages = 4
     with reserved_hugepages(pages) as pool:
-        free_before = _read(pool, "free_hugepages")
+        free_before = read_pool(pool, "free_hugepages")
         arena = Arena(pages * 2 * MIB, hugepages=True, name="huge")
         st = arena.stats()
         assert st["backing"] == "hugetlb-2M", st["backing_reason"]
         assert st["hugepage_bytes"] == st["reserved"] == pages * 2 * MIB
         assert st["page_size"] == 2 * MIB and st["backing_reason"] == ""
         # Prefaulted at creation: the pages left the free pool now, not at first touch.
-        assert _read(pool, "free_hugepages") == free_before - pages
+        assert read_pool(pool, "free_hugepages") == free_before - pages
         meminfo = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())
         assert int(meminfo["HugePages_Free"]) == free_before - pages
 
@@ -78,14 +44,14 @@ def test_hugetlb_arena_takes_pages_from_the_pool():
         arena.close()
         del arena
         gc.collect()
-        assert _read(pool, "free_hugepages") == free_before
+        assert read_pool(pool, "free_hugepages") == free_before
 
 
 def test_fallback_when_no_hugepages_are_free_says_why():
-    pool = _pool(2048)
+    pool = hugepage_pool(2048)
     if not pool.exists():
         pytest.skip("kernel has no 2 MiB hugepage pool")
-    available = _read(pool, "free_hugepages") - _read(pool, "resv_hugepages")
+    available = read_pool(pool, "free_hugepages") - read_pool(pool, "resv_hugepages")
     want = max(available, 0) + 1
     # prefault off: the fallback may be large when another test reserved a big pool.
     with Arena(want * 2 * MIB, hugepages=True, prefault=False, name="fallback") as arena:
@@ -135,3 +101,64 @@ def test_mlock_success_and_failure_reason():
     assert "mlock of 4194304 bytes failed" in st["mlock_reason"]
     assert "RLIMIT_MEMLOCK=65536 bytes" in st["mlock_reason"]
     assert st["live_allocations"] == 1
+
+
+# ---- plan arenas (engine.arena.PLAN_ARENAS) as engine.arena's keys say ----------------
+def _plan_at(sess, batch: int):
+    sess.run(None, {"input": np.zeros((batch, 784), np.float32)})
+    return next(p for p in sess.plans() if f"input [{batch}, 784]" in p.label)
+
+
+def test_plan_arenas_take_hugepages_then_fall_back_and_count_it(zoo):
+    from engine.arena import PLAN_ARENAS, ArenaPolicy, hugepage_fallbacks
+    from engine.session import InferenceSession
+
+    on = ArenaPolicy(hugepages=True, owner="mlp")
+    with reserved_hugepages(4) as pool:  # 8 MiB: room for the first plan arena, not for the second
+        sess = InferenceSession(zoo("mlp"), threads=1, arena=on)
+        gc.collect()
+        bytes_before, fallbacks_before = PLAN_ARENAS.bytes_by_backing(), hugepage_fallbacks()
+        first = _plan_at(sess, 1024)
+        assert first.arena_bytes >= 2 * MIB  # large enough for the allocator
+        assert first.arena_backing == "hugetlb-2M", first.arena_backing
+        charge = PLAN_ARENAS.charge_of(first.arena_bytes, on)
+        assert PLAN_ARENAS.bytes_by_backing()["hugepage"] - bytes_before["hugepage"] == charge
+
+        # Run out of hugepages on purpose: hold every page still free.
+        free = read_pool(pool, "free_hugepages") - read_pool(pool, "resv_hugepages")
+        holder = Arena(free * 2 * MIB, hugepages=True, prefault=False, name="holder") if free > 0 else None
+        held_fallback = holder is not None and holder.stats()["hugepage_fallback"] != ""
+        second = _plan_at(sess, 1000)
+        assert second.arena_backing.startswith(("thp", "normal")), second.arena_backing
+        assert "no free 2 MiB hugepages" in second.arena_backing
+        got = hugepage_fallbacks()
+        assert got["no_free_hugepages"] - fallbacks_before["no_free_hugepages"] == 1 + held_fallback
+        assert got["unsupported"] == fallbacks_before["unsupported"]
+        assert PLAN_ARENAS.bytes_by_backing()["4k"] - bytes_before["4k"] == PLAN_ARENAS.charge_of(
+            second.arena_bytes, on)
+        if holder is not None:
+            holder.close()
+        del holder, first, second, sess
+        gc.collect()
+        assert PLAN_ARENAS.bytes_by_backing() == bytes_before  # counted only while the plans exist
+
+        # hugepages: false never asks the pool, so nothing falls back, free pages or not.
+        off = InferenceSession(zoo("mlp"), threads=1, arena=ArenaPolicy(hugepages=False, owner="mlp"))
+        plan = _plan_at(off, 1024)
+        assert plan.arena_backing.startswith(("thp", "normal")) and "hugepages not requested" in plan.arena_backing
+        assert hugepage_fallbacks() == got
+        del plan, off
+        gc.collect()
+
+
+def test_mlocked_plan_arenas_are_locked_small_ones_too(zoo):
+    from engine.arena import ArenaPolicy, stats_all
+    from engine.session import InferenceSession
+
+    require_root()  # CAP_IPC_LOCK: mlock succeeds whatever the limit
+    sess = InferenceSession(zoo("mlp"), threads=1, arena=ArenaPolicy(hugepages=False, mlock=True, owner="mlp"))
+    for batch in (1, 1024):
+        plan = _plan_at(sess, batch)
+        assert plan.arena_backing != "numpy", plan.arena_backing  # from the allocator, so it can be locked
+        mine = [st for st in stats_all() if st["name"] == plan.label]
+        assert len(mine) == 1 and mine[0]["mlocked"], mine

@@ -2,4 +2,5 @@
 module named `conftest` is ambiguous on sys.path (every test folder has one),
 so tests import helpers from serve_support by its own name."""
 
-from serve_support import mlp_file, module_mlp_file, module_serve_factory, serve_factory, zoo_mlp  # noqa: F401
+from serve_support import (mlp_file, module_mlp_file, module_serve_factory, run_gate, serve_factory,  # noqa: F401
+                           zoo_mlp)

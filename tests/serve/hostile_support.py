@@ -15,7 +15,7 @@ import jwt
 import numpy as np
 
 from engine.server import binary as wire
-from serve_support import parse_prometheus
+from serve_support import parse_prometheus, wait_for  # noqa: F401 - the hostile tests take it from here
 
 
 def rss_bytes(pid: int) -> int:
@@ -23,18 +23,6 @@ def rss_bytes(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
     raise AssertionError(f"no VmRSS in /proc/{pid}/status")
-
-
-def wait_for(predicate, timeout: float, what: str, interval: float = 0.02):
-    """Poll an observable condition until it holds (its value) or fail after `timeout` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(interval)
 
 
 def log_events(server, event: str) -> list[dict]:
@@ -66,7 +54,7 @@ class HealthProbe:
 
     def __enter__(self):
         self._thread.start()
-        wait_for(lambda: self.latencies or self.errors, 10, "the first health answer")
+        wait_for(lambda: self.latencies or self.errors, "the first health answer", 10)
         return self
 
     def __exit__(self, *exc):

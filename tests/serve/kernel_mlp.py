@@ -7,11 +7,21 @@ needs a batch that runs for a known while) without the converter. Model
 files are .npz with w0, b0, w1, b1, ... (float32, w_i of shape [in, out]);
 ReLU after every layer but the last; an optional `repeat` runs the whole
 forward pass that many times (same answer, proportionally longer run).
+
+Test hook, off unless the server's environment sets it (serve_support.RunGate
+does): with AIE_TEST_RUN_EVENTS=<file> every run appends "start" to that
+file as it begins; with AIE_TEST_RUN_GATE=<fifo> every run then waits for one
+byte from that FIFO before it computes. A test thereby sees when a batch is
+running and decides when it ends -- no sleeping to let a model "be busy".
+The wait is bounded (GATE_TIMEOUT_S) and ends at once when the test closes
+its end of the FIFO, so a failed test never leaves a server hanging.
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
+import select
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,6 +53,34 @@ def _sgemm():
     return f, ws
 
 
+GATE_TIMEOUT_S = 60.0
+
+
+class _RunHook:
+    """The AIE_TEST_RUN_EVENTS / AIE_TEST_RUN_GATE hook (module docstring)."""
+
+    def __init__(self):
+        events, gate = os.environ.get("AIE_TEST_RUN_EVENTS"), os.environ.get("AIE_TEST_RUN_GATE")
+        self.events = os.open(events, os.O_WRONLY | os.O_APPEND | os.O_CREAT) if events else None
+        # The test holds the FIFO open for writing before the server starts, so this open never blocks.
+        self.gate = os.open(gate, os.O_RDONLY) if gate else None
+
+    def run_starts(self) -> None:
+        if self.events is not None:
+            os.write(self.events, b"start\n")  # one O_APPEND write: lines never interleave
+        if self.gate is not None:
+            ready, _, _ = select.select([self.gate], [], [], GATE_TIMEOUT_S)
+            if not ready:
+                raise TimeoutError(f"test gate AIE_TEST_RUN_GATE not opened within {GATE_TIMEOUT_S} s")
+            os.read(self.gate, 1)  # b"" once the test closed the FIFO: every later run passes
+
+    def close(self) -> None:
+        for fd in (self.events, self.gate):
+            if fd is not None:
+                os.close(fd)
+        self.events = self.gate = None
+
+
 class MLPSession:
     def __init__(self, path: str, threads: int | None = None):
         with np.load(path) as z:
@@ -54,6 +92,10 @@ class MLPSession:
             self.repeat = int(z["repeat"]) if "repeat" in z.files else 1
         self.threads = threads or 1
         self._sgemm, self._ws = _sgemm()
+        self._hook = _RunHook()
+
+    def close(self) -> None:
+        self._hook.close()
 
     def get_inputs(self):
         return [NodeArg("x", ["batch", self.layers[0][0].shape[0]])]
@@ -62,6 +104,7 @@ class MLPSession:
         return [NodeArg("y", ["batch", self.layers[-1][0].shape[1]])]
 
     def run(self, output_names, feeds):
+        self._hook.run_starts()
         for _ in range(self.repeat):
             y = self._forward(np.ascontiguousarray(feeds["x"], dtype=np.float32))
         return [y]

@@ -6,9 +6,14 @@ ready; the process is stopped (SIGTERM, then SIGKILL after a bound) at the
 end of the test.
 
 Models: the zoo MLP (784-512-512-10) converted to .aie and served by the real
-engine.InferenceSession (`zoo_mlp`); where a test needs a model whose run
-time it sets (deadlines, priorities, drain), a seeded .npz MLP on the same
-kernels (kernel_mlp.py) selected through AIE_SERVE_SESSION_FACTORY."""
+engine.InferenceSession (`zoo_mlp`); where a test needs to know when a batch
+runs and decide when it ends (deadlines, priorities, full queues, drain), a
+seeded .npz MLP on the same kernels (kernel_mlp.py, selected through
+AIE_SERVE_SESSION_FACTORY) whose runs wait at a RunGate the test opens.
+
+Synchronisation: tests wait for observable state with wait_for (a log line,
+a queue depth on /metrics, a run started, a pid's threads), never for a
+guessed time."""
 
 from __future__ import annotations
 
@@ -30,6 +35,76 @@ REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 
 from kernel_mlp import write_mlp  # noqa: E402
+
+
+POLL_S = 0.01  # how often wait_for looks again: a poll interval, not a guess at how long something takes
+
+
+def wait_for(predicate, what: str, timeout: float = 30.0):
+    """predicate()'s first truthy value, polled until `timeout`; AssertionError
+    naming `what` otherwise. The one way these tests wait for a server to
+    reach a state (a log line, a queue depth, a run started): never a sleep
+    that hopes the state was reached."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(POLL_S)
+
+
+class RunGate:
+    """The test's end of kernel_mlp's run hook: `started()` counts the runs
+    that began; each `release()` lets that many runs compute. Pass it to a
+    server factory (`gate=`); closing it (the fixture does) opens the gate
+    for good."""
+
+    def __init__(self, tmp: Path):
+        self.events = tmp / "runs.log"
+        self.events.touch()
+        self.fifo = tmp / "gate.fifo"
+        os.mkfifo(self.fifo)
+        # O_RDWR: the FIFO has a writer from now on, so the server's open never blocks.
+        self._fd = os.open(self.fifo, os.O_RDWR)
+
+    def env(self) -> dict:
+        return {"AIE_TEST_RUN_EVENTS": str(self.events), "AIE_TEST_RUN_GATE": str(self.fifo)}
+
+    def started(self) -> int:
+        return self.events.read_text().count("start\n")
+
+    def wait_started(self, count: int, timeout: float = 30.0) -> None:
+        wait_for(lambda: self.started() >= count, f"{count} model runs to start (saw {self.started()})", timeout)
+
+    def release(self, runs: int = 1) -> None:
+        os.write(self._fd, b"x" * runs)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def metric(server, name: str, **labels) -> float | None:
+    """One sample of the server's /metrics, None when absent."""
+    samples = parse_prometheus(server.get("/metrics")[1].decode())
+    return samples.get((name, tuple(sorted((k, str(v)) for k, v in labels.items()))))
+
+
+def wait_queue_depth(server, model: str, depth: int, timeout: float = 30.0) -> None:
+    wait_for(lambda: metric(server, "aie_queue_depth", model=model) == depth,
+             f"queue depth of {model!r} to reach {depth}", timeout)
+
+
+def wait_log(server, event: str, count: int = 1, timeout: float = 30.0, **fields) -> dict:
+    """The count-th log record of `event` (with these field values) the server wrote."""
+    def found():
+        hits = [r for r in server.logs() if r.get("event") == event
+                and all(r.get(k) == v for k, v in fields.items())]
+        return hits[count - 1] if len(hits) >= count else None
+    return wait_for(found, f"log event {event!r} #{count} {fields or ''}", timeout)
 
 
 def free_port() -> int:
@@ -110,17 +185,17 @@ class ServerProcess:
         self.wait_ready()
 
     def wait_ready(self, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def ready() -> bool:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.log_path.read_text()}")
             try:
-                if self.answers_ready():
-                    return
+                return self.answers_ready()
             except OSError:
-                pass
-            time.sleep(0.05)
-        raise RuntimeError(f"server not ready in {timeout} s:\n{self.log_path.read_text()}")
+                return False
+        try:
+            wait_for(ready, "the server to report ready", timeout)
+        except AssertionError:
+            raise RuntimeError(f"server not ready in {timeout} s:\n{self.log_path.read_text()}") from None
 
     def answers_ready(self) -> bool:
         """One readiness probe (OSError while nothing listens yet)."""
@@ -186,8 +261,10 @@ def mlp_file(tmp_path) -> Path:
 def _factory(tmp: Path):
     servers: list[ServerProcess] = []
 
-    def start(models, binary=True, **engine):
+    def start(models, binary=True, gate: RunGate | None = None, **engine):
         env = _kernel_env(npz_backend=any(str(m["path"]).endswith(".npz") for m in models))
+        if gate is not None:
+            env.update(gate.env())
         d = tmp / f"server{len(servers)}"
         d.mkdir()
         # threads: 1 -- the test machine's two cores are shared by every test
@@ -213,6 +290,15 @@ def serve_factory(tmp_path):
     yield start
     for s in servers:
         s.stop()
+
+
+@pytest.fixture
+def run_gate(tmp_path, serve_factory):
+    """A RunGate for one test; closed (every run let through) at its end,
+    before serve_factory stops the servers, so none is held up draining."""
+    gate = RunGate(tmp_path)
+    yield gate
+    gate.close()
 
 
 @pytest.fixture(scope="module")
@@ -248,17 +334,6 @@ def slow_model(path: Path, seconds: float, max_repeat: int = 100_000) -> Path:
     repeat = max(1, min(max_repeat, round(seconds / sorted(times)[2])))
     write_mlp(path, [256, 512, 256], seed=7, repeat=repeat)
     return path
-
-
-def wait_for(predicate, timeout: float = 10.0, what: str = "condition"):
-    """predicate()'s first truthy value, polled until `timeout` seconds (AssertionError after)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.01)
-    raise AssertionError(f"{what} not met within {timeout} s")
 
 
 def parse_prometheus(text: str) -> dict[tuple[str, tuple], float]:

@@ -143,6 +143,8 @@ def test_rate_limit_per_subject(serve_factory, zoo_mlp, keys):
     limited = next(r for r in results if r[0] == 429)
     assert int(limited[2]["Retry-After"]) >= 1 and "rate limit" in json.loads(limited[1])["error"]
     assert call(server, bob)[0] == 200  # another subject has its own bucket
+    # Time passing is the subject here (a bucket refills at 2 tokens/s), not
+    # synchronisation: 1.1 s is one token with margin, and the only sleep.
     time.sleep(1.1)
     assert call(server, alice)[0] == 200  # refilled at 2/s
 

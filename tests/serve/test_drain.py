@@ -104,12 +104,12 @@ def test_sigterm_under_keepalive_load_loses_nothing(serve_factory, mlp_file):
     for t in threads:
         t.start()
     # Under load: every client has been answered at least twice before the signal.
-    wait_for(lambda: len(tally.per_client) == len(threads) and min(tally.per_client.values()) >= 2, 60,
-             f"every client answered twice ({len(tally.per_client)} of {len(threads)} so far)")
+    wait_for(lambda: len(tally.per_client) == len(threads) and min(tally.per_client.values()) >= 2, f"every client answered twice ({len(tally.per_client)} of {len(threads)} so far)",
+             60)
     before = sum(tally.per_client.values())
     server.signal(signal.SIGTERM)
     # The drain delay: readiness says 503 to a new connection, and a new connection is still served.
-    wait_for(lambda: server.get("/v2/health/ready")[0] == 503, DELAY_S, "readiness 503 during the delay")
+    wait_for(lambda: server.get("/v2/health/ready")[0] == 503, "readiness 503 during the delay", DELAY_S)
     conn = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=10)  # keep-alive, unlike urllib
     conn.request("POST", "/v2/models/mlp/infer", BODY)
     r = conn.getresponse()

@@ -100,7 +100,7 @@ def test_header_announcing_a_payload_allocates_nothing(serve_factory, zoo_mlp):
             s.sendall(head + fixed + b"\0" * 1000)
             socks.append(s)
         # Observable: the server has read what they sent (the frame prefix completes only once read).
-        wait_for(lambda: rss_bytes(server.proc.pid) > 0 and server.get("/v2/health/live")[0] == 200, 5, "health")
+        wait_for(lambda: rss_bytes(server.proc.pid) > 0 and server.get("/v2/health/live")[0] == 200, "health", 5)
         grown = rss_bytes(server.proc.pid) - rss0
     finally:
         for s in socks:
@@ -164,7 +164,7 @@ def test_binary_client_that_stops_reading_is_cut_off(serve_factory, wide):
     s.connect(("127.0.0.1", server.binary_port))
     try:
         s.sendall(b"".join(infer_frame(i + 1, "wide", {"x": np.ones((1, 16), np.float32)}) for i in range(64)))
-        lines = wait_for(lambda: log_events(server, "write_timeout"), 15, "a write_timeout log line")
+        lines = wait_for(lambda: log_events(server, "write_timeout"), "a write_timeout log line", 15)
         assert lines[0]["protocol"] == "binary"
     finally:
         s.close()
@@ -252,7 +252,7 @@ def test_payloads_over_the_buffer_budget_get_503_and_the_connection_goes_on(serv
             return (status == 503) == want_503 and (rid, status, message)
 
         holder.sendall(big[:7 << 20])   # its buffer has grown to the whole frame: the budget is spent
-        rid, status, message = wait_for(lambda: send_frame(True), 10, "a 503 while the budget is held")
+        rid, status, message = wait_for(lambda: send_frame(True), "a 503 while the budget is held", 10)
         assert (rid, status) == (2, 503) and "max_buffered_bytes" in message
         s.sendall(infer_frame(3))       # small frames need no budget; the stream is still in step
         op, payload = read_frame(s)
@@ -260,5 +260,5 @@ def test_payloads_over_the_buffer_budget_get_503_and_the_connection_goes_on(serv
         holder.close()
         # Its bytes return when the server sees it gone; then the frame is read and answered
         # (a batch of 100 exceeds max_batch_size: 400).
-        rid, status, message = wait_for(lambda: send_frame(False), 10, "the holder's budget returned")
+        rid, status, message = wait_for(lambda: send_frame(False), "the holder's budget returned", 10)
         assert (rid, status) == (2, 400), message

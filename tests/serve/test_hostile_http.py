@@ -202,11 +202,11 @@ def test_over_budget_bodies_get_503_with_retry_after(auth_server):
         holder.sendall(post_head("/v2/models/mlp/infer", 8 * MIB, auth) + b"\0" * 1024)
         raw, _ = wait_for(lambda: (r := http_exchange(auth_server.http_port,
                                                       post_head("/v2/models/mlp/infer", 1024, auth) + b"{" * 1024))
-                          and status_of(r[0]) == 503 and r, 5, "a 503 while the budget is held")
+                          and status_of(r[0]) == 503 and r, "a 503 while the budget is held", 5)
         assert b"\r\nRetry-After: 1" in raw and "max_buffered_bytes" in body_of(raw)["error"]
     # The holder left: its reservation is returned and a request goes through.
     status, resp, _ = wait_for(lambda: (r := auth_server.post("/v2/models/mlp/infer", GOOD, {
-        "Authorization": f"Bearer {auth_server.auth.token()}"})) and r[0] == 200 and r, 10, "budget returned")
+        "Authorization": f"Bearer {auth_server.auth.token()}"})) and r[0] == 200 and r, "budget returned", 10)
     assert json.loads(resp)["outputs"][0]["shape"] == [1, 10]
 
 
@@ -246,7 +246,7 @@ def test_client_that_stops_reading_is_cut_off(serve_factory, mlp_file):
     s.connect(("127.0.0.1", server.http_port))
     try:
         s.sendall((post_head("/v2/models/wide/infer", len(body)) + body) * 8)  # and never read
-        wait_for(lambda: log_events(server, "write_timeout"), 15, "a write_timeout log line")
+        wait_for(lambda: log_events(server, "write_timeout"), "a write_timeout log line", 15)
     finally:
         s.close()
     t0 = time.monotonic()
@@ -286,13 +286,13 @@ def test_connection_caps_total_and_per_client(serve_factory, zoo_mlp):
         op, payload = read_frame(b)
         rid, status, message = wire.decode_error(payload)
         assert (op, rid, status) == (wire.OP_ERROR, 0, 503) and "max_connections" in message
-        lines = wait_for(lambda: log_events(server, "connection_refused"), 5, "a connection_refused line")
+        lines = wait_for(lambda: log_events(server, "connection_refused"), "a connection_refused line", 5)
         assert "max_connections_per_client" in lines[0]["reason"]
     finally:
         for s in held:
             s.close()
     # Closing them frees the slots.
-    wait_for(lambda: server.get("/v2/health/live")[0] == 200, 10, "a free connection slot")
+    wait_for(lambda: server.get("/v2/health/live")[0] == 200, "a free connection slot", 10)
 
 
 def test_connection_cap_stays_below_the_open_file_limit():

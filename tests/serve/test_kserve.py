@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import time
 
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from serve_support import parse_prometheus
+from serve_support import parse_prometheus, wait_log
 from kernel_mlp import MLPSession, reference
 
 
@@ -153,12 +152,7 @@ def test_traceparent_and_request_log(shared):
     assert status == 200
     tp = headers["traceparent"].split("-")
     assert tp[1] == "4bf92f3577b34da6a3ce929d0e0e4736" and tp[2] != "00f067aa0ba902b7"
-    for _ in range(100):  # the log line is written just after the response
-        lines = [r for r in server.logs() if r.get("event") == "request" and r.get("trace_id") == tp[1]]
-        if lines:
-            break
-        time.sleep(0.02)
-    assert len(lines) == 1
-    rec = lines[0]
+    rec = wait_log(server, "request", trace_id=tp[1])  # the log line is written just after the response
+    assert len([r for r in server.logs() if r.get("event") == "request" and r.get("trace_id") == tp[1]]) == 1
     assert rec["parent_id"] == "00f067aa0ba902b7" and rec["model"] == "mlp" and rec["status"] == 200
     assert rec["batch"] == 1 and rec["queue_us"] >= 0 and rec["compute_us"] > 0

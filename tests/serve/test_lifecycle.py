@@ -17,7 +17,7 @@ import time
 import numpy as np
 import pytest
 
-from serve_support import _kernel_env, parse_prometheus, slow_model
+from serve_support import _kernel_env, parse_prometheus, wait_for, wait_log, wait_queue_depth
 from engine.client import Client
 
 
@@ -28,13 +28,7 @@ def replace_atomically(path, writer) -> None:
 
 
 def wait_for_reloads(server, count: int, timeout: float = 20.0) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        events = [r for r in server.logs() if r.get("event") == "reloaded"]
-        if len(events) >= count:
-            return events[count - 1]
-        time.sleep(0.02)
-    raise AssertionError(f"reload {count} not logged within {timeout} s")
+    return wait_log(server, "reloaded", count, timeout)
 
 
 def http_infer(conn: http.client.HTTPConnection, x: np.ndarray):
@@ -97,7 +91,8 @@ def test_load_with_reloads_and_a_bad_model_swapped_in(serve_factory, tmp_path, z
     assert m[("aie_model_load_error", (("model", "mlp"),))] == 1
     assert m[("aie_model_load_failures_total", (("model", "mlp"),))] == 1
     assert any(r.get("event") == "model_load_failed" and r.get("kept") == "previous version" for r in server.logs())
-    time.sleep(0.3)  # load keeps running on the old version
+    answered = sum(counts)  # load keeps running on the old version:
+    wait_for(lambda: sum(counts) >= answered + 2 * clients or failures, "more answers from the old version")
     replace_atomically(model, copy_to(zoo_mlp.path))
     server.signal(signal.SIGHUP)
     assert wait_for_reloads(server, 7)["failed"] == []
@@ -139,40 +134,55 @@ def test_memory_returns_to_baseline_over_reloads(serve_factory, tmp_path, zoo_ml
                 c.infer("mlp", {"input": x})
         cycle.done = 0
         cycle(5)  # warm-up: allocator pools, thread stacks, lazy imports
-        time.sleep(0.5)
+        # A retired version is gone when its inference thread is (one per
+        # instance): measure again once no more of them are left than now.
+        threads = thread_count(server)
         baseline = json.loads(server.get("/health")[1])["rss_bytes"]
         cycle(reloads)
-        time.sleep(0.5)  # retired versions finish draining
+        wait_for(lambda: thread_count(server) <= threads, f"retired versions' threads to end (to {threads})")
         after = json.loads(server.get("/health")[1])["rss_bytes"]
     # One version of this model holds 2.7 MB of weights; a leak per reload would show as 100x that.
     assert after - baseline < 4 << 20, (baseline, after)
 
 
-def test_sigterm_drains_in_flight_requests_then_exits_0(serve_factory, tmp_path):
-    model = slow_model(tmp_path / "slow.npz", 0.3)
-    server = serve_factory([{"name": "slow", "path": str(model), "max_batch_size": 1}])
-    x = np.full((1, 256), 0.1, np.float32)
+def thread_count(server) -> int:
+    return len(os.listdir(f"/proc/{server.proc.pid}/task"))
+
+
+def test_sigterm_drains_in_flight_requests_then_exits_0(serve_factory, run_gate, mlp_file):
+    server = serve_factory([{"name": "m", "path": str(mlp_file), "instances": 1, "max_batch_size": 1}],
+                           gate=run_gate)
+    x = np.full((1, 16), 0.1, np.float32)
     results = []
 
     def one(i):
         with Client("127.0.0.1", server.binary_port) as c:
-            results.append(c.infer("slow", {"x": x})["y"])
+            results.append(c.infer("m", {"x": x})["y"])
 
     def one_http(i):
         conn = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=30)
-        body = json.dumps({"inputs": [{"name": "x", "shape": [1, 256], "datatype": "FP32", "data": x.ravel().tolist()}]})
-        conn.request("POST", "/v2/models/slow/infer", body)
+        body = json.dumps({"inputs": [{"name": "x", "shape": [1, 16], "datatype": "FP32", "data": x.ravel().tolist()}]})
+        conn.request("POST", "/v2/models/m/infer", body)
         r = conn.getresponse()
         results.append(r.status)
         conn.close()
     threads = [threading.Thread(target=one if i % 2 else one_http, args=(i,)) for i in range(4)]
     for t in threads:
         t.start()
-    time.sleep(0.2)
+    run_gate.wait_started(1)  # one runs (held), three queue behind it
+    wait_queue_depth(server, "m", 3)
     server.signal(signal.SIGTERM)
-    time.sleep(0.1)
-    with pytest.raises(OSError):  # no longer accepting
-        socket.create_connection(("127.0.0.1", server.http_port), timeout=1).close()
+    wait_log(server, "draining")
+
+    def refused() -> bool:
+        try:
+            socket.create_connection(("127.0.0.1", server.http_port), timeout=1).close()
+        except OSError:
+            return True
+        return False
+    wait_for(refused, "the listener to close")  # no longer accepting ...
+    assert server.proc.poll() is None and run_gate.started() == 1  # ... while the accepted ones wait their turn
+    run_gate.release(4)
     for t in threads:
         t.join(30)
     assert server.proc.wait(30) == 0
@@ -181,26 +191,26 @@ def test_sigterm_drains_in_flight_requests_then_exits_0(serve_factory, tmp_path)
     assert stopped and stopped[0]["unanswered"] == 0 and stopped[0]["drained"] is True
 
 
-def test_second_signal_forces_exit(serve_factory, tmp_path):
-    model = slow_model(tmp_path / "slow.npz", 3.0)
-    server = serve_factory([{"name": "slow", "path": str(model), "max_batch_size": 1}])
+def test_second_signal_forces_exit(serve_factory, run_gate, mlp_file):
+    server = serve_factory([{"name": "m", "path": str(mlp_file), "instances": 1, "max_batch_size": 1}],
+                           gate=run_gate)
     outcome = []
 
     def in_flight():
         try:
-            outcome.append(server.post("/v2/models/slow/infer", json.dumps(
-                {"inputs": [{"name": "x", "shape": [1, 256], "datatype": "FP32", "data": [0.0] * 256}]}).encode()))
+            outcome.append(server.post("/v2/models/m/infer", json.dumps(
+                {"inputs": [{"name": "x", "shape": [1, 16], "datatype": "FP32", "data": [0.0] * 16}]}).encode()))
         except OSError as exc:  # forced exit: the connection dies unanswered, as asked
             outcome.append(exc)
     t = threading.Thread(target=in_flight)
     t.start()
-    time.sleep(0.3)
+    run_gate.wait_started(1)  # the request runs, held at the gate: draining cannot finish
     server.signal(signal.SIGTERM)
-    time.sleep(0.2)
-    assert server.proc.poll() is None  # draining the 3 s request
-    t0 = time.monotonic()
+    wait_log(server, "draining")
+    assert server.proc.poll() is None
     server.signal(signal.SIGTERM)
-    assert server.proc.wait(5) == 1 and time.monotonic() - t0 < 1.5
+    assert server.proc.wait(10) == 1  # at once: the held run never ends on its own
+    assert wait_log(server, "forced_exit")["signal"] == "SIGTERM"
     t.join(10)
     assert len(outcome) == 1 and isinstance(outcome[0], OSError)
 

@@ -10,7 +10,7 @@ import signal
 import numpy as np
 
 from engine.server.logs import JsonLogger, RotatingFile, open_log_dir
-from serve_support import wait_for
+from serve_support import wait_for, wait_log
 
 
 def infer_body(x: np.ndarray) -> bytes:
@@ -57,7 +57,8 @@ def test_server_writes_request_log_to_log_dir_and_reopens_on_sighup(serve_factor
     assert status == 200
     started = next(r for r in file_records(log_file) if r["event"] == "started")
     assert started["log_file"] == str(log_file)
-    line = wait_for(lambda: next((r for r in file_records(log_file) if r["event"] == "request"), None))
+    line = wait_for(lambda: next((r for r in file_records(log_file) if r["event"] == "request"), None),
+                    "the request line in engine.log")
     assert line["trace_id"] == "4bf92f3577b34da6a3ce929d0e0e4736" and line["status"] == 200
     assert line["model"] == "mlp" and line["batch"] == 2 and line["compute_us"] >= 0
     assert headers["traceparent"].split("-")[1] == line["trace_id"]
@@ -66,9 +67,10 @@ def test_server_writes_request_log_to_log_dir_and_reopens_on_sighup(serve_factor
     # An external logrotate moves the file away; SIGHUP makes the server start a new one.
     os.replace(log_file, log_dir / "engine.log.rotated")
     server.signal(signal.SIGHUP)
-    wait_for(lambda: [r for r in server.logs() if r.get("event") == "reloaded"])
+    wait_log(server, "reloaded")
     assert server.post("/v2/models/mlp/infer", infer_body(x))[0] == 200
-    wait_for(lambda: log_file.exists() and any(r["event"] == "request" for r in file_records(log_file)))
+    wait_for(lambda: log_file.exists() and any(r["event"] == "request" for r in file_records(log_file)),
+             "a request line in the new engine.log")
     assert not any(r["event"] == "request" and r.get("trace_id") != line["trace_id"]
                    for r in file_records(log_dir / "engine.log.rotated"))
 
@@ -79,5 +81,5 @@ def test_server_logs_to_stderr_only_when_log_dir_is_missing(serve_factory, mlp_f
     assert server.post("/v2/models/mlp/infer", infer_body(x))[0] == 200
     started = next(r for r in server.logs() if r.get("event") == "started")
     assert started["log_file"] is None and "does not exist" in started["log_file_skipped"]
-    wait_for(lambda: any(r.get("event") == "request" for r in server.logs()))
+    wait_log(server, "request")
     assert not (tmp_path / "nowhere").exists()

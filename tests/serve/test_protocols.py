@@ -98,7 +98,7 @@ def test_slowloris_and_idle_clients_are_cut(server):
     t0 = time.monotonic()
     with socket.create_connection(("127.0.0.1", server.http_port), timeout=5) as s:
         s.sendall(b"GET /v2 HTTP/1.1\r\n")
-        for _ in range(20):  # trickle a header byte every 100 ms: never finishes
+        for _ in range(20):  # trickle a header byte every 100 ms: never finishes (the slow client is the subject)
             try:
                 s.sendall(b"X")
             except OSError:

@@ -8,7 +8,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import numpy as np
 import tritonclient.http as httpclient
 import yaml
 
-from serve_support import _kernel_env, free_port
+from serve_support import _kernel_env, free_port, wait_for
 
 
 def ai_engine() -> list[str]:
@@ -25,18 +24,15 @@ def ai_engine() -> list[str]:
 
 
 def wait_ready(proc, url: str, log: Path, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def ready() -> bool:
         if proc.poll() is not None:
             raise AssertionError(f"server exited with {proc.returncode}:\n{log.read_text()}")
         try:
             with urllib.request.urlopen(f"http://{url}/v2/health/ready", timeout=1) as r:
-                if r.status == 200:
-                    return
+                return r.status == 200
         except OSError:
-            pass
-        time.sleep(0.05)
-    raise AssertionError(f"server not ready in {timeout} s:\n{log.read_text()}")
+            return False
+    wait_for(ready, f"the server to report ready (log: {log})", timeout)
 
 
 def test_rendered_engine_yaml_starts_the_server(tmp_path, zoo_mlp):
@@ -84,14 +80,12 @@ def test_rendered_engine_yaml_starts_the_server(tmp_path, zoo_mlp):
         assert meta["inputs"] == [{"name": "input", "datatype": "FP32", "shape": [-1, 784]}]
         # The rendered log_dir, under the root, receives the request log.
         log_file = root / "var/log/ai-engine/engine.log"
-        deadline = time.monotonic() + 10
-        while True:
+
+        def answered() -> int:
             records = [json.loads(line) for line in log_file.read_text().splitlines()]
-            answered = sum(r["event"] == "request" and r["status"] == 200 for r in records)
-            if answered == 2 or time.monotonic() > deadline:
-                break
-            time.sleep(0.02)
-        assert answered == 2, records
+            return sum(r["event"] == "request" and r["status"] == 200 for r in records)
+        wait_for(lambda: answered() >= 2, "two answered requests in the rendered log_dir's engine.log")
+        assert answered() == 2
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

@@ -86,7 +86,11 @@ def test_close_with_a_run_in_flight_does_not_block_the_loop(zoo_mlp):
     async def main():
         runner = InstanceRunner(asyncio.get_running_loop())
         task = asyncio.ensure_future(runner.run(session, model, [_Req({zoo_mlp.input: x}, 4096)]))
-        await asyncio.sleep(0.001)
+        for _ in range(1000):  # yield to the loop until the run is handed to the C thread
+            if runner._pending is not None:
+                break
+            await asyncio.sleep(0)
+        assert runner._pending is not None, "the run never started"
         t0 = time.monotonic()
         runner.close()
         closed_in = time.monotonic() - t0
