@@ -25,6 +25,13 @@ def rss_bytes(pid: int) -> int:
     raise AssertionError(f"no VmRSS in /proc/{pid}/status")
 
 
+def unlimited_failures(auth_config: dict) -> dict:
+    """These tests send many requests without a token on purpose (to measure
+    memory and labels, not the per-address failure limit, which
+    test_auth_policy covers): lift the limit so 401 stays 401."""
+    return {**auth_config, "failure_limit": {"requests_per_s": 1_000_000, "burst": 1_000_000}}
+
+
 def log_events(server, event: str) -> list[dict]:
     return [e for e in server.logs() if e.get("event") == event or e.get("msg") == event]
 

@@ -86,18 +86,20 @@ def test_a_hopeless_deadline_is_refused_at_once_and_counted(serve_factory, tmp_p
     model = slow_model(tmp_path / "slow.npz", 0.3)
     server = serve_factory([{"name": "slow", "path": str(model), "max_batch_size": 1, "max_timeout_us": 10_000_000}])
     x = np.full((1, 256), 0.25, np.float32)
-    status, took, _ = infer_binary(server, "slow", x)
-    assert status == 200 and took > 0.2          # the compute time is measured now
-    status, took, message = infer_binary(server, "slow", x, timeout_us=50_000)
+    assert infer_binary(server, "slow", x)[0] == 200
+    # The rule works from the compute time the server measured (whatever this
+    # host's speed is now): a deadline a quarter of it away is hopeless.
+    compute_us = json.loads(server.get("/health")[1])["models"]["slow"]["scheduler"]["compute_us_by_batch"]["1"]
+    status, _, message = infer_binary(server, "slow", x, timeout_us=max(1000, int(compute_us) // 4))
+    # Refused on arrival ("cannot be met ... did not run"), not expired at its deadline ("deadline passed").
     assert status == 504 and "cannot be met" in message and "did not run" in message, message
-    assert took < 0.05 + 0.1, took               # at once, not at its deadline
     stats = json.loads(server.get("/v2/models/slow/stats")[1])["model_stats"][0]
     assert stats["execution_count"] == 1
     m = parse_prometheus(server.get("/metrics")[1].decode())
     assert m[("aie_deadline_rejections_total", (("model", "slow"),))] == 1
     assert m[("aie_request_timeouts_total", (("model", "slow"),))] == 0
     health = json.loads(server.get("/health")[1])["models"]["slow"]["scheduler"]
-    assert health["deadline_rejections"] == 1 and health["compute_us_by_batch"]["1"] > 200_000
+    assert health["deadline_rejections"] == 1
 
 
 def test_decisions_are_exposed_per_model(serve_factory, mlp_file):

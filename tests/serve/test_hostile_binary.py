@@ -18,7 +18,7 @@ import pytest
 
 from engine.client import Client
 from engine.server import binary as wire
-from hostile_support import (Auth, infer_frame, log_events, metrics, raw_infer_frame, read_frame, read_until_close,
+from hostile_support import (unlimited_failures, Auth, infer_frame, log_events, metrics, raw_infer_frame, read_frame, read_until_close,
                              requests_total, rss_bytes, wait_for)
 from kernel_mlp import write_mlp
 
@@ -45,7 +45,7 @@ def connect(server) -> socket.socket:
 @pytest.fixture(scope="module")
 def auth_server(module_serve_factory, zoo_mlp, tmp_path_factory):
     auth = Auth(tmp_path_factory.mktemp("auth"))
-    server = module_serve_factory([{"name": "mlp", "path": str(zoo_mlp.path)}], auth=auth.config(), limits=LIMITS)
+    server = module_serve_factory([{"name": "mlp", "path": str(zoo_mlp.path)}], auth=unlimited_failures(auth.config()), limits=LIMITS)
     server.auth = auth
     return server
 

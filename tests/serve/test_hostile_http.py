@@ -14,7 +14,7 @@ import time
 import pytest
 
 from engine.server import binary as wire
-from hostile_support import (Auth, HealthProbe, http_exchange, log_events, read_frame, read_until_close, rss_bytes,
+from hostile_support import (unlimited_failures, Auth, HealthProbe, http_exchange, log_events, read_frame, read_until_close, rss_bytes,
                              status_of, wait_for)
 from kernel_mlp import write_mlp
 
@@ -157,7 +157,7 @@ def test_abusive_json_body_is_refused_without_stalling_the_loop(server):
 @pytest.fixture(scope="module")
 def auth_server(module_serve_factory, zoo_mlp, tmp_path_factory):
     auth = Auth(tmp_path_factory.mktemp("auth"))
-    server = module_serve_factory([{"name": "mlp", "path": str(zoo_mlp.path)}], auth=auth.config(),
+    server = module_serve_factory([{"name": "mlp", "path": str(zoo_mlp.path)}], auth=unlimited_failures(auth.config()),
                                   limits={**LIMITS, "max_body": 8 * MIB, "max_buffered_bytes": 8 * MIB,
                                           "write_timeout_s": 1.0})
     server.auth = auth
