@@ -118,7 +118,7 @@ def engine_config(spec, plan: HugepagePlan | None = None) -> dict:
     for m in engine["models"]:
         model = {"name": m["name"], "path": f"{MODELS_DIR}/{m['name']}.aie"}
         for key, value in m.items():
-            if key not in ("name", "source", "memory"):
+            if key not in ("name", "source", "memory", "sample", "shapes"):  # deployer-side keys
                 model[key] = _auto(value)
         if model["default_priority"] is None:
             model["default_priority"] = m["priority_levels"]
