@@ -251,7 +251,7 @@ def convert(c, spec=None, out="build/models"):
         "token-file": _TOKEN_FILE_HELP,
     },
 )
-def bench(c, spec=None, host=None, rate=200, warmup_s=5, steady_s=20, spike_s=10, workers=32, model=None,
+def bench(c, spec=None, host=None, rate=200.0, warmup_s=5.0, steady_s=20.0, spike_s=10.0, workers=32, model=None,
           out="build/reports", max_error_rate=0.1, token=None, token_file=None):
     """Three-phase load (warm-up, steady, 150% spike) on a deployed engine; markdown + PNG plots in build/reports.
 
