@@ -129,7 +129,6 @@ def bench(options: Options, *, rate: float, warmup_s: float, steady_s: float, sp
     than max_error_rate of the requests got errors; a failed run never
     replaces the last good report."""
     from engine.deploy import bench as load
-    from engine.deploy import verify
     from engine.deploy.install import base_url
 
     pipeline = Pipeline(options, Reporter())
@@ -156,7 +155,7 @@ def bench(options: Options, *, rate: float, warmup_s: float, steady_s: float, sp
     auth = engine.get("auth") or {}
     try:
         token = target.deployer_token(auth, lifetime_s=sum(p.seconds for p in plan) + 120)
-        _check_ready(verify, url, None if auth.get("open_health", True) else token, target.name)
+        _check_ready(url, None if auth.get("open_health", True) else token, target.name)
         # The reference of the release the host runs, not of the last local build.
         reference = json.loads(target.read_active(f"models/{name}.smoke.json"))
     except ValueError:
@@ -188,9 +187,11 @@ def bench(options: Options, *, rate: float, warmup_s: float, steady_s: float, sp
     return 1 if failed else 0
 
 
-def _check_ready(verify, url: str, token: str | None, host: str) -> None:
+def _check_ready(url: str, token: str | None, host: str) -> None:
     """One health request before any load: a stopped engine is one clear error,
     not a whole run of failures."""
+    from engine.deploy import verify
+
     try:
         status, answer = verify.http_json("GET", f"{url}/v2/health/ready", timeout_s=5.0, token=token)
     except OSError as exc:

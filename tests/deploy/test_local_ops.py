@@ -239,7 +239,6 @@ def test_rs256_needs_a_given_token_and_uses_it(box, deploy_build, kernels_lib, t
 def test_a_one_sysctl_release_shares_the_previous_ones_files(box, deploy_build, kernels_lib, capsys):
     d, root, port = box
     specs = _site(d, root, port, HS256)
-    previous = os.readlink(root / "opt/ai-engine/current").split("/")[-1]
     opts = Options(specs=specs, build_dir=deploy_build, lib_dir=kernels_lib)
     assert commands.deploy(opts) == 0, capsys.readouterr()
     base = os.readlink(root / "opt/ai-engine/current").split("/")[-1]
@@ -248,7 +247,7 @@ def test_a_one_sysctl_release_shares_the_previous_ones_files(box, deploy_build, 
     specs[1].write_text(yaml.safe_dump(spec))
     assert commands.deploy(opts) == 0, capsys.readouterr()
     new = os.readlink(root / "opt/ai-engine/current").split("/")[-1]
-    assert new not in (base, previous)
+    assert new != base
     releases = root / "opt/ai-engine/releases"
     # du counts a hard-linked file once: what the new release adds on disk.
     sizes = subprocess.run(["du", "-s", "-B1", str(releases / base), str(releases / new)], capture_output=True,
@@ -258,3 +257,31 @@ def test_a_one_sysctl_release_shares_the_previous_ones_files(box, deploy_build, 
     assert new_bytes < base_bytes * 0.05, (base_bytes, new_bytes)
     assert (root / "etc/sysctl.d").is_dir()
     assert "vm.swappiness = 5" in "".join(p.read_text() for p in (root / "etc/sysctl.d").iterdir())
+
+
+def test_a_failed_start_reports_its_own_error_lines_once(box, deploy_build, kernels_lib, tmp_path):
+    """A release whose model the engine cannot load: the reason quotes what
+    this start printed (its error, once, whole), not older log lines."""
+    import dataclasses
+
+    from engine.deploy.bundle import build_bundle
+
+    d, root, port = box
+    specs = _site(d, root, port, HS256)
+    pipeline = Pipeline(Options(specs=specs, build_dir=deploy_build, lib_dir=kernels_lib), Reporter(quiet=True))
+    assert all(r.ok for r in pipeline.deploy())
+    good = os.readlink(root / "opt/ai-engine/current").split("/")[-1]
+    inputs, _ = pipeline.bundle_inputs()
+    aie, smoke = inputs.models["digits"]
+    bad_aie = tmp_path / "digits.aie"
+    bad_aie.write_bytes(b"\0" * 16 + aie.read_bytes()[16:])  # the header: unloadable
+    bad = build_bundle(dataclasses.replace(inputs, models={"digits": (bad_aie, smoke)}), tmp_path, version="broken")
+    [target] = pipeline.targets()
+    result = target.install(bad, lambda host, msg: None)
+    assert result.status == "rolled-back", result.reason
+    assert result.reason.count(" — engine said: ") == 1, result.reason
+    said = result.reason.split(" — engine said: ", 1)[1].split("; rolled back to ", 1)[0]
+    pieces = said.split(" | ")
+    assert len(pieces) == len(set(pieces)) and all(len(p) <= 402 for p in pieces), pieces
+    assert any("digits" in p for p in pieces), pieces
+    assert result.reason.endswith(f"; rolled back to {good}, which serves again"), result.reason
