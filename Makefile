@@ -9,7 +9,14 @@ BIN         := $(VENV)/bin
 STAMP       := $(VENV)/.installed
 INVOKE      := $(BIN)/invoke
 
-.PHONY: sysdeps all help venv kernels test test-fast deploy render provision convert clean distclean
+.PHONY: sysdeps all help venv kernels test deploy render convert zoo clean distclean
+
+# Zoo models the default spec (sysconfig/spec.yaml) serves from build/models.
+# Built explicitly before a deploy: the deployer never guesses a model from a
+# missing file (a misspelt path must be an error, not a different model).
+DEPLOY_ZOO  ?= digits
+# The root the default spec deploys into; `make clean` stops its engine first.
+DEPLOY_ROOT := build/root
 
 all: kernels
 
@@ -17,8 +24,11 @@ help:
 	@echo "make deploy   bootstrap, build kernels, convert the default models, deploy to build/root and start the engine"
 	@echo "make test     bootstrap and run the whole test suite (what CI runs)"
 	@echo "make kernels  build the compute kernels into build/lib"
+	@echo "make render   validate the default spec and render its files into build/rootfs"
+	@echo "make zoo      generate the zoo models the default spec serves ($(DEPLOY_ZOO)) into build/models"
+	@echo "make convert  convert the default spec's models into build/models/*.aie"
 	@echo "make venv     create .venv with the pinned dependencies only"
-	@echo "make clean    remove build outputs (keeps .venv)"
+	@echo "make clean    stop the engine deployed into build/root, then remove build outputs (keeps .venv)"
 
 venv: $(STAMP)
 
@@ -49,10 +59,26 @@ sysdeps:
 test: $(STAMP) sysdeps
 	$(INVOKE) test
 
-deploy: $(STAMP)
+render: $(STAMP)
+	$(INVOKE) render
+
+zoo: $(STAMP)
+	$(INVOKE) zoo $(addprefix --name ,$(DEPLOY_ZOO))
+
+convert: zoo
+	$(INVOKE) convert
+
+deploy: zoo
 	$(INVOKE) deploy
 
+# The engine's pid file lives under build/root: removing it with the engine
+# still running would leave an orphan on the port that `invoke stop` can no
+# longer see. So stop it first, and keep build/ when that fails.
 clean:
+	@if [ -e $(DEPLOY_ROOT)/run/ai-engine.pid ]; then \
+	  if [ -x $(INVOKE) ]; then $(INVOKE) stop || { echo "make clean: could not stop the engine under $(DEPLOY_ROOT); build/ kept (stop it, then make clean again)" >&2; exit 1; }; \
+	  else echo "make clean: an engine pid file is under $(DEPLOY_ROOT) but $(INVOKE) is missing; build/ kept (make venv && $(INVOKE) stop)" >&2; exit 1; fi; \
+	fi
 	rm -rf build
 
 distclean: clean

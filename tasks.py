@@ -5,11 +5,17 @@ contents; `invoke --help TASK` documents every option."""
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from pathlib import Path
 
-from invoke import Collection, Exit, task
+import invoke
+from invoke import Collection, Exit
+
+# No automatic one-letter flags: invoke derives them from option names in
+# declaration order, which gave `-o` for --rollback. Every option is spelt out.
+task = functools.partial(invoke.task, auto_shortflags=False)
 
 ROOT = Path(__file__).resolve().parent
 DEFAULT_SPEC = ROOT / "sysconfig" / "spec.yaml"
@@ -104,10 +110,25 @@ _SPEC_HELP = "spec file; repeat to overlay site files on a base (later wins). De
 _HOST_HELP = "only this host of the spec's hosts list; repeat for several (default: all)"
 
 
-def _deploy_options(spec, host, **kw):
+_TOKEN_HELP = ("bearer token (JWT, scope infer) for the deployer's requests to an engine with engine.auth.enabled "
+               "(default: one minted from the host's engine.auth.secret_file; needed for RS*/ES*/EdDSA)")
+_TOKEN_FILE_HELP = "read the --token from this file (its first line); keeps it out of the shell history"
+
+
+def _deploy_options(spec, host, token=None, token_file=None, **kw):
     from engine.deploy.pipeline import Options
 
-    return Options(specs=[Path(s) for s in spec or []], hosts=list(host or []), **kw)
+    if token and token_file:
+        raise Exit("error: --token, --token-file: give one of them, not both", code=1)
+    if token_file:
+        from engine.deploy import DeployError
+        from engine.deploy.tokens import read_token_file
+
+        try:
+            token = read_token_file(token_file)
+        except DeployError as exc:
+            raise Exit(f"error: --token-file: {exc}", code=1) from None
+    return Options(specs=[Path(s) for s in spec or []], hosts=list(host or []), token=token or None, **kw)
 
 
 @task(
@@ -118,13 +139,15 @@ def _deploy_options(spec, host, **kw):
         "parallel": "hosts deployed at once (default: the spec's deploy.parallel)",
         "version": "release version to stamp (default: a hash of the bundle's content)",
         "bundle": "deploy this bundle (from `invoke bundle`, e.g. a CI artifact) instead of building one",
+        "token": _TOKEN_HELP,
+        "token-file": _TOKEN_FILE_HELP,
     },
 )
-def deploy(c, spec=None, host=None, parallel=0, version=None, bundle=None):
+def deploy(c, spec=None, host=None, parallel=0, version=None, bundle=None, token=None, token_file=None):
     """Render, build kernels, convert, bundle, then install + start + verify on every host (rollback on failure)."""
     from engine.deploy.commands import deploy as run_deploy
 
-    rc = run_deploy(_deploy_options(spec, host, parallel=parallel or None, version=version,
+    rc = run_deploy(_deploy_options(spec, host, token, token_file, parallel=parallel or None, version=version,
                                     bundle=Path(bundle) if bundle else None))
     if rc:
         raise Exit(code=rc)
@@ -153,19 +176,21 @@ def stop(c, spec=None, host=None):
         raise Exit(code=rc)
 
 
-@task(iterable=["spec", "host"], help={"spec": _SPEC_HELP, "host": _HOST_HELP})
-def status(c, spec=None, host=None):
+@task(iterable=["spec", "host"], help={"spec": _SPEC_HELP, "host": _HOST_HELP, "token": _TOKEN_HELP,
+                                       "token-file": _TOKEN_FILE_HELP})
+def status(c, spec=None, host=None, token=None, token_file=None):
     """Per host: active release, pid, health, uptime, installed releases."""
     from engine.deploy.commands import operate
 
-    rc = operate(_deploy_options(spec, host), "status")
+    rc = operate(_deploy_options(spec, host, token, token_file), "status")
     if rc:
         raise Exit(code=rc)
 
 
 @task(
     iterable=["spec", "host"],
-    help={"spec": _SPEC_HELP, "host": _HOST_HELP, "lines": "how many of the last log lines to print (default 50)",
+    help={"spec": _SPEC_HELP, "host": _HOST_HELP,
+          "lines": "how many of the last log lines to print (default 50; 0 prints none)",
           "follow": "keep printing new lines until Ctrl-C (one host only)"},
 )
 def logs(c, spec=None, host=None, lines=50, follow=False):
@@ -180,13 +205,14 @@ def logs(c, spec=None, host=None, lines=50, follow=False):
 @task(
     iterable=["spec", "host"],
     help={"spec": _SPEC_HELP, "host": _HOST_HELP,
-          "to": "release version to activate (default: the one active before the current one)"},
+          "to": "release version to activate (default: the one active before the current one)",
+          "token": _TOKEN_HELP, "token-file": _TOKEN_FILE_HELP},
 )
-def rollback(c, spec=None, host=None, to=None):
+def rollback(c, spec=None, host=None, to=None, token=None, token_file=None):
     """Switch hosts back to their previous release: config, current symlink, restart, verify."""
     from engine.deploy.commands import operate
 
-    rc = operate(_deploy_options(spec, host), "rollback", *(["--to", to] if to else []))
+    rc = operate(_deploy_options(spec, host, token, token_file), "rollback", *(["--to", to] if to else []))
     if rc:
         raise Exit(code=rc)
 
@@ -220,20 +246,24 @@ def convert(c, spec=None, out="build/models"):
         "workers": "client threads, each with a keep-alive connection (default 32)",
         "model": "model to load (default: the spec's first model)",
         "out": "report directory (default: build/reports)",
+        "max-error-rate": "fail (exit 1) when more than this fraction of the requests got errors (default 0.1)",
+        "token": _TOKEN_HELP,
+        "token-file": _TOKEN_FILE_HELP,
     },
 )
-def bench(c, spec=None, host=None, rate=200, warmup_s=5, steady_s=20, spike_s=10, workers=32, model=None,
-          out="build/reports"):
+def bench(c, spec=None, host=None, rate=200.0, warmup_s=5.0, steady_s=20.0, spike_s=10.0, workers=32, model=None,
+          out="build/reports", max_error_rate=0.1, token=None, token_file=None):
     """Three-phase load (warm-up, steady, 150% spike) on a deployed engine; markdown + PNG plots in build/reports.
 
-    Every answer is compared with the model's smoke reference: wrong answers are counted apart from HTTP
-    errors, and any wrong answer makes the task exit 1.
+    Checks the engine's health first. Every answer is compared with the model's smoke reference: wrong
+    answers are counted apart from HTTP errors; any wrong answer, or errors above --max-error-rate, make
+    the task exit 1 and the report goes to bench-<host>-failed.md, leaving the last good one.
     """
     from engine.deploy.commands import bench as run_bench
 
-    rc = run_bench(_deploy_options(spec, [host] if host else None), rate=float(rate), warmup_s=float(warmup_s),
-                   steady_s=float(steady_s), spike_s=float(spike_s), workers=int(workers), model=model,
-                   out_dir=ROOT / out)
+    rc = run_bench(_deploy_options(spec, [host] if host else None, token, token_file), rate=float(rate),
+                   warmup_s=float(warmup_s), steady_s=float(steady_s), spike_s=float(spike_s), workers=int(workers),
+                   model=model, out_dir=ROOT / out, max_error_rate=float(max_error_rate))
     if rc:
         raise Exit(code=rc)
 
@@ -241,4 +271,5 @@ def bench(c, spec=None, host=None, rate=200, warmup_s=5, steady_s=20, spike_s=10
 # --- tasks added by later work go above this line ---------------------------
 
 ns = Collection(test, build_kernels, render, provision, zoo, convert, deploy, bundle, stop, status, logs, rollback, bench)
-ns.configure({"run": {"echo": True}})
+# Piped (CI logs, files), the echoed command carries no ANSI escape codes.
+ns.configure({"run": {"echo": True, **({} if sys.stdout.isatty() else {"echo_format": "{command}"})}})

@@ -11,6 +11,7 @@ from typing import Callable
 import numpy as np
 
 from engine import aie_format
+from engine.errors import ConversionError
 from engine.ir import Graph
 from engine.onnx_import import import_file
 from engine.passes import run_passes
@@ -105,22 +106,18 @@ def convert_file(src: str | Path, dst: str | Path, *, progress: Callable[[str], 
 def convert_spec_models(spec_paths, out_dir: str | Path, *, progress: Callable[[str], None] | None = None
                         ) -> list[ConversionSummary]:
     """Convert every model in the spec's engine.models to out_dir/<name>.aie.
-    A source missing on disk that the model zoo knows by file name is built
-    first (the default spec points at build/models/digits.onnx)."""
+    A missing source is an error, never a stand-in: build zoo models first
+    (`invoke zoo`, which `make deploy` runs for the default spec)."""
     from hostspec.loader import load_spec
 
     spec = load_spec(spec_paths or None)
+    models = spec.data["engine"]["models"]
+    for model in models:
+        src = Path(model["source"])  # absolute: the spec loader resolved it
+        if not src.is_file():
+            raise ConversionError(f"model {model['name']!r}: source file not found", where=str(src),
+                                  hint=f"fix engine.models[{model['name']}].source in the spec; for a zoo model "
+                                       f"run `invoke zoo --name {model['name']}`")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    summaries = []
-    for model in spec.data["engine"]["models"]:
-        src = Path(model["source"])  # absolute: the spec loader resolved it
-        if not src.exists():
-            try:
-                from models import zoo
-            except ImportError:
-                zoo = None
-            if zoo is not None and src.stem in zoo.ZOO:
-                src = zoo.ensure(src.stem, src.parent, log=progress)
-        summaries.append(convert_file(src, out_dir / f"{model['name']}.aie", progress=progress))
-    return summaries
+    return [convert_file(Path(m["source"]), out_dir / f"{m['name']}.aie", progress=progress) for m in models]

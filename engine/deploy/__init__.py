@@ -8,7 +8,8 @@ Two halves with a hard boundary between them:
 * host side, shipped inside the bundle and run with the host's bare python3
   (stdlib only, nothing else may be imported): remote (the command line),
   install (releases, venv, config, switch, rollback), supervise (pidfile
-  process when systemd is not in charge), verify (health wait, smoke inference).
+  process when systemd is not in charge), verify (health wait, smoke inference),
+  tokens (bearer tokens for an auth-enabled engine).
 
 This module and engine.errors are imported on both sides, so they stay
 stdlib-only too.

@@ -150,10 +150,14 @@ def _connect(url: str) -> http.client.HTTPConnection:
     return http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=30)
 
 
+def _headers(token: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
 def _worker(url: str, path: str, requests: list[Request], jobs: queue.Queue, result: BenchResult,
-            lock: threading.Lock, t0: float) -> None:
+            lock: threading.Lock, t0: float, token: str | None) -> None:
     conn = _connect(url)
-    headers = {"Content-Type": "application/json"}
+    headers = {"Content-Type": "application/json", **_headers(token)}
     while True:
         job = jobs.get()
         if job is None:
@@ -181,11 +185,11 @@ def _worker(url: str, path: str, requests: list[Request], jobs: queue.Queue, res
     conn.close()
 
 
-def _sample_queue(url: str, model: str, stop: threading.Event, out: list, t0: float) -> None:
+def _sample_queue(url: str, model: str, stop: threading.Event, out: list, t0: float, token: str | None) -> None:
     conn = _connect(url)
     while not stop.wait(SAMPLE_METRICS_S):
         try:
-            conn.request("GET", "/metrics")
+            conn.request("GET", "/metrics", headers=_headers(token))
             text = conn.getresponse().read().decode()
         except (OSError, http.client.HTTPException):
             conn.close()
@@ -196,7 +200,8 @@ def _sample_queue(url: str, model: str, stop: threading.Event, out: list, t0: fl
     conn.close()
 
 
-def run_load(url: str, model: str, plan: list[Phase], requests: list[Request], workers: int = 32) -> BenchResult:
+def run_load(url: str, model: str, plan: list[Phase], requests: list[Request], workers: int = 32,
+             token: str | None = None) -> BenchResult:
     """Drive the phases against url with `requests` (reference_requests of the
     model's smoke reference), each answer checked against its expected
     output; every request is scheduled up front, the k-th one sending
@@ -215,10 +220,11 @@ def run_load(url: str, model: str, plan: list[Phase], requests: list[Request], w
     lock, stop = threading.Lock(), threading.Event()
     t0 = time.monotonic() + 0.2  # time for the workers to connect
     threads = [threading.Thread(target=_worker, args=(url, f"/v2/models/{model}/infer", requests, jobs, result,
-                                                      lock, t0), daemon=True) for _ in range(workers)]
+                                                      lock, t0, token), daemon=True) for _ in range(workers)]
     for _ in threads:
         jobs.put(None)
-    sampler = threading.Thread(target=_sample_queue, args=(url, model, stop, result.queue_depth, t0), daemon=True)
+    sampler = threading.Thread(target=_sample_queue, args=(url, model, stop, result.queue_depth, t0, token),
+                               daemon=True)
     sampler.start()
     for t in threads:
         t.start()
@@ -252,15 +258,21 @@ def per_second(result: BenchResult) -> list[dict]:
 
 
 def summary(result: BenchResult) -> list[dict]:
+    """Per phase: counts, latency percentiles and the achieved rate: right
+    answers over the time the phase really took (its start to its last
+    answer), so a server that falls behind reads as falling behind."""
     rows = []
+    start = 0.0
     for p in result.plan:
         ss = [s for s in result.samples if s.phase == p.name]
         lat = [s.latency_s * 1e3 for s in ss if s.answered]
         ok = sum(s.ok for s in ss)
+        elapsed = max((s.sent_at + s.latency_s for s in ss), default=start) - start
+        start += p.seconds
         rows.append({"phase": p.name, "seconds": p.seconds, "target_rps": p.rate, "sent": len(ss),
                      "ok": ok, "mismatches": sum(s.outcome == MISMATCH for s in ss),
-                     "errors": sum(s.outcome == ERROR for s in ss),
-                     "achieved_rps": ok / p.seconds if p.seconds else 0.0,
+                     "errors": sum(s.outcome == ERROR for s in ss), "elapsed_s": elapsed,
+                     "achieved_rps": ok / elapsed if elapsed > 0 else 0.0,
                      "p50": _percentile(lat, 50), "p90": _percentile(lat, 90), "p99": _percentile(lat, 99),
                      "max": max(lat) if lat else float("nan")})
     return rows
@@ -316,9 +328,21 @@ def _plots(result: BenchResult, out_dir: Path, stem: str) -> list[Path]:
     return files
 
 
-def write_report(result: BenchResult, out_dir: Path, host: str) -> Path:
+def error_rate(result: BenchResult) -> float:
+    """Errors (HTTP or transport) over every request sent; 1.0 when none was sent."""
+    return sum(s.outcome == ERROR for s in result.samples) / len(result.samples) if result.samples else 1.0
+
+
+def ms(value: float) -> str:
+    """A latency for people: '-' where nothing answered (not 'nan')."""
+    return "-" if value != value else f"{value:.2f}"
+
+
+def write_report(result: BenchResult, out_dir: Path, host: str, failed: bool = False) -> Path:
+    """bench-<host>.md (+ plots); a failed run writes bench-<host>-failed.md
+    instead, so the last good report is never overwritten by a bad one."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    stem = f"bench-{host}"
+    stem = f"bench-{host}" + ("-failed" if failed else "")
     plots = _plots(result, out_dir, stem)
     lines = [
         f"<!-- generated by `invoke bench --host {host}` (engine.deploy.bench); rerun to refresh -->",
@@ -328,16 +352,19 @@ def write_report(result: BenchResult, out_dir: Path, host: str) -> Path:
         "from each request's scheduled time), one JSON request per call: the model's smoke inputs "
         f"({result.requests} distinct request(s), in turn), each answer compared with its reference output. "
         "ok = HTTP 200 with the right answer; mismatches = HTTP 200 with a wrong answer; errors = any other "
-        "HTTP status or no answer. Latencies are of every HTTP 200; achieved req/s counts ok only.",
+        "HTTP status or no answer. Latencies are of every HTTP 200; achieved req/s = ok answers / the time the "
+        "phase really took (from its start to its last answer).",
+        *(["", "**This run failed** (see the errors below); the last good report is bench-"
+           f"{host}.md."] if failed else []),
         "",
-        "| phase | s | target req/s | sent | ok | mismatches | errors | achieved req/s | p50 ms | p90 ms | p99 ms "
-        "| max ms |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| phase | s | target req/s | sent | ok | mismatches | errors | took s | achieved req/s | p50 ms | p90 ms "
+        "| p99 ms | max ms |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in summary(result):
         lines.append(f"| {r['phase']} | {r['seconds']:g} | {r['target_rps']:g} | {r['sent']} | {r['ok']} | "
-                     f"{r['mismatches']} | {r['errors']} | {r['achieved_rps']:.1f} | {r['p50']:.2f} | "
-                     f"{r['p90']:.2f} | {r['p99']:.2f} | {r['max']:.2f} |")
+                     f"{r['mismatches']} | {r['errors']} | {r['elapsed_s']:.2f} | {r['achieved_rps']:.1f} | "
+                     f"{ms(r['p50'])} | {ms(r['p90'])} | {ms(r['p99'])} | {ms(r['max'])} |")
     for outcome, title in ((MISMATCH, "Mismatches (first few)"), (ERROR, "Errors (first few)")):
         if result.examples[outcome]:
             lines += ["", f"{title}:", ""] + [f"- {text}" for text in result.examples[outcome]]

@@ -10,6 +10,7 @@ needs to run the engine, and nothing it must fetch.
     models/<name>.smoke.json      each model's smoke input + the converter's reference output
     rootfs/...                    the tree render_tree made from the spec
     spec/<n>-<file>.yaml          the spec files, for live provisioning at /
+    README.md                     the repo's README (the unit's Documentation=)
 
 Reproducible: entries sorted, mtime fixed, uid/gid 0 with no names, modes
 normalised, gzip header without name or time — the same inputs give the same
@@ -38,7 +39,10 @@ FIXED_MTIME = 315532800
 GZIP_LEVEL = 1
 INSTALLER_FILES = ("engine/__init__.py", "engine/errors.py", "engine/deploy/__init__.py",
                    "engine/deploy/install.py", "engine/deploy/remote.py", "engine/deploy/supervise.py",
-                   "engine/deploy/verify.py")
+                   "engine/deploy/tokens.py", "engine/deploy/verify.py")
+# Repo files shipped as they are: the installer, and the README the systemd
+# unit's Documentation= points at (file:/opt/ai-engine/current/README.md).
+REPO_FILES = (*INSTALLER_FILES, "README.md")
 ENGINE_DIR = Path(__file__).resolve().parents[1]
 
 
@@ -52,6 +56,7 @@ class BundleInputs:
     spec_digest: str
     listen: str
     http_port: int
+    auth: dict = field(default_factory=dict)  # tokens.auth_summary of engine.auth: how verification gets a token
     python: str = field(default_factory=lambda: "%d.%d" % tuple(map(int, platform.python_version_tuple()[:2])))
     arch: str = field(default_factory=platform.machine)
 
@@ -76,7 +81,7 @@ def _members(inputs: BundleInputs) -> dict[str, tuple[Path | bytes, int]]:
             raise DeployError("bundle input missing", where=str(source), hint="run the step that builds it")
         out[name] = (source, mode)
 
-    for rel in INSTALLER_FILES:
+    for rel in REPO_FILES:
         add(rel, ENGINE_DIR.parent / rel)
     for wheel in inputs.wheels:
         add(f"wheels/{wheel.name}", wheel)
@@ -109,7 +114,7 @@ def make_manifest(inputs: BundleInputs, members: dict, version: str | None) -> d
         "arch": inputs.arch,
         "python": inputs.python,
         "spec_digest": inputs.spec_digest,
-        "engine": {"listen": inputs.listen, "http_port": inputs.http_port,
+        "engine": {"listen": inputs.listen, "http_port": inputs.http_port, "auth": inputs.auth,
                    "models": [{"name": n, "aie": f"models/{n}.aie", "smoke": f"models/{n}.smoke.json"}
                               for n in sorted(inputs.models)]},
         "files": {name: _sha256(src) for name, (src, _) in sorted(members.items())},

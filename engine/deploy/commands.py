@@ -56,10 +56,12 @@ def _sample_line(pipeline: Pipeline, results: list[HostResult]) -> None:
         model = models[0]
         reference = json.loads(read_member(bundle.path, model["smoke"]))
         try:
-            outputs = verify.smoke(url, reference)
+            outputs = verify.smoke(url, reference, token=target.deployer_token(bundle.manifest["engine"].get("auth") or {}))
         except DeployError as exc:
             pipeline.report.note(f"[red]{r.name}: sample inference failed: {exc}[/]")
             continue
+        finally:
+            target.close()
         pipeline.report.note(f"{r.name}: engine serving at [bold]{url}[/] — model {model['name']} "
                              f"(POST {url}/v2/models/{model['name']}/infer)")
         pipeline.report.note(f"{r.name}: sample: {describe_sample(reference, outputs)}")
@@ -97,6 +99,8 @@ def operate(options: Options, op: str, *args: str) -> int:
 
 @_one_line_errors
 def logs(options: Options, lines: int, follow: bool) -> int:
+    if lines < 0:
+        raise DeployError(f"{lines} is negative", where="--lines", hint="how many of the last lines; 0 prints none")
     pipeline = Pipeline(options, Reporter())
     targets = pipeline.targets()
     if follow:
@@ -109,32 +113,49 @@ def logs(options: Options, lines: int, follow: bool) -> int:
             targets[0].close()
     results = pipeline.operate("logs", "--lines", str(lines))
     for r in results:
-        print(f"==> {r.name} <==")
-        print(r.data.get("text", "").rstrip("\n") if r.ok else f"error: {r.reason}")
+        text = r.data.get("text", "").rstrip("\n") if r.ok else f"error: {r.reason}"
+        if len(results) > 1:
+            print(f"==> {r.name} <==")
+        if text:
+            print(text)
     return 0 if all(r.ok for r in results) else 1
 
 
 @_one_line_errors
 def bench(options: Options, *, rate: float, warmup_s: float, steady_s: float, spike_s: float, workers: int,
-          model: str | None, out_dir: Path) -> int:
-    """Three-phase load against one deployed host; report under out_dir."""
+          model: str | None, out_dir: Path, max_error_rate: float = 0.1) -> int:
+    """Three-phase load against one deployed host; report under out_dir.
+    Fails (exit 1) when nothing serves, on any wrong answer, and when more
+    than max_error_rate of the requests got errors; a failed run never
+    replaces the last good report."""
     from engine.deploy import bench as load
     from engine.deploy.install import base_url
 
     pipeline = Pipeline(options, Reporter())
+    engine = pipeline.spec.data["engine"]
+    names = [m["name"] for m in engine["models"]]
+    if model is not None and model not in names:
+        raise DeployError(f"unknown model {model!r}", where="--model",
+                          hint=f"the spec serves: {', '.join(names) or 'no model'}")
+    if not names:
+        raise DeployError("the spec serves no model", where="engine.models")
+    if not 0 <= max_error_rate <= 1:
+        raise DeployError(f"{max_error_rate:g} is not a fraction", where="--max-error-rate", hint="0 to 1, e.g. 0.1")
     targets = pipeline.targets()
     target = targets[0]
     if len(targets) > 1:
         pipeline.report.note(f"benchmarking {target.name} (the first host; pick one with --host)")
-    engine = pipeline.spec.data["engine"]
     where = {"engine": {"listen": engine["listen"], "http_port": engine["http_port"]}}
     url = target.url(where) or (base_url(where) if target.kind == "local" else None)
     if url is None:
         raise DeployError(f"{target.name} serves on {engine['listen']} only: not reachable from here",
                           where="engine.listen", hint="bench a local host, or listen on an address this machine reaches")
-    name = model or engine["models"][0]["name"]
+    name = model or names[0]
     plan = load.phases(rate, warmup_s, steady_s, spike_s)
+    auth = engine.get("auth") or {}
     try:
+        token = target.deployer_token(auth, lifetime_s=sum(p.seconds for p in plan) + 120)
+        _check_ready(url, None if auth.get("open_health", True) else token, target.name)
         # The reference of the release the host runs, not of the last local build.
         reference = json.loads(target.read_active(f"models/{name}.smoke.json"))
     except ValueError:
@@ -144,15 +165,38 @@ def bench(options: Options, *, rate: float, warmup_s: float, steady_s: float, sp
         target.close()
     pipeline.report.note(f"load on {url} model {name}: " + ", ".join(f"{p.name} {p.seconds:g} s at {p.rate:g}/s"
                                                                   for p in plan))
-    result = load.run_load(url, name, plan, load.reference_requests(reference), workers)
-    path = load.write_report(result, out_dir, target.name)
+    result = load.run_load(url, name, plan, load.reference_requests(reference), workers, token=token)
     rows = load.summary(result)
+    errors = load.error_rate(result)
+    failed = any(row["mismatches"] for row in rows) or errors > max_error_rate
+    path = load.write_report(result, out_dir, target.name, failed=failed)
     for row in rows:
         pipeline.report.note(f"  {row['phase']:<8} {row['achieved_rps']:7.1f} req/s ok, {row['mismatches']} wrong "
-                             f"answers, {row['errors']} errors, p50 {row['p50']:.2f} ms, p99 {row['p99']:.2f} ms")
+                             f"answers, {row['errors']} errors, p50 {load.ms(row['p50'])} ms, "
+                             f"p99 {load.ms(row['p99'])} ms")
     for text in result.examples[load.MISMATCH]:
         pipeline.report.note(f"  [red]wrong answer[/]: {text}")
+    for text in result.examples[load.ERROR][:3] if errors > max_error_rate else []:
+        pipeline.report.note(f"  [red]error[/]: {text}")
     pipeline.report.note(f"report: {path}")
-    # Wrong answers are a failed bench; errors under a 150% spike may be the
-    # server shedding load as configured, which the report shows.
-    return 1 if any(row["mismatches"] for row in rows) else 0
+    if errors > max_error_rate:
+        print(f"error: {errors:.0%} of the requests failed (over --max-error-rate {max_error_rate:g}); "
+              f"the report is {path.name}, the last good one is left as it was", file=sys.stderr)
+    # Wrong answers always fail; some errors under a 150% spike may be the
+    # server shedding load as configured, up to max_error_rate.
+    return 1 if failed else 0
+
+
+def _check_ready(url: str, token: str | None, host: str) -> None:
+    """One health request before any load: a stopped engine is one clear error,
+    not a whole run of failures."""
+    from engine.deploy import verify
+
+    try:
+        status, answer = verify.http_json("GET", f"{url}/v2/health/ready", timeout_s=5.0, token=token)
+    except OSError as exc:
+        raise DeployError(f"no engine answers at {url}: {getattr(exc, 'reason', exc)}", where=host,
+                          hint="deploy it or start it (invoke deploy; invoke status shows the state)") from None
+    if status != 200:
+        raise DeployError(f"the engine at {url} is not ready (HTTP {status}: {answer.get('error', answer)})",
+                          where=host, hint="invoke status; invoke logs")

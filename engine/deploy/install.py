@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from engine.deploy import DeployError, supervise, verify
+from engine.deploy import DeployError, supervise, tokens, verify
 
 BASE = "opt/ai-engine"
 INSTALLED = ".installed"   # written last: a release without it is incomplete
@@ -275,8 +275,73 @@ def build_venv(release_dir: Path, python: str) -> None:
          "installing the wheels into the release venv")
 
 
+def _wheels(manifest: dict) -> dict[str, str]:
+    return {rel: sha for rel, sha in manifest["files"].items() if rel.startswith("wheels/")}
+
+
+def find_donor(host: HostRoot, manifest: dict) -> tuple[Path, dict] | None:
+    """The newest installed release with the same wheels and Python (by
+    sha256): its venv and unchanged files can be shared with a new release."""
+    if not host.releases.is_dir():
+        return None
+    candidates = [d for d in host.releases.iterdir() if d.name != manifest["version"] and (d / INSTALLED).is_file()]
+    for d in sorted(candidates, key=lambda d: (d / INSTALLED).stat().st_mtime, reverse=True):
+        try:
+            other = read_manifest(d)
+        except DeployError:
+            continue
+        if other.get("python") == manifest.get("python") and _wheels(other) == _wheels(manifest):
+            return d, other
+    return None
+
+
+def _link_over(src: Path, dst: Path) -> None:
+    tmp = dst.with_name(f".{dst.name}.link.{os.getpid()}")
+    tmp.unlink(missing_ok=True)
+    os.link(src, tmp)
+    os.replace(tmp, dst)
+
+
+def share_unchanged(release_dir: Path, manifest: dict, donor: Path, donor_manifest: dict) -> int:
+    """Hard-link every file of the new release that is byte-identical (same
+    sha256) to the donor's, so a release that changes one config file costs
+    that file's bytes on disk, not the whole bundle again. Release files are
+    never written after install, so sharing them is safe. Bytes saved."""
+    saved = 0
+    for rel, sha in manifest["files"].items():
+        src, dst = donor / rel, release_dir / rel
+        if donor_manifest["files"].get(rel) != sha or not src.is_file() or src.stat().st_ino == dst.stat().st_ino:
+            continue
+        try:
+            _link_over(src, dst)
+        except OSError:
+            continue  # another filesystem, or links not allowed: keep the copy
+        saved += src.stat().st_size
+    return saved
+
+
+def clone_venv(donor: Path, release_dir: Path) -> None:
+    """The donor's venv (same wheels) hard-linked into the new release; only
+    the files that name the donor's path (bin/ scripts, pyvenv.cfg) are
+    rewritten, as new files. Seconds instead of a pip install."""
+    src, dst = donor / "venv", release_dir / "venv"
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(src, dst, symlinks=True, copy_function=os.link)
+    old, new = str(donor.resolve()).encode(), str(release_dir.resolve()).encode()
+    for path in [*(dst / "bin").iterdir(), dst / "pyvenv.cfg"]:
+        if path.is_symlink() or not path.is_file():
+            continue
+        data = path.read_bytes()
+        if old in data:
+            mode = path.stat().st_mode
+            path.unlink()  # break the link: the donor's file stays as it was
+            path.write_bytes(data.replace(old, new))
+            path.chmod(mode)
+
+
 def prepare(host: HostRoot, release_dir: Path, python: str) -> dict:
-    """Make releases/<version> complete (files checked, venv built); idempotent."""
+    """Make releases/<version> complete (files checked, venv built or shared
+    with an installed release of the same wheels); idempotent."""
     manifest = read_manifest(release_dir)
     version = manifest["version"]
     if release_dir.resolve() != host.release(version).resolve():
@@ -286,8 +351,14 @@ def prepare(host: HostRoot, release_dir: Path, python: str) -> dict:
     host.say(f"checking {len(manifest['files'])} files of release {version}")
     check_files(release_dir, manifest)
     check_python(manifest, python)
-    host.say("building the release venv from the bundled wheels")
-    build_venv(release_dir, python)
+    donor = find_donor(host, manifest)
+    if donor is not None:
+        saved = share_unchanged(release_dir, manifest, *donor)
+        host.say(f"sharing {saved / 1e6:.1f} MB of unchanged files and the venv with release {donor[0].name}")
+        clone_venv(donor[0], release_dir)
+    else:
+        host.say("building the release venv from the bundled wheels")
+        build_venv(release_dir, python)
     (release_dir / INSTALLED).write_text(f"{int(time.time())}\n")
     return manifest
 
@@ -426,24 +497,51 @@ def check_serving(host: HostRoot, version: str, pid: int | None, settings: Setti
     def alive() -> bool:
         return pid is None or not supervise.exited(pid)
 
+    auth = manifest["engine"].get("auth")
+    token = tokens.for_root(auth, host.root)
     try:
-        ready_s = verify.wait_ready(url, settings.health_timeout_s, alive)
+        ready_s = verify.wait_ready(url, settings.health_timeout_s, alive,
+                                    token=None if (auth or {}).get("open_health", True) else token)
         for model in manifest["engine"]["models"]:
             reference = json.loads((release / model["smoke"]).read_text())
-            verify.smoke(url, reference)
+            verify.smoke(url, reference, token=token)
         if not alive():
             # Something answered, but not our process: it died (e.g. the port
             # was taken after the pre-start check) and another server replied.
             raise DeployError("the engine exited; the answers came from another process on its port", where=url)
     except DeployError as exc:
-        tail = [line for line in supervise.log_tail(host.root, 40) if line.strip()][-3:]
-        if tail and not systemd_in_charge(host.root):
-            exc.message += " — engine log: " + " | ".join(t[-300:] for t in tail)
+        if not systemd_in_charge(host.root):
+            tail = failure_lines(supervise.log_tail(host.root, 200, console=True))
+            if tail:
+                exc.message += " — engine said: " + " | ".join(tail)
         raise
     return ready_s
 
 
-def _check_port_free(host: HostRoot, version: str) -> None:
+class PortBusy(DeployError):
+    """The release's port is taken by another process; raised before anything changed."""
+
+
+def failure_lines(console: list[str], keep: int = 3, width: int = 400) -> list[str]:
+    """What explains a failed start, from this run's console output: the
+    error lines (else the last lines), each once, whole words only."""
+    lines = [ln.strip() for ln in console if ln.strip()]
+    errors = [ln for ln in lines if '"level":"error"' in ln or "Error" in ln or ln.startswith("error")]
+    picked: list[str] = []
+    for line in (errors or lines)[-keep * 4:]:
+        if line not in picked:
+            picked.append(line)
+    return [_shorten(line, width) for line in picked[-keep:]]
+
+
+def _shorten(line: str, width: int) -> str:
+    if len(line) <= width:
+        return line
+    cut = line.rfind(" ", 0, width)
+    return line[:cut if cut > width // 2 else width].rstrip() + " …"
+
+
+def _check_port_free(host: HostRoot, version: str, error: type[DeployError] = DeployError) -> None:
     """With our engine stopped nothing may answer on its port; otherwise the
     health check would talk to a stranger (and our engine could not bind)."""
     manifest = read_manifest(host.release(version))
@@ -453,8 +551,17 @@ def _check_port_free(host: HostRoot, version: str) -> None:
             pass
     except OSError:
         return
-    raise DeployError(f"port {port} is already in use by another process (not this root's engine)",
-                      where=f"{address}:{port}", hint="stop that process or change engine.http_port in the spec")
+    raise error(f"port {port} is already in use by another process (not this root's engine)",
+                where=f"{address}:{port}", hint="stop that process or change engine.http_port in the spec")
+
+
+def _check_port_before_stop(host: HostRoot, version: str) -> None:
+    """Before a healthy engine is stopped: the new release's port must be free
+    unless it is the port our running engine holds (checked again once stopped)."""
+    active = host.active()
+    ours = base_url(read_manifest(host.release(active))) if active and host.installed(active) else None
+    if engine_pid(host) is None or ours != base_url(read_manifest(host.release(version))):
+        _check_port_free(host, version, PortBusy)
 
 
 def _checked_start_ok(host: HostRoot, settings: Settings, out: Outcome) -> None:
@@ -468,6 +575,8 @@ def _checked_start_ok(host: HostRoot, settings: Settings, out: Outcome) -> None:
 
 def _activate(host: HostRoot, version: str, settings: Settings, out: Outcome) -> int | None:
     """Stop what runs, install the config of `version`, switch, start, verify."""
+    if not systemd_in_charge(host.root):
+        _check_port_before_stop(host, version)
     stopped = stop_engine(host, settings.stop_timeout_s)
     if stopped:
         out.steps.append(f"stopped pid {stopped}")
@@ -500,6 +609,9 @@ def install(root: Path, release_dir: Path, settings: Settings, python: str = sys
             else:
                 out.pid = _activate(host, version, settings, out)
                 out.status = "deployed"
+        except PortBusy as exc:
+            out.reason = f"{exc}; nothing was changed" + (f", release {previous} still serves" if previous else "")
+            host.record(version, "failed")
         except DeployError as exc:
             out.reason = str(exc)
             host.record(version, "failed")
@@ -573,6 +685,8 @@ def rollback(root: Path, settings: Settings, to: str | None = None) -> Outcome:
                 # Not "rolled-back": that names a deploy that failed; this is a
                 # requested switch that succeeded.
                 out.status = "switched"
+            except PortBusy as exc:
+                out.reason = f"switch to {target} failed: {exc}; nothing was changed"
             except DeployError as exc:
                 out.reason = str(exc)
                 _recover(host, out.previous, settings, out)
@@ -597,9 +711,14 @@ def status(root: Path) -> dict:
     pid = engine_pid(host)
     health = "stopped"
     if pid is not None and active and host.installed(active):
+        manifest = read_manifest(host.release(active))
+        auth = manifest["engine"].get("auth") or {}
         try:
-            code, _ = verify.http_json("GET", base_url(read_manifest(host.release(active))) + "/v2/health/ready",
-                                       timeout_s=3.0)
+            token = None if auth.get("open_health", True) else tokens.for_root(auth, host.root)
+        except DeployError:
+            token = None  # the answer (401) says what is wrong
+        try:
+            code, _ = verify.http_json("GET", base_url(manifest) + "/v2/health/ready", timeout_s=3.0, token=token)
             health = "ready" if code == 200 else f"HTTP {code}"
         except OSError as exc:
             health = f"no answer ({getattr(exc, 'reason', exc)})"

@@ -15,16 +15,16 @@ import json
 import os
 import platform
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from engine.deploy import DeployError
-from engine.deploy.bundle import INSTALLER_FILES, Bundle, BundleInputs, build_bundle, read_bundle
+from engine.deploy.bundle import REPO_FILES, Bundle, BundleInputs, build_bundle, read_bundle
 from engine.deploy.report import Reporter
 from engine.deploy.targets import HostResult, Settings, Target, host_key_policy, make_targets, run_fleet
+from engine.deploy.tokens import auth_summary, hmac_algorithm, no_key_error
 
 REPO = Path(__file__).resolve().parents[2]
 # Sources that decide what the converter writes and what the reference run
@@ -53,8 +53,16 @@ def digest(*parts: object) -> str:
     return h.hexdigest()
 
 
+# Bumped when the layout of a step's entry changes: older entries then read
+# as "not cached" and the step runs again instead of being misread.
+STATE_FORMAT = 2
+
+
 class StepState:
-    """build/deploy/state.json: per step, the inputs digest and the sha256 of each output."""
+    """build/deploy/state.json: per step, the inputs digest and each output by
+    role (its path and sha256). Outputs are keyed by role, never by position:
+    the file is written with sorted keys, so a list read back would come in
+    another order than the step returned it."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -63,20 +71,21 @@ class StepState:
         except (OSError, ValueError):
             self.data = {}
 
-    def cached(self, step: str, inputs: str) -> list[Path] | None:
+    def cached(self, step: str, inputs: str) -> dict[str, Path] | None:
         """The step's outputs when its inputs are unchanged and every output is
         still there with the content it had; else None (run the step)."""
         entry = self.data.get("steps", {}).get(step)
-        if not entry or entry["inputs"] != inputs:
+        if not entry or entry.get("inputs") != inputs or entry.get("format") != STATE_FORMAT:
             return None
-        outputs = [Path(p) for p in entry["outputs"]]
-        if all(p.is_file() and sha256_file(p) == entry["outputs"][str(p)] for p in outputs):
+        outputs = {role: Path(o["path"]) for role, o in entry["outputs"].items()}
+        if all(p.is_file() and sha256_file(p) == entry["outputs"][role]["sha256"] for role, p in outputs.items()):
             return outputs
         return None
 
-    def record(self, step: str, inputs: str, outputs: list[Path]) -> None:
-        self.data.setdefault("steps", {})[step] = {"inputs": inputs,
-                                                   "outputs": {str(p): sha256_file(p) for p in outputs}}
+    def record(self, step: str, inputs: str, outputs: dict[str, Path]) -> None:
+        self.data.setdefault("steps", {})[step] = {
+            "format": STATE_FORMAT, "inputs": inputs,
+            "outputs": {role: {"path": str(p), "sha256": sha256_file(p)} for role, p in outputs.items()}}
         self.save()
 
     def save(self) -> None:
@@ -96,6 +105,7 @@ class Options:
     lib_dir: Path | None = None    # prebuilt kernels (skips build-kernels); default: build them into build/lib
     jobs: int = 0
     bundle: Path | None = None     # deploy this prebuilt bundle (skips every build step)
+    token: str | None = None       # bearer token for an auth-enabled engine (default: minted from its secret)
 
 
 class Pipeline:
@@ -113,8 +123,9 @@ class Pipeline:
         self._bundle: Bundle | None = None
 
     # ---- build steps ---------------------------------------------------------
-    def _step(self, name: str, inputs: str, run: Callable[[], list[Path]]) -> list[Path]:
-        """Run a build step unless its inputs and outputs are as last recorded."""
+    def _step(self, name: str, inputs: str, run: Callable[[], dict[str, Path]]) -> dict[str, Path]:
+        """Run a build step unless its inputs and outputs are as last recorded.
+        Outputs are {role: path}, so callers pick them by name."""
         with self.report.step(name) as shown:
             outputs = self.state.cached(name, inputs)
             if outputs is not None:
@@ -122,7 +133,8 @@ class Pipeline:
                 return outputs
             outputs = run()
             self.state.record(name, inputs, outputs)
-            shown["detail"] = ", ".join(p.name for p in outputs[:3]) + (" …" if len(outputs) > 3 else "")
+            names = [p.name for p in outputs.values()]
+            shown["detail"] = ", ".join(names[:3]) + (" …" if len(names) > 3 else "")
             return outputs
 
     def render(self) -> dict[str, tuple[bytes, int]]:
@@ -133,22 +145,23 @@ class Pipeline:
             shown["detail"] = f"{len(tree)} files, spec {self.spec.digest[:12]}"
         return {rel: (f.content, f.mode) for rel, f in sorted(tree.items())}
 
-    def kernels(self) -> list[Path]:
+    def kernels(self) -> dict[str, Path]:
+        """{"so": shared library, "a": static archive}."""
         if self.opts.lib_dir is not None:
-            libs = [self.opts.lib_dir / "libaie_kernels.so", self.opts.lib_dir / "libaie_kernels.a"]
-            missing = [p for p in libs if not p.is_file()]
+            libs = {"so": self.opts.lib_dir / "libaie_kernels.so", "a": self.opts.lib_dir / "libaie_kernels.a"}
+            missing = [p for p in libs.values() if not p.is_file()]
             if missing:
                 raise DeployError("prebuilt kernel library missing", where=str(missing[0]),
                                   hint="build it with `make -C kernels BUILD_DIR=...`")
             return libs
         lib_dir = self.opts.build_dir / "lib"
-        libs = [lib_dir / "libaie_kernels.so", lib_dir / "libaie_kernels.a"]
+        libs = {"so": lib_dir / "libaie_kernels.so", "a": lib_dir / "libaie_kernels.a"}
         sources = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "kernels"], cwd=REPO,
                                  capture_output=True, text=True).stdout.split()
         inputs = digest(*[REPO / s for s in sorted(sources) if (REPO / s).is_file()], *sorted(sources),
                         str(self.opts.build_dir.resolve()))
 
-        def build() -> list[Path]:
+        def build() -> dict[str, Path]:
             jobs = self.opts.jobs or os.cpu_count() or 1
             proc = subprocess.run(["make", "-C", str(REPO / "kernels"), f"-j{jobs}",
                                    f"BUILD_DIR={self.opts.build_dir.resolve()}"], capture_output=True, text=True)
@@ -168,13 +181,25 @@ class Pipeline:
         for model in self.spec.data["engine"]["models"]:
             name, source = model["name"], Path(model["source"])  # absolute: the spec loader resolved it
             if not source.is_file():
-                self._generate(name, source)
+                # Never a stand-in: a misspelt path named like a zoo model must
+                # not deploy the synthetic zoo model (`make deploy` builds the
+                # zoo models the default spec names before it deploys).
+                raise DeployError(f"model {name!r}: source file not found", where=str(source),
+                                  hint=f"fix engine.models[{name}].source in the spec; for a zoo model run "
+                                       f"`invoke zoo --name {name}` (writes build/models/)")
             aie, smoke = out / f"{name}.aie", out / f"{name}.smoke.json"
-            samples = [p for p in (source.with_name(f"{name}.sample.npy"), source.with_name(f"{name}.sample.json"))
-                       if p.is_file()]
-            inputs = digest(source, *samples, kernels_so, *converter)
+            # Absolute: the spec loader resolved it against the file that set it (x-path).
+            sample = Path(model["sample"]) if model.get("sample") else None
+            if sample is not None and not sample.is_file():
+                raise DeployError(f"model {name!r}: sample file not found", where=str(sample),
+                                  hint=f"fix engine.models[{name}].sample in the spec")
+            labels = [sample.with_suffix(".json")] if sample and sample.with_suffix(".json").is_file() else []
+            shapes = model.get("shapes")
+            inputs = digest(source, *([sample] if sample else []), *labels, json.dumps(shapes, sort_keys=True),
+                            kernels_so, *converter)
 
-            def convert(name=name, source=source, aie=aie, smoke=smoke) -> list[Path]:
+            def convert(name=name, source=source, aie=aie, smoke=smoke, sample=sample, shapes=shapes
+                        ) -> dict[str, Path]:
                 from engine.convert import convert_file
 
                 os.environ.setdefault("AIE_KERNELS_LIB", str(kernels_so))
@@ -182,24 +207,11 @@ class Pipeline:
                     convert_file(source, aie)
                 except Exception as exc:  # noqa: BLE001 - any converter failure stops the deploy with its reason
                     raise DeployError(f"converting model {name!r} failed: {exc}", where=str(source)) from None
-                write_reference(name, aie, source, smoke)
-                return [aie, smoke]
-            aie, smoke = self._step(f"convert {name}", inputs, convert)
-            result[name] = (aie, smoke)
+                write_reference(name, aie, source, smoke, sample=sample, shapes=shapes)
+                return {"aie": aie, "smoke": smoke}
+            outputs = self._step(f"convert {name}", inputs, convert)
+            result[name] = (outputs["aie"], outputs["smoke"])
         return result
-
-    def _generate(self, name: str, source: Path) -> None:
-        """A model the spec names but that does not exist yet: build it when the zoo knows it."""
-        if str(REPO) not in sys.path:
-            sys.path.insert(0, str(REPO))  # models/ is a folder at the repo root, not an installed package
-        from models import zoo
-
-        if name not in zoo.NAMES or source.suffix != ".onnx":
-            raise DeployError("model source not found", where=str(source),
-                              hint=f"fix engine.models[{name}].source in the spec")
-        with self.report.step(f"generate {name}") as shown:
-            built = zoo.ensure(name, source.parent)
-            shown["detail"] = str(built.relative_to(REPO) if built.is_relative_to(REPO) else built)
 
     def wheels(self, kernels_so: Path) -> list[Path]:
         from engine.deploy import wheels
@@ -207,28 +219,32 @@ class Pipeline:
         deps_dir, engine_dir = self.work / "wheels" / "deps", self.work / "wheels" / "engine"
         req = [REPO / "requirements" / "base.in", REPO / "requirements" / "constraints.txt"]
         deps_inputs = digest(*req, platform.python_version(), platform.machine(), wheels.pip_wheel())
-        deps = self._step("dependency wheels", deps_inputs, lambda: wheels.dependency_wheels(deps_dir))
+        deps = self._step("dependency wheels", deps_inputs,
+                          lambda: {w.name: w for w in wheels.dependency_wheels(deps_dir)})
         sources = wheels.source_files()
         engine_inputs = digest(kernels_so, *[REPO / s for s in sources], *[str(s) for s in sources])
         engine = self._step("engine wheel", engine_inputs,
-                            lambda: [wheels.engine_wheel(engine_dir, kernels_so, self.work / "wheel-staging")])
-        return [*engine, *deps]
+                            lambda: {"engine": wheels.engine_wheel(engine_dir, kernels_so, self.work / "wheel-staging")})
+        return [engine["engine"], *(deps[name] for name in sorted(deps))]
 
     def bundle_inputs(self) -> tuple[BundleInputs, str]:
         """Run every build step; the bundle's inputs and a digest over all of them."""
         tree = self.render()
-        libs = self.kernels()
-        models = self.models(libs[0])
-        wheel_files = self.wheels(libs[0])
+        kernels = self.kernels()
+        libs = [kernels["so"], kernels["a"]]
+        models = self.models(kernels["so"])
+        wheel_files = self.wheels(kernels["so"])
         engine = self.spec.data["engine"]
         inputs = BundleInputs(wheels=wheel_files, libs=libs, models=models, rootfs=tree,
                               spec_files=list(self.spec.sources), spec_digest=self.spec.digest,
-                              listen=engine["listen"], http_port=engine["http_port"])
-        installer = [REPO / rel for rel in INSTALLER_FILES]
+                              listen=engine["listen"], http_port=engine["http_port"],
+                              auth=auth_summary(engine.get("auth")))
+        installer = [REPO / rel for rel in REPO_FILES]
         key = digest(*wheel_files, *libs, *[p for pair in models.values() for p in pair],
                      *[c for c, _ in tree.values()], *[f"{r} {m:o}" for r, (_, m) in tree.items()],
                      *self.spec.sources, self.spec.digest, *installer, self.opts.version or "-",
-                     inputs.python, inputs.arch, inputs.listen, inputs.http_port)
+                     inputs.python, inputs.arch, inputs.listen, inputs.http_port,
+                     json.dumps(inputs.auth, sort_keys=True))
         return inputs, key
 
     def bundle(self) -> Bundle:
@@ -255,24 +271,58 @@ class Pipeline:
                                              "manifest": json.dumps(self._bundle.manifest, sort_keys=True)}
                 self.state.save()
                 shown["detail"] = f"{self._bundle.path.name}, {self._bundle.size / 1e6:.1f} MB"
+                pruned = self.prune_bundles(out_dir)
+                if pruned:
+                    shown["detail"] += f"; pruned {len(pruned)} old bundle(s)"
         return self._bundle
+
+    def prune_bundles(self, out_dir: Path) -> list[Path]:
+        """Remove bundles beyond the deploy.keep_bundles newest, never the one
+        just built nor one whose release a host runs or ran just before
+        (what a rollback or a redeploy of it would need)."""
+        hosts = self.state.data.get("hosts", {}).values()
+        protected = {v for h in hosts for v in (h.get("active"), h.get("previous")) if v}
+        protected.add(self._bundle.version)
+        bundles = sorted(out_dir.glob("ai-engine-*.tar.gz"), key=lambda p: p.stat().st_mtime, reverse=True)
+        removed = []
+        for path in bundles[self.settings.keep_bundles:]:
+            version = path.name.removeprefix("ai-engine-").removesuffix(f"-{platform.machine()}.tar.gz")
+            if version not in protected:
+                path.unlink(missing_ok=True)
+                removed.append(path)
+        return removed
 
     # ---- host steps --------------------------------------------------------------
     def targets(self) -> list[Target]:
         host_keys = host_key_policy(self.spec, self.opts.build_dir, say=self.report.host)
-        return make_targets(self.spec, self.opts.hosts, self.settings, host_keys)
+        targets = make_targets(self.spec, self.opts.hosts, self.settings, host_keys)
+        for target in targets:
+            target.token = self.opts.token
+        return targets
 
     def deploy(self) -> list[HostResult]:
-        bundle = self.bundle()
+        # Hosts first: an unknown --host or a spec without hosts is an error
+        # before minutes of build steps, not after them.
         targets = self.targets()
+        auth = self.spec.data["engine"].get("auth") or {}
+        if auth.get("enabled") and not self.opts.token and hmac_algorithm(auth) is None:
+            raise no_key_error(auth)  # verification could only fail, after every build step
+        bundle = self.bundle()
         self.report.note(f"deploying release {bundle.version} to {len(targets)} host(s), "
                          f"{self.settings.parallel} at a time")
         t0 = time.monotonic()
         results = run_fleet(targets, lambda t: t.install(bundle, self.report.host), self.settings,
                             on_done=self.report.host_done)
-        self.state.data.setdefault("hosts", {}).update(
-            {r.name: {"status": r.status, "active": r.active, "version": r.version, "at": int(time.time())}
-             for r in results})
+        hosts = self.state.data.setdefault("hosts", {})
+        for r in results:
+            before = hosts.get(r.name, {})
+            # A redeploy of the active release reports itself as "previous":
+            # keep the release that really ran before (a rollback needs its bundle).
+            previous = r.data.get("previous")
+            if previous == r.active:
+                previous = before.get("previous")
+            hosts[r.name] = {"status": r.status, "active": r.active, "version": r.version, "previous": previous,
+                             "at": int(time.time())}
         self.state.data["last_deploy_s"] = round(time.monotonic() - t0, 2)
         self.state.save()
         return results

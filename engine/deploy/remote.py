@@ -70,7 +70,8 @@ def run(args: argparse.Namespace) -> tuple[int, dict]:
         return 0, install.status(root)
     else:
         lines = supervise.log_tail(root, args.lines)
-        print("\n".join(lines))
+        if lines:
+            print("\n".join(lines))
         return 0, {"lines": len(lines)}
     return (0 if out.ok else 1), json.loads(out.to_json())
 

@@ -18,9 +18,18 @@ STYLE = {"deployed": "green", "unchanged": "green", "restarted": "green", "switc
          "failed": "red", "unreachable": "red"}
 
 
+def default_console() -> Console:
+    """Rich's console for a terminal; piped (a file, CI, grep) it neither wraps
+    nor colours, so URLs and fix commands stay whole on one line each."""
+    console = Console(highlight=False)
+    if console.is_terminal:
+        return console
+    return Console(highlight=False, soft_wrap=True, width=100_000, no_color=True)
+
+
 class Reporter:
     def __init__(self, console: Console | None = None, quiet: bool = False):
-        self.console = console or Console(highlight=False)
+        self.console = console or default_console()
         self.quiet = quiet
 
     def note(self, message: str) -> None:
@@ -53,8 +62,10 @@ class Reporter:
 
     def table(self, results: Iterable[HostResult], title: str = "deploy") -> None:
         table = Table(title=title, title_justify="left")
+        wrap = self.console.is_terminal  # piped: each reason stays on one line
         for col in ("host", "release", "outcome", "time", "reason"):
-            table.add_column(col, overflow="fold", max_width=90 if col == "reason" else None)
+            table.add_column(col, overflow="fold", no_wrap=not wrap,
+                             max_width=90 if col == "reason" and wrap else None)
         for r in results:
             colour = STYLE.get(r.status, "white")
             reason = r.reason or (f"[yellow]{len(r.warnings)} warning(s), see above[/]" if r.warnings else "")

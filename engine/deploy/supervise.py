@@ -1,6 +1,12 @@
 """Run the engine as a supervised background process where systemd is not in
 charge (containers, CI, a local root): detached with setsid, its pid in
-ROOT/run/ai-engine.pid, its output in ROOT/var/log/ai-engine/engine.log.
+ROOT/run/ai-engine.pid.
+
+Logs: the engine writes (and rotates) ROOT/var/log/ai-engine/engine.log
+itself, as the only writer of that file. Its stdout/stderr go to
+engine.console.log beside it, emptied at every start, so it holds this run's
+console output only: what a start that fails before the engine's log is open
+(or a crash) printed, the reason a failed deploy reports.
 
 Host side: stdlib only (runs under the host's bare python3).
 
@@ -22,7 +28,8 @@ from pathlib import Path
 from engine.deploy import DeployError
 
 PIDFILE = "run/ai-engine.pid"
-LOGFILE = "var/log/ai-engine/engine.log"
+LOGFILE = "var/log/ai-engine/engine.log"            # the engine's own (rotating) log
+CONSOLE = "var/log/ai-engine/engine.console.log"    # the supervised engine's stdout/stderr, this run only
 CONFIG = "etc/ai-engine/engine.yaml"
 CURRENT = "opt/ai-engine/current"
 
@@ -46,6 +53,10 @@ class Paths:
     @property
     def logfile(self) -> Path:
         return self.at(LOGFILE)
+
+    @property
+    def console(self) -> Path:
+        return self.at(CONSOLE)
 
     @property
     def config(self) -> Path:
@@ -114,7 +125,9 @@ def start(root: Path) -> int:
     paths.logfile.parent.mkdir(parents=True, exist_ok=True)
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(paths.root)}
     env.update({k: os.environ[k] for k in ENGINE_ENV_KEEP if k in os.environ})
-    with open(paths.logfile, "ab") as log, open(os.devnull, "rb") as null:
+    # Not engine.log: a second writer there doubles every line and keeps
+    # writing into the file the engine's rotation has renamed away.
+    with open(paths.console, "wb") as log, open(os.devnull, "rb") as null:
         # setsid: the engine must outlive the SSH session or shell that started
         # it and must not get that terminal's SIGHUP (SIGHUP means reload).
         proc = subprocess.Popen(command, stdin=null, stdout=log, stderr=subprocess.STDOUT, env=env,
@@ -179,9 +192,12 @@ def stop(root: Path, timeout_s: float = 30.0) -> int | None:
     return pid
 
 
-def log_tail(root: Path, lines: int = 20) -> list[str]:
-    """The last `lines` lines of the engine log (for failure reasons and `invoke logs`)."""
-    path = Paths(Path(root)).logfile
+def log_tail(root: Path, lines: int = 20, console: bool = False) -> list[str]:
+    """The last `lines` lines of the engine log (`invoke logs`), or of this
+    run's console output (console=True: failure reasons); none for lines <= 0."""
+    if lines <= 0:
+        return []
+    path = Paths(Path(root)).console if console else Paths(Path(root)).logfile
     try:
         with open(path, "rb") as fh:
             fh.seek(0, os.SEEK_END)

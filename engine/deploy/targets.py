@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from engine.deploy import DeployError, verify
+from engine.deploy import DeployError, tokens, verify
 from engine.deploy.bundle import Bundle, extract
 from engine.deploy.hostkeys import HostKeyPolicy
 from engine.deploy.install import BASE, INSTALLED
@@ -39,6 +39,7 @@ class Settings:
     """The spec's deploy section (seconds, counts)."""
 
     keep_releases: int = 3
+    keep_bundles: int = 3
     parallel: int = 4
     canary: str | None = None
     max_fail_fraction: float = 0.0
@@ -94,6 +95,7 @@ class Target:
 
     def __init__(self, name: str, root: str, settings: Settings, python: str = "python3"):
         self.name, self.root, self.settings, self.python = name, root, settings, python
+        self.token: str | None = None  # given with --token/--token-file; else minted where needed
 
     # -- host-side paths (strings: they may name another machine) --
     def _base(self) -> str:
@@ -108,17 +110,23 @@ class Target:
                 "--health-timeout", str(s.health_timeout_s), "--stop-timeout", str(s.stop_timeout_s),
                 "--keep", str(s.keep_releases), *args]
         q = shlex.quote
+        # A given token travels on stdin (a command line is visible to `ps`).
+        take_token = f"IFS= read -r {tokens.ENV} && export {tokens.ENV} && " if self.token else ""
         if cwd:
-            return f"cd {q(cwd)} && {shlex.join(argv)}"
+            return f"{take_token}cd {q(cwd)} && {shlex.join(argv)}"
         # From `current`, else the newest complete release: the installer code
         # ships with each release, so any installed one can answer.
-        return (f"cd {q(self._base())} 2>/dev/null && "
+        return (f"{take_token}cd {q(self._base())} 2>/dev/null && "
                 f"if [ -e current/{INSTALLED} ]; then d=current; "
                 f"else d=$(ls -1dt releases/*/{INSTALLED} 2>/dev/null | head -n 1); d=${{d%/{INSTALLED}}}; fi && "
                 f'[ -n "$d" ] && cd "$d" && {shlex.join(argv)}')
 
-    def _run(self, command: str, timeout_s: float, stream: bool = False) -> tuple[int, str, str]:
+    def _run(self, command: str, timeout_s: float, stream: bool = False, stdin: str | None = None
+             ) -> tuple[int, str, str]:
         raise NotImplementedError
+
+    def _token_stdin(self) -> str | None:
+        return f"{self.token}\n" if self.token else None
 
     def _ensure_release(self, bundle: Bundle, say: Say) -> None:
         raise NotImplementedError
@@ -136,7 +144,7 @@ class Target:
         self._ensure_release(bundle, say)
         say(self.name, f"installing release {bundle.version}")
         code, out, err = self._run(self._remote("install", "--python", self.python, cwd=self._release(bundle.version)),
-                                   self.settings.command_timeout_s)
+                                   self.settings.command_timeout_s, stdin=self._token_stdin())
         result = _parse_result(self.name, out, err, code)
         if result.ok:
             self._check_from_here(bundle, result, say)
@@ -147,8 +155,10 @@ class Target:
         url = self.url(bundle.manifest)
         if url is None:
             return
+        auth = bundle.manifest["engine"].get("auth") or {}
         try:
-            verify.wait_ready(url, min(10.0, self.settings.health_timeout_s))
+            token = None if auth.get("open_health", True) else self.deployer_token(auth)
+            verify.wait_ready(url, min(10.0, self.settings.health_timeout_s), token=token)
             result.steps.append(f"ready from the deployer at {url}")
         except DeployError as exc:
             # The host verified itself; a network path problem is not cured by
@@ -164,6 +174,26 @@ class Target:
                               where=f"{self.name}:{path}", hint="is a release deployed here? (invoke status)")
         return out
 
+    def deployer_token(self, auth: dict, lifetime_s: float = tokens.LIFETIME_S) -> str | None:
+        """The bearer token for the deployer's own requests to this host's
+        engine: None with auth off, the given one, else minted from the
+        secret file the host's engine reads."""
+        if not auth.get("enabled"):
+            return None
+        if self.token:
+            return self.token
+        if tokens.hmac_algorithm(auth) is None:
+            raise tokens.no_key_error(auth)
+        return tokens.mint(auth, self._host_secret(auth["secret_file"]), lifetime_s)
+
+    def _host_secret(self, secret_file: str) -> bytes:
+        path = str(tokens.on_host(Path(self.root), secret_file))
+        code, out, err = self._run(f"cat {shlex.quote(path)}", self.settings.command_timeout_s)
+        if code != 0 or not out.strip():
+            raise DeployError(f"cannot read the JWT secret to sign the deployer's token: {err.strip()[-200:] or 'empty'}",
+                              where=f"{self.name}:{path}", hint="install engine.auth.secret_file on the host")
+        return out.strip().encode()
+
     def follow_log(self, lines: int) -> int:
         """Print the engine log's last lines, then follow it until interrupted."""
         log = f"{self.root.rstrip('/')}/{LOGFILE}"
@@ -172,7 +202,7 @@ class Target:
     def operate(self, op: str, *args: str, stream: bool = False) -> HostResult:
         """rollback | stop | status | logs on the host."""
         timeout = None if stream else self.settings.command_timeout_s
-        code, out, err = self._run(self._remote(op, *args), timeout, stream=stream)
+        code, out, err = self._run(self._remote(op, *args), timeout, stream=stream, stdin=self._token_stdin())
         if code != 0 and RESULT_PREFIX not in out:
             reason = (err or out).strip().splitlines()[-1:] or ["nothing deployed here"]
             if not err.strip() and not out.strip():
@@ -193,11 +223,13 @@ class LocalTarget(Target):
         super().__init__(name, str(Path(root).resolve()), settings,
                          python or getattr(sys, "_base_executable", sys.executable))
 
-    def _run(self, command: str, timeout_s: float | None, stream: bool = False) -> tuple[int, str, str]:
+    def _run(self, command: str, timeout_s: float | None, stream: bool = False, stdin: str | None = None
+             ) -> tuple[int, str, str]:
         if stream:
-            return subprocess.run(["bash", "-c", command]).returncode, "", ""
+            return subprocess.run(["bash", "-c", command], input=stdin, text=True).returncode, "", ""
         try:
             proc = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=timeout_s,
+                                  input=stdin if stdin is not None else "",
                                   env={"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"})
         except subprocess.TimeoutExpired:
             raise DeployError(f"host-side command still running after {timeout_s:g} s (deploy.command_timeout_s)",
@@ -262,11 +294,15 @@ class SSHTarget(Target):
             self._conn = conn
         return self._conn
 
-    def _run(self, command: str, timeout_s: float | None, stream: bool = False) -> tuple[int, str, str]:
+    def _run(self, command: str, timeout_s: float | None, stream: bool = False, stdin: str | None = None
+             ) -> tuple[int, str, str]:
+        import io
+
         from invoke.exceptions import CommandTimedOut
 
         try:
-            res = self.connection().run(command, warn=True, hide=not stream, timeout=timeout_s, in_stream=False)
+            res = self.connection().run(command, warn=True, hide=not stream, timeout=timeout_s,
+                                        in_stream=io.StringIO(stdin) if stdin is not None else False)
         except CommandTimedOut:
             raise DeployError(f"host-side command still running after {timeout_s:g} s (deploy.command_timeout_s)",
                               where=self.name) from None

@@ -23,10 +23,13 @@ REQUEST_TIMEOUT_S = 5.0
 POLL_INTERVAL_S = 0.2
 
 
-def http_json(method: str, url: str, body: dict | None = None, timeout_s: float = REQUEST_TIMEOUT_S) -> tuple[int, dict]:
-    """(status, decoded JSON or {}) for one request; raises OSError when nothing answers."""
+def http_json(method: str, url: str, body: dict | None = None, timeout_s: float = REQUEST_TIMEOUT_S,
+              token: str | None = None) -> tuple[int, dict]:
+    """(status, decoded JSON or {}) for one request, with a bearer token when
+    given; raises OSError when nothing answers."""
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
+    req = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=timeout_s) as resp:
             status, raw = resp.status, resp.read()
@@ -38,14 +41,16 @@ def http_json(method: str, url: str, body: dict | None = None, timeout_s: float 
         return status, {"error": raw[:200].decode(errors="replace")}
 
 
-def wait_ready(base_url: str, timeout_s: float, alive: Callable[[], bool] | None = None) -> float:
+def wait_ready(base_url: str, timeout_s: float, alive: Callable[[], bool] | None = None,
+               token: str | None = None) -> float:
     """Poll GET /v2/health/ready until 200; return the seconds it took. Fails
     early when `alive()` says the process is gone (its log has the reason)."""
     start = time.monotonic()
     last = "no answer"
     while True:
         try:
-            status, _ = http_json("GET", f"{base_url}/v2/health/ready", timeout_s=min(REQUEST_TIMEOUT_S, timeout_s))
+            status, _ = http_json("GET", f"{base_url}/v2/health/ready", timeout_s=min(REQUEST_TIMEOUT_S, timeout_s),
+                                  token=token)
             if status == 200:
                 return time.monotonic() - start
             last = f"HTTP {status}"
@@ -89,14 +94,14 @@ def compare(name: str, got: list, want: list, rtol: float, atol: float) -> str |
     return None
 
 
-def smoke(base_url: str, reference: dict) -> dict:
+def smoke(base_url: str, reference: dict, token: str | None = None) -> dict:
     """POST the reference inputs to the model and compare every output.
     Returns the response's outputs; raises DeployError with the difference."""
     model = reference["model"]
     url = f"{base_url}/v2/models/{model}/infer"
     body = {"inputs": [{k: t[k] for k in ("name", "shape", "datatype", "data")} for t in reference["inputs"]]}
     try:
-        status, answer = http_json("POST", url, body, timeout_s=30.0)
+        status, answer = http_json("POST", url, body, timeout_s=30.0, token=token)
     except OSError as exc:
         raise DeployError(f"smoke inference got no answer: {getattr(exc, 'reason', exc)}", where=url) from None
     if status != 200:

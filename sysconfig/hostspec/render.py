@@ -119,7 +119,7 @@ def engine_config(spec, plan: HugepagePlan | None = None) -> dict:
     for m in engine["models"]:
         model = {"name": m["name"], "path": f"{MODELS_DIR}/{m['name']}.aie"}
         for key, value in m.items():
-            if key not in ("name", "source", "memory"):
+            if key not in ("name", "source", "memory", "sample", "shapes"):  # deployer-side keys
                 # auto stays a word for the batch window: its 0 means "no wait"
                 model[key] = value if key == "max_queue_delay_us" else _auto(value)
         if model["default_priority"] is None:

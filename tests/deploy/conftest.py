@@ -164,6 +164,7 @@ def write_site(path: Path, hosts: list[dict], *, listen: str, http_port: int, ex
         "engine": {
             "listen": listen, "http_port": http_port, "binary_port": http_port + 1,
             "models": [{"name": "digits", "source": str(REPO / "build" / "models" / "digits.onnx"),
+                        "sample": str(REPO / "build" / "models" / "digits.sample.npy"),
                         "max_batch_size": 16, "instances": 1}],
         },
         "hosts": hosts,

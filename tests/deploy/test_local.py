@@ -156,7 +156,9 @@ def test_bench_counts_wrong_answers_apart_from_errors(local_site, tmp_path, caps
     out = capsys.readouterr().out
     assert rc == 1, out
     assert "wrong answer: sample row" in out
-    assert all(int(r["ok"]) == 0 for r in _report_table((tmp_path / "cli" / "bench-box.md").read_text()))
+    # A failed run's report goes beside the last good one, never over it.
+    assert not (tmp_path / "cli" / "bench-box.md").exists()
+    assert all(int(r["ok"]) == 0 for r in _report_table((tmp_path / "cli" / "bench-box-failed.md").read_text()))
 
 
 def _port(specs: list[Path]) -> int:

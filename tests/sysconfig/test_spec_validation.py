@@ -40,7 +40,7 @@ def test_unknown_key_without_a_close_match_lists_the_known_keys(in_tmp):
         """)
     assert problems(f) == [
         "spec.yaml:3: deploy.zebra: unknown key (known keys: canary, command_timeout_s, connect_timeout_s, "
-        "health_timeout_s, keep_releases, known_hosts, max_fail_fraction, parallel, transfer_timeout_s)"]
+        "health_timeout_s, keep_bundles, keep_releases, known_hosts, max_fail_fraction, parallel, transfer_timeout_s)"]
 
 
 def test_wrong_type(in_tmp):
