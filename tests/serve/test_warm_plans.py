@@ -34,7 +34,9 @@ def served_copy(zoo_mlp, d, smoke: bool):
     aie = d / "mlp.aie"
     shutil.copyfile(zoo_mlp.path, aie)
     if smoke:
-        write_reference("mlp", aie, aie.with_suffix(".onnx"), aie.with_suffix(".smoke.json"))
+        # The zoo MLP has a symbolic batch: the deployer needs the shape to plan, as a spec would give it.
+        write_reference("mlp", aie, aie.with_suffix(".onnx"), aie.with_suffix(".smoke.json"),
+                        shapes={"input": [1, 784]})
     return aie
 
 
