@@ -8,8 +8,6 @@ import json
 import os
 import signal
 import socket
-import subprocess
-import sys
 import shutil
 import threading
 import time
@@ -17,7 +15,7 @@ import time
 import numpy as np
 import pytest
 
-from serve_support import _kernel_env, parse_prometheus, wait_for, wait_log, wait_queue_depth
+from serve_support import parse_prometheus, startup_error, wait_for, wait_log, wait_queue_depth
 from engine.client import Client
 
 
@@ -222,13 +220,4 @@ def test_second_signal_forces_exit(serve_factory, run_gate, mlp_file):
     ({"http_port": 70000, "models": [{"name": "m", "path": "x.npz"}]}, "engine.http_port: port must be 1..65535"),
 ], ids=["load", "unknown-key", "no-models", "port"])
 def test_startup_errors_are_one_line_and_exit_1(tmp_path, engine, expected):
-    import yaml
-
-    cfg = tmp_path / "engine.yaml"
-    cfg.write_text(yaml.safe_dump({"http_port": 18999, "binary_port": None, **engine}))
-    proc = subprocess.run([sys.executable, "-m", "engine.cli", "serve", "--config", str(cfg)], env=_kernel_env(),
-                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
-    assert proc.returncode == 1
-    err = proc.stderr.strip().splitlines()[-1]
-    assert err.startswith("ai-engine serve: error:") and expected in err, proc.stderr
-    assert "Traceback" not in proc.stderr
+    assert expected in startup_error(tmp_path, {"http_port": 18999, "binary_port": None, **engine})

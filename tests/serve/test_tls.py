@@ -12,19 +12,17 @@ import shutil
 import socket
 import ssl
 import subprocess
-import sys
 import urllib.request
 
 import numpy as np
 import pytest
-import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from engine.client import Client
-from serve_support import ServerProcess, _kernel_env, free_port
+from serve_support import ServerProcess, _kernel_env, free_port, startup_error
 
 X = np.linspace(-1, 1, 16, dtype=np.float32).reshape(1, 16)
 BODY = json.dumps({"inputs": [{"name": "x", "shape": [1, 16], "datatype": "FP32",
@@ -193,13 +191,7 @@ def test_mutual_tls(tls_server, pki):
     ({"cert_file": "server.crt"}, "engine.tls.key_file: TLS needs both cert_file and key_file"),
 ], ids=["missing", "mismatched-key", "no-key"])
 def test_bad_tls_files_are_one_line_startup_errors(tmp_path, mlp_file, pki, tls, expected):
-    cfg = tmp_path / "engine.yaml"
-    cfg.write_text(yaml.safe_dump({"http_port": free_port(), "binary_port": None, "log_dir": str(tmp_path),
+    err = startup_error(tmp_path, {"http_port": free_port(), "binary_port": None, "log_dir": str(tmp_path),
                                    "models": [{"name": "mlp", "path": str(mlp_file)}],
-                                   "tls": {k: str(pki / v) for k, v in tls.items()}}))
-    proc = subprocess.run([sys.executable, "-m", "engine.cli", "serve", "--config", str(cfg)], env=_kernel_env(),
-                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
-    assert proc.returncode == 1
-    err = proc.stderr.strip().splitlines()[-1]
-    assert err.startswith("ai-engine serve: error:") and expected in err, proc.stderr
-    assert "Traceback" not in proc.stderr
+                                   "tls": {k: str(pki / v) for k, v in tls.items()}})
+    assert expected in err
