@@ -416,9 +416,8 @@ size_t aie_sgemm_packed_b_size(int64_t K, int64_t N) {
     return sizeof(packed_b_header) + (size_t)K * (size_t)AIE_ROUND_UP(N, nr) * sizeof(float);
 }
 
-int aie_sgemm_pack_b(int trans_b, int64_t K, int64_t N, const float *B, int64_t ldb, void *packed,
-                     size_t packed_size) {
-    const char *fn = "aie_sgemm_pack_b";
+int aie_gemm_check_pack_b(const char *fn, const char *size_fn, int trans_b, int64_t K, int64_t N, const void *B,
+                          int64_t ldb, const void *packed, size_t packed_size, size_t need) {
     int rc = aie_ensure_init();
     if (rc != AIE_OK) return aie_init();
     if (K < 0 || N < 0)
@@ -426,12 +425,20 @@ int aie_sgemm_pack_b(int trans_b, int64_t K, int64_t N, const float *B, int64_t 
     rc = aie_gemm_check_matrix(fn, "B", B, trans_b ? N : K, trans_b ? K : N, ldb, trans_b);
     if (rc != AIE_OK) return rc;
     if (!packed) return aie_fail(AIE_EINVAL, "%s: packed buffer is NULL", fn);
-    if ((uintptr_t)packed % sizeof(float))
+    /* every packed layout (fp32, bf16, s8) is read in 4-byte words */
+    if ((uintptr_t)packed % 4)
         return aie_fail(AIE_EINVAL, "%s: packed buffer %p is not 4-byte aligned", fn, packed);
-    size_t need = aie_sgemm_packed_b_size(K, N);
     if (packed_size < need)
-        return aie_fail(AIE_ENOMEM, "%s: packed buffer too small for K=%lld N=%lld: need %zu bytes "
-                        "(aie_sgemm_packed_b_size), got %zu", fn, (long long)K, (long long)N, need, packed_size);
+        return aie_fail(AIE_ENOMEM, "%s: packed buffer too small for K=%lld N=%lld: need %zu bytes (%s), got %zu",
+                        fn, (long long)K, (long long)N, need, size_fn, packed_size);
+    return AIE_OK;
+}
+
+int aie_sgemm_pack_b(int trans_b, int64_t K, int64_t N, const float *B, int64_t ldb, void *packed,
+                     size_t packed_size) {
+    int rc = aie_gemm_check_pack_b("aie_sgemm_pack_b", "aie_sgemm_packed_b_size", trans_b, K, N, B, ldb, packed,
+                                   packed_size, aie_sgemm_packed_b_size(K, N));
+    if (rc != AIE_OK) return rc;
     const gemm_kernels *kt = aie_gemm_kernels_for(aie_selected_isa());
     packed_b_header h;
     memset(&h, 0, sizeof h);

@@ -131,6 +131,11 @@ void aie_gemm_pack_a_im2col(const void *src, int64_t i0, int64_t mc, int64_t k0,
 int aie_gemm_check_matrix(const char *fn, const char *name, const void *p, int64_t rows, int64_t cols, int64_t ld,
                           int trans);
 int aie_gemm_check_epilogue(const char *fn, const aie_epilogue *ep);
+/* What every B-packing entry point (fp32, bf16, s8) checks before packing:
+ * init, dims, B, the buffer, its alignment, size >= need (size_fn names the
+ * size query in the error). AIE_OK, or the recorded error's code. */
+int aie_gemm_check_pack_b(const char *fn, const char *size_fn, int trans_b, int64_t K, int64_t N, const void *B,
+                          int64_t ldb, const void *packed, size_t packed_size, size_t need);
 
 /* Tiles of an M x N block of C for nt threads (core/gemm.c: the reasoning),
  * multiples of mr rows and nr columns, rows per tile at most mc. */

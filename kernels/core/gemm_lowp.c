@@ -359,20 +359,11 @@ static int check_dims(const char *fn, int64_t M, int64_t N, int64_t K) {
     return AIE_OK;
 }
 
-static int pack_common(const char *fn, const char *magic, int chunk, size_t need, lowp_pack_b_fn pack, int trans_b,
-                       int64_t K, int64_t N, const void *B, int64_t ldb, void *packed, size_t size) {
-    int rc = aie_ensure_init();
-    if (rc != AIE_OK) return aie_init();
-    if (K < 0 || N < 0)
-        return aie_fail(AIE_EINVAL, "%s: dimensions must be >= 0, got K=%lld N=%lld", fn, (long long)K, (long long)N);
-    rc = aie_gemm_check_matrix(fn, "B", B, trans_b ? N : K, trans_b ? K : N, ldb, trans_b);
+static int pack_common(const char *fn, const char *size_fn, const char *magic, int chunk, size_t need,
+                       lowp_pack_b_fn pack, int trans_b, int64_t K, int64_t N, const void *B, int64_t ldb,
+                       void *packed, size_t size) {
+    int rc = aie_gemm_check_pack_b(fn, size_fn, trans_b, K, N, B, ldb, packed, size, need);
     if (rc != AIE_OK) return rc;
-    if (!packed) return aie_fail(AIE_EINVAL, "%s: packed buffer is NULL", fn);
-    if ((uintptr_t)packed % sizeof(int32_t))
-        return aie_fail(AIE_EINVAL, "%s: packed buffer %p is not 4-byte aligned", fn, packed);
-    if (size < need)
-        return aie_fail(AIE_ENOMEM, "%s: packed buffer too small for K=%lld N=%lld: need %zu bytes, got %zu", fn,
-                        (long long)K, (long long)N, need, size);
     lowp_header h;
     memset(&h, 0, sizeof h);
     memcpy(h.magic, magic, strlen(magic) + 1);
@@ -386,8 +377,8 @@ static int pack_common(const char *fn, const char *magic, int chunk, size_t need
 
 int aie_gemm_bf16_pack_b(int trans_b, int64_t K, int64_t N, const float *B, int64_t ldb, void *packed,
                          size_t packed_size) {
-    return pack_common("aie_gemm_bf16_pack_b", BF16_MAGIC, LOWP_KCHUNK_BF16, aie_gemm_bf16_packed_b_size(K, N),
-                       aie_kernel_table(aie_selected_level())->bf16->pack_b, trans_b, K, N, B, ldb, packed,
+    return pack_common("aie_gemm_bf16_pack_b", "aie_gemm_bf16_packed_b_size", BF16_MAGIC, LOWP_KCHUNK_BF16,
+                       aie_gemm_bf16_packed_b_size(K, N), aie_kernel_table(aie_selected_level())->bf16->pack_b, trans_b, K, N, B, ldb, packed,
                        packed_size);
 }
 
@@ -396,8 +387,8 @@ int aie_gemm_s8_pack_b(int trans_b, int64_t K, int64_t N, const int8_t *B, int64
     if (K > AIE_GEMM_S8_MAX_K)
         return aie_fail(AIE_EINVAL, "aie_gemm_s8_pack_b: K=%lld is above %d, where int32 sums could overflow",
                         (long long)K, AIE_GEMM_S8_MAX_K);
-    return pack_common("aie_gemm_s8_pack_b", S8_MAGIC, LOWP_KCHUNK_S8, aie_gemm_s8_packed_b_size(K, N),
-                       aie_kernel_table(aie_selected_level())->s8->pack_b, trans_b, K, N, B, ldb, packed,
+    return pack_common("aie_gemm_s8_pack_b", "aie_gemm_s8_packed_b_size", S8_MAGIC, LOWP_KCHUNK_S8,
+                       aie_gemm_s8_packed_b_size(K, N), aie_kernel_table(aie_selected_level())->s8->pack_b, trans_b, K, N, B, ldb, packed,
                        packed_size);
 }
 
