@@ -235,6 +235,33 @@ def convert(c, spec=None, out="build/models"):
 
 
 @task(
+    help={"model": "the fp32 ONNX model",
+          "calibration": "calibration samples: a .npy (one-input model), a .npz (one array per input) or a directory",
+          "out": "output QDQ model (default: MODEL with .int8.onnx); written only if accepted",
+          "method": "activation ranges: minmax (default) or percentile",
+          "percentile": "for --method percentile (default 99.999)",
+          "max-rel-err": "refuse (write nothing, exit 1) above this max relative error against fp32",
+          "min-top1-agreement": "refuse when top-1 agrees with fp32 on less than this fraction of samples"},
+)
+def quantize(c, model, calibration, out=None, method="minmax", percentile=99.999, max_rel_err=None,
+             min_top1_agreement=None):
+    """Quantise an ONNX model to int8 (standard QDQ ONNX) and print its error against fp32."""
+    from engine.errors import EngineError
+    from engine.quantize import QuantizeOptions, quantize_file
+
+    src = Path(model)
+    opts = QuantizeOptions(method=method, percentile=float(percentile),
+                           max_rel_err=None if max_rel_err is None else float(max_rel_err),
+                           min_top1_agreement=None if min_top1_agreement is None else float(min_top1_agreement))
+    try:
+        result = quantize_file(src, calibration, Path(out) if out else src.with_suffix(".int8.onnx"), opts,
+                               progress=print)
+    except EngineError as exc:
+        raise Exit(f"quantize: {exc}", code=1) from None
+    print("\n".join(result.lines()))
+
+
+@task(
     iterable=["spec"],
     help={
         "spec": _SPEC_HELP,
@@ -270,6 +297,6 @@ def bench(c, spec=None, host=None, rate=200.0, warmup_s=5.0, steady_s=20.0, spik
 
 # --- tasks added by later work go above this line ---------------------------
 
-ns = Collection(test, build_kernels, render, provision, zoo, convert, deploy, bundle, stop, status, logs, rollback, bench)
+ns = Collection(test, build_kernels, render, provision, zoo, convert, quantize, deploy, bundle, stop, status, logs, rollback, bench)
 # Piped (CI logs, files), the echoed command carries no ANSI escape codes.
 ns.configure({"run": {"echo": True, **({} if sys.stdout.isatty() else {"echo_format": "{command}"})}})

@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "isa": ("engine.commands.isa", "print the kernel ISA path this CPU selects"),
     "arena-dump": ("engine.commands.arena_dump", "create an arena and print its backing and statistics"),
     "convert": ("engine.commands.convert", "convert an ONNX model to a .aie file and print its planned memory"),
+    "quantize": ("engine.commands.quantize", "quantize an ONNX model to int8 (QDQ ONNX) from calibration samples"),
     "serve": ("engine.commands.serve", "serve the models of an engine.yaml over HTTP (KServe v2) and TCP"),
 }
 
