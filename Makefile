@@ -48,11 +48,11 @@ kernels: $(STAMP)
 # tests, an aarch64 cross compiler + qemu for the portable-build test). Installed only when missing, only as root with apt; otherwise those
 # tests skip and say why.
 sysdeps:
-	@if { [ ! -x /usr/sbin/sshd ] || ! command -v aarch64-linux-gnu-gcc >/dev/null || ! command -v qemu-aarch64 >/dev/null; } \
+	@if { [ ! -x /usr/sbin/sshd ] || [ ! -x /usr/sbin/haproxy ] || ! command -v aarch64-linux-gnu-gcc >/dev/null || ! command -v qemu-aarch64 >/dev/null; } \
 	    && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	  echo "installing test system packages: openssh-server (deploy tests), gcc-aarch64-linux-gnu + qemu-user (aarch64 build test)"; \
+	  echo "installing test system packages: openssh-server (deploy tests), haproxy (balancer tests), gcc-aarch64-linux-gnu + qemu-user (aarch64 build test)"; \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-	      openssh-server gcc-aarch64-linux-gnu qemu-user >/dev/null) \
+	      openssh-server haproxy gcc-aarch64-linux-gnu qemu-user >/dev/null) \
 	    || echo "warning: could not install test system packages; the tests that need them will skip and say why"; \
 	fi
 

@@ -391,12 +391,19 @@ def host_key_policy(spec, build_dir: Path, say=lambda host, msg: None) -> HostKe
 
 def make_targets(spec, names: list[str] | None, settings: Settings, host_keys: HostKeyPolicy) -> list[Target]:
     """Targets from the spec's hosts (all, or those named), in spec order."""
-    hosts = {h["name"]: h for h in spec.data["hosts"]}
+    every = {h["name"]: h for h in spec.data["hosts"]}
+    # The engine goes to engine hosts; a balancer host runs HAProxy (its haproxy.cfg comes from render).
+    hosts = {n: h for n, h in every.items() if h.get("role", "engine") == "engine"}
     if not hosts:
-        raise DeployError("the spec lists no hosts", where="hosts", hint="add a local or ssh host to the spec")
-    unknown = [n for n in names or [] if n not in hosts]
+        raise DeployError("the spec lists no hosts" if not every else "the spec lists no engine hosts", where="hosts",
+                          hint="add a local or ssh host (role engine, the default) to the spec")
+    unknown = [n for n in names or [] if n not in every]
     if unknown:
-        raise DeployError(f"unknown host {unknown[0]!r}", where="--host", hint=f"the spec has: {', '.join(hosts)}")
+        raise DeployError(f"unknown host {unknown[0]!r}", where="--host", hint=f"the spec has: {', '.join(every)}")
+    balancers = [n for n in names or [] if n not in hosts]
+    if balancers:
+        raise DeployError(f"{balancers[0]!r} is a balancer host: the engine is deployed to engine hosts only",
+                          where="--host", hint=f"engine hosts: {', '.join(hosts)}")
     targets: list[Target] = []
     for name, host in hosts.items():
         if names and name not in names:

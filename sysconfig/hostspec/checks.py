@@ -8,6 +8,7 @@ import ipaddress
 import re
 from pathlib import Path
 
+from hostspec.balancer import balancer_hosts, engine_hosts, host_address, is_loopback
 from hostspec.errors import Problem
 from hostspec.schema import describe, locate
 from hostspec.sysctl_notes import FREE_TEXT, integer_fields
@@ -176,6 +177,62 @@ def _check_hosts(r: _Report, hosts: list[dict], deploy: dict) -> None:
     if deploy["canary"] is not None and deploy["canary"] not in names:
         r.add(("deploy", "canary"), f"no host named {deploy['canary']!r} in hosts",
               "known: " + (", ".join(sorted(names)) or "none"))
+    elif deploy["canary"] is not None:
+        role = next(h.get("role", "engine") for h in hosts if h["name"] == deploy["canary"])
+        if role != "engine":
+            r.add(("deploy", "canary"), f"{deploy['canary']!r} is a {role} host, not an engine host",
+                  "a canary runs the new release: name a host with role engine")
+
+
+def _check_balancer(r: _Report, data: dict) -> None:
+    """The balancer section against the hosts and the engine it fronts."""
+    b, engine, hosts = data["balancer"], data["engine"], data["hosts"]
+    roles = {h["name"]: h.get("role", "engine") for h in hosts}
+    for i, name in enumerate(b["engines"]):
+        if name not in roles:
+            r.add(("balancer", "engines", i), f"no host named {name!r} in hosts",
+                  "known engine hosts: " + (", ".join(n for n, role in roles.items() if role == "engine") or "none"))
+        elif roles[name] != "engine":
+            r.add(("balancer", "engines", i), f"{name!r} is a {roles[name]} host, not an engine host")
+    balancers = balancer_hosts(data)
+    if not balancers:
+        return
+    where = ("hosts", next(i for i, h in enumerate(hosts) if h.get("role") == "balancer"), "role")
+    backends = engine_hosts(data)
+    if not backends:
+        r.add(where, "a balancer needs engine hosts behind it and the spec has none",
+              "add hosts with role engine (the default role)")
+        return
+    ports = [("http_port", b["http_port"]), ("binary_port", b["binary_port"]), ("stats_port", b["stats_port"])]
+    seen: dict[int, str] = {}
+    for key, port in ports:
+        if port is None:
+            continue
+        if port in seen:
+            r.add(("balancer", key), f"port {port} is also balancer.{seen[port]}")
+        seen[port] = key
+    listen = engine["listen"]
+    engine_ports = {engine["http_port"]: "http_port", engine["binary_port"]: "binary_port"}
+    # A balancer and an engine on one machine (local hosts, or one address) cannot share a port.
+    engine_addresses = {host_address(h, listen) for h in backends}
+    for bh in balancers:
+        shared = bh["type"] == "local" and any(h["type"] == "local" for h in backends) or \
+            bh["type"] == "ssh" and bh["address"] in engine_addresses
+        for key, port in ports:
+            if shared and port in engine_ports:
+                r.add(("balancer", key), f"port {port} is also engine.{engine_ports[port]} on host {bh['name']!r}, "
+                      "which runs an engine as well", "give the balancer's frontends other ports")
+    remote = [h["name"] for h in backends if not is_loopback(host_address(h, listen))]
+    if is_loopback(listen) and remote:
+        r.add(("engine", "listen"), f"the engine listens on {listen} only, so the balancer cannot reach "
+              f"engine host{'s' if len(remote) > 1 else ''} {', '.join(remote)}",
+              "set engine.listen: 0.0.0.0 (and keep the engine ports firewalled to the balancer)")
+    if engine["auth"]["enabled"] and not engine["auth"]["open_health"]:
+        r.add(("engine", "auth", "open_health"), "the balancer's health checks carry no token, so with "
+              "open_health false every engine host would be marked down", "set engine.auth.open_health: true")
+    if engine["tls"]["cert_file"]:
+        r.add(("engine", "tls"), "a balancer in front of engines that serve TLS is not supported yet",
+              "terminate TLS at the balancer's clients' side or serve the engines in plain text behind it")
 
 
 def check_spec(data: dict, raw: dict, origins: Origins) -> list[Problem]:
@@ -185,6 +242,7 @@ def check_spec(data: dict, raw: dict, origins: Origins) -> list[Problem]:
     _check_service(r, data["service"], data["engine"])
     _check_engine(r, data["engine"])
     _check_hosts(r, data["hosts"], data["deploy"])
+    _check_balancer(r, data)
     return sorted(r.problems, key=lambda p: (p.file or "", p.line or 0))
 
 

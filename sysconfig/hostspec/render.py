@@ -17,6 +17,7 @@ from pathlib import Path
 import jinja2
 import yaml
 
+from hostspec.balancer import balancer_hosts, file_sd, haproxy_context
 from hostspec.filesync import atomic_write, target_path
 from hostspec.hugepages import HugepagePlan, hugepage_plan
 from hostspec.sysctl_notes import note
@@ -35,6 +36,12 @@ FILES = {
     "etc/systemd/system/ai-engine.service": 0o644,
     "etc/ai-engine/engine.yaml": 0o644,
     "opt/ai-engine/libexec/check-host": 0o755,
+}
+# Files of hosts with role balancer (hostspec.balancer): rendered when the
+# spec has a balancer host.
+BALANCER_FILES = {
+    "etc/haproxy/haproxy.cfg": 0o644,
+    "etc/prometheus/file_sd/ai-engine.json": 0o644,
 }
 
 
@@ -221,8 +228,18 @@ def _env() -> jinja2.Environment:
                               lstrip_blocks=True, autoescape=False)
 
 
-def render_tree(spec) -> dict[str, RenderedFile]:
-    """Every file of the target tree, keyed by path relative to the target root."""
+def files_for(spec, role: str | None = None) -> dict[str, int]:
+    """Target paths (and modes) of a host with this role; None: every file
+    the spec describes (what `invoke render` writes)."""
+    files = dict(FILES) if role in (None, "engine") else {}
+    if role == "balancer" or role is None and balancer_hosts(spec.data):
+        files.update(BALANCER_FILES)
+    return files
+
+
+def render_tree(spec, role: str | None = None) -> dict[str, RenderedFile]:
+    """Every file of the target tree (of a host with `role`; None: all),
+    keyed by path relative to the target root."""
     plan = hugepage_plan(spec)
     context = {
         "banner": lambda comment="#": banner(spec, comment),
@@ -233,9 +250,10 @@ def render_tree(spec) -> dict[str, RenderedFile]:
         "engine_yaml": yaml.safe_dump(engine_config(spec, plan), sort_keys=False, default_flow_style=False,
                                       allow_unicode=False, width=100).rstrip("\n"),
         **_unit_context(spec), **_check_host_context(spec, plan),
+        **haproxy_context(spec.data), "file_sd": file_sd(spec.data),
     }
     tree = {}
-    for path, mode in FILES.items():
+    for path, mode in files_for(spec, role).items():
         text = _env().get_template(f"{path}.j2").render(context)
         tree[path] = RenderedFile(path=path, content=text.encode("utf-8"), mode=mode)
     return tree

@@ -17,6 +17,7 @@ GOLDEN = Path(__file__).parent / "golden"
 CASES = {
     "default": [DEFAULT_SPEC],
     "tuned": [GOLDEN / "tuned" / "spec.yaml", GOLDEN / "tuned" / "site.yaml"],
+    "fleet": [GOLDEN / "fleet" / "spec.yaml"],
 }
 
 

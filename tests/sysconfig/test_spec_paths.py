@@ -141,7 +141,8 @@ def _leaves(schema: dict, root: dict, path: str = ""):
 
 
 # Leaves whose description says "file" or "path" without holding one.
-NOT_PATHS = {"service.limit_nofile", "service.hardening.protect_system", "engine.limits.max_connections"}
+NOT_PATHS = {"service.limit_nofile", "service.hardening.protect_system", "engine.limits.max_connections",
+             "balancer.health.path"}  # a URL path on the engine, not a file
 
 
 def test_every_key_described_as_a_path_or_file_is_marked_x_path():
