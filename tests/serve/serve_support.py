@@ -191,7 +191,7 @@ class ServerProcess:
         self.config_path.write_text(yaml.safe_dump(config))
         self.http_port = config["http_port"]
         self.binary_port = config.get("binary_port")
-        self.url = f"127.0.0.1:{self.http_port}"
+        self.url = f"{config.get('listen', '127.0.0.1')}:{self.http_port}"
         self.log_path = tmp / "server.log"
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen([sys.executable, "-m", "engine.cli", "serve", "--config", str(self.config_path)],

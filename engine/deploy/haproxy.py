@@ -1,0 +1,119 @@
+"""HAProxy's runtime API (the admin-level stats socket that haproxy.cfg
+declares as balancer.runtime_socket): take an engine host out of the
+rotation, wait for its connections to finish, put it back, set its weight.
+
+Every engine host is a server of the same name in both backends
+(ai_engine_http and ai_engine_binary, hostspec.balancer), so each operation
+applies to both. The socket speaks one command per connection, answers in
+text and closes; `show stat` answers CSV. Reference: HAProxy 2.6
+management guide, "Unix Socket commands".
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import socket
+import time
+from dataclasses import dataclass
+
+from engine.errors import EngineError
+
+BACKENDS = ("ai_engine_http", "ai_engine_binary")
+STATES = ("ready", "drain", "maint")
+
+
+class BalancerError(EngineError):
+    """The runtime API refused a command or could not be reached."""
+
+
+@dataclass(frozen=True)
+class ServerStat:
+    backend: str
+    server: str
+    status: str        # UP, DOWN, DRAIN, MAINT, "UP 1/2" while rising, ...
+    weight: int
+    sessions: int      # connections open to the server now (scur)
+    queued: int        # requests waiting in the balancer for it (qcur)
+    check: str         # last health check result (e.g. L7OK, L4CON)
+
+
+class RuntimeAPI:
+    def __init__(self, socket_path: str, timeout_s: float = 5.0):
+        self.path, self.timeout_s = socket_path, timeout_s
+
+    def command(self, line: str) -> str:
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.settimeout(self.timeout_s)
+                s.connect(self.path)
+                s.sendall(line.encode() + b"\n")
+                chunks = []
+                while chunk := s.recv(65536):
+                    chunks.append(chunk)
+        except OSError as exc:
+            raise BalancerError(f"cannot talk to HAProxy's runtime API: {exc}", where=self.path,
+                                hint="is haproxy running with this balancer.runtime_socket?") from None
+        answer = b"".join(chunks).decode(errors="replace")
+        # Refusals read like "No such server." / "Require 'backend/server'." / "Unknown command".
+        first = answer.strip().splitlines()[0] if answer.strip() else ""
+        if first.startswith(("No such", "Require", "Unknown command", "Permission denied", "Invalid")):
+            raise BalancerError(f"HAProxy refused {line!r}: {first}", where=self.path)
+        return answer
+
+    def stats(self) -> list[ServerStat]:
+        """Every server of the engine backends."""
+        text = self.command("show stat")
+        rows = csv.DictReader(io.StringIO(text.lstrip("# ")))
+        out = []
+        for row in rows:
+            if row.get("pxname") in BACKENDS and row.get("svname") not in ("FRONTEND", "BACKEND"):
+                out.append(ServerStat(row["pxname"], row["svname"], row["status"], int(row["weight"] or 0),
+                                      int(row["scur"] or 0), int(row["qcur"] or 0), row.get("check_status", "")))
+        return out
+
+    def server(self, name: str) -> list[ServerStat]:
+        found = [s for s in self.stats() if s.server == name]
+        if not found:
+            raise BalancerError(f"no engine host {name!r} behind the balancer", where=self.path)
+        return found
+
+    def set_state(self, name: str, state: str) -> None:
+        """ready: takes traffic; drain: keeps its connections, gets no new
+        ones; maint: out entirely (health checks stop)."""
+        if state not in STATES:
+            raise ValueError(f"state must be one of {STATES}, not {state!r}")
+        for backend in self._backends_of(name):
+            self.command(f"set server {backend}/{name} state {state}")
+
+    def set_weight(self, name: str, weight: int) -> None:
+        """0-256; 0 takes no new traffic (like drain) but stays checked."""
+        if not 0 <= weight <= 256:
+            raise ValueError(f"weight must be 0-256, not {weight}")
+        for backend in self._backends_of(name):
+            self.command(f"set server {backend}/{name} weight {weight}")
+
+    def wait_drained(self, name: str, timeout_s: float, poll_s: float = 0.05) -> bool:
+        """Until no connection to the host is open or queued in any backend
+        (True), or timeout_s passes (False)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if all(s.sessions == 0 and s.queued == 0 for s in self.server(name)):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(poll_s)  # polling HAProxy's own counters, bounded by the deadline
+
+    def wait_status(self, name: str, prefix: str, timeout_s: float, poll_s: float = 0.05) -> bool:
+        """Until every backend's entry of the host has a status starting with
+        prefix (e.g. "UP" after a restart, "DOWN" after a kill)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if all(s.status.startswith(prefix) and not s.status.startswith(prefix + " ") for s in self.server(name)):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(poll_s)  # polling HAProxy's own health state, bounded by the deadline
+
+    def _backends_of(self, name: str) -> list[str]:
+        return sorted({s.backend for s in self.server(name)})
