@@ -224,7 +224,7 @@ def rollback(c, spec=None, host=None, to=None, token=None, token_file=None):
 )
 def convert(c, spec=None, out="build/models"):
     """Convert every model in the spec's engine.models to OUT/<name>.aie and print planned memory."""
-    from engine.convert import convert_spec_models
+    from engine.deploy.convert_models import convert_spec_models
     from engine.errors import EngineError
 
     try:
