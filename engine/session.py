@@ -201,7 +201,7 @@ class InferenceSession:
     def bind(self, input_feed: dict):
         """Validate the feeds and bind a run of all outputs without running it
         (engine.plan.BoundRun): for servers that run plans on their own C
-        thread (engine.server.runner). Raises what run() raises for bad feeds."""
+        thread (engine.runtime.ExecThread). Raises what run() raises for bad feeds."""
         arrays = self._check_feeds(input_feed)
         return self._plan(arrays).bind(self._weights_ptr, arrays)
 
