@@ -13,6 +13,9 @@ from pathlib import Path
 import invoke
 from invoke import Collection, Exit
 
+# Each task imports the library it wraps when it runs: `invoke --list` takes
+# 0.2-0.5 s, importing the deploy commands alone 1.3-2.1 s (2-core VM, loaded).
+
 # No automatic one-letter flags: invoke derives them from option names in
 # declaration order, which gave `-o` for --rollback. Every option is spelt out.
 task = functools.partial(invoke.task, auto_shortflags=False)
