@@ -46,7 +46,7 @@ REPO = Path(__file__).resolve().parents[1]
 SERVE_TESTS = REPO / "tests" / "serve"
 sys.path.insert(0, str(REPO))
 
-from engine.server import binary as wire  # noqa: E402
+from engine import wire  # noqa: E402
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 from bench_serve import free_port, wait_http  # noqa: E402

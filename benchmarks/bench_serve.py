@@ -39,7 +39,7 @@ nan = float("nan")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from engine.server import binary as wire  # noqa: E402
+from engine import wire  # noqa: E402
 
 
 def free_port() -> int:

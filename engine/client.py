@@ -1,4 +1,4 @@
-"""Python client for the engine's binary TCP protocol (engine.server.binary).
+"""Python client for the engine's binary TCP protocol (engine.wire).
 
     from engine.client import Client
     with Client("127.0.0.1", 8001) as c:
@@ -29,7 +29,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from engine.errors import EngineError
-from engine.server import binary as wire
+from engine import wire
 
 
 class ServerError(EngineError):

@@ -11,10 +11,10 @@ from typing import Callable
 import numpy as np
 
 from engine import aie_format
-from engine.errors import ConversionError
 from engine.ir import Graph
 from engine.onnx_import import import_file
 from engine.passes import run_passes
+from engine.session import build_plan_for_graph
 
 
 @dataclass
@@ -58,10 +58,6 @@ def default_shapes(graph: Graph, batch: int = 1) -> dict[str, tuple[int, ...]] |
     return shapes
 
 
-def convert_graph(graph: Graph) -> tuple[Graph, list[str]]:
-    return run_passes(graph)
-
-
 def weights_bytes(graph: Graph) -> int:
     total = sum(aie_format._align(a.nbytes) for a in graph.initializers.values())
     for node in graph.nodes:
@@ -73,8 +69,6 @@ def weights_bytes(graph: Graph) -> int:
 
 def plan_default_shapes(graph: Graph, weights_blob=None) -> list[dict]:
     """Plan the batch-1 shape to report (and record) the arena peak."""
-    from engine.session import build_plan_for_graph
-
     shapes = default_shapes(graph)
     if shapes is None:
         return []
@@ -92,7 +86,7 @@ def convert_file(src: str | Path, dst: str | Path, *, progress: Callable[[str], 
     say(f"importing {src}")
     graph = import_file(src)
     say("running graph passes")
-    graph, passes = convert_graph(graph)
+    graph, passes = run_passes(graph)
     say("planning default shapes")
     planned = plan_default_shapes(graph)
     say(f"writing {dst}")
@@ -102,22 +96,3 @@ def convert_file(src: str | Path, dst: str | Path, *, progress: Callable[[str], 
         weights_bytes=weights_bytes(graph), arena_bytes=max((p["arena_bytes"] for p in planned), default=0),
         planned_shapes=planned, passes=passes, seconds=time.perf_counter() - t0, file_bytes=size)
 
-
-def convert_spec_models(spec_paths, out_dir: str | Path, *, progress: Callable[[str], None] | None = None
-                        ) -> list[ConversionSummary]:
-    """Convert every model in the spec's engine.models to out_dir/<name>.aie.
-    A missing source is an error, never a stand-in: build zoo models first
-    (`invoke zoo`, which `make deploy` runs for the default spec)."""
-    from hostspec.loader import load_spec
-
-    spec = load_spec(spec_paths or None)
-    models = spec.data["engine"]["models"]
-    for model in models:
-        src = Path(model["source"])  # absolute: the spec loader resolved it
-        if not src.is_file():
-            raise ConversionError(f"model {model['name']!r}: source file not found", where=str(src),
-                                  hint=f"fix engine.models[{model['name']}].source in the spec; for a zoo model "
-                                       f"run `invoke zoo --name {model['name']}`")
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    return [convert_file(Path(m["source"]), out_dir / f"{m['name']}.aie", progress=progress) for m in models]

@@ -15,15 +15,14 @@ import ctypes
 import numpy as np
 
 from engine.errors import KernelError
-
+from engine.kernels.conv import _c
 from engine.kernels.conv import CONV_FIELDS, POOL_FIELDS, ConvParams, PoolParams  # noqa: F401 - one struct class each
+from engine.kernels.gemm import _api
+
 
 def _lib():
     """The library, its conv/pool and GEMM signatures declared once by the
     numpy layer that owns them (engine.kernels.conv, engine.kernels.gemm)."""
-    from engine.kernels.conv import _c
-    from engine.kernels.gemm import _api
-
     _api()
     return _c()
 

@@ -22,6 +22,9 @@ from engine import aie_format
 from engine.arena import PLAN_ARENAS, ArenaPolicy
 from engine.errors import InvalidArgument, UnsupportedOperatorError
 from engine.ir import Graph, type_string
+from engine.kernels._lib import lib
+from engine.onnx_import import import_file
+from engine.passes import run_passes
 from engine.plan import BLOB_WEIGHTS, LOC_BLOB, LOC_INPUT, Buffer, ExecPlan, NeedsValue, PlanCache, Planner, Value
 
 DEFAULT_PLAN_CACHE_SIZE = 16  # engine.plan_cache_size default (sysconfig schema)
@@ -72,14 +75,9 @@ class InferenceSession:
         default: hugepages when free, no mlock); their total is bounded by
         engine.arena.PLAN_ARENAS.limit, checked here against the shapes
         planned at conversion and again for every new arena."""
-        from engine.kernels._lib import lib
-
         path = Path(path)
         if path.suffix == ".onnx":
-            from engine.convert import convert_graph
-            from engine.onnx_import import import_file
-
-            graph, passes = convert_graph(import_file(path))
+            graph, passes = run_passes(import_file(path))
             self._model = aie_format.parse(aie_format.serialize(graph, {"passes": passes}), str(path))
         else:
             self._model = aie_format.load(path)
@@ -203,7 +201,7 @@ class InferenceSession:
     def bind(self, input_feed: dict):
         """Validate the feeds and bind a run of all outputs without running it
         (engine.plan.BoundRun): for servers that run plans on their own C
-        thread (engine.server.runner). Raises what run() raises for bad feeds."""
+        thread (engine.runtime.ExecThread). Raises what run() raises for bad feeds."""
         arrays = self._check_feeds(input_feed)
         return self._plan(arrays).bind(self._weights_ptr, arrays)
 

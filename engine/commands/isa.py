@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,8 +21,6 @@ def run(args: argparse.Namespace) -> int:
             "amx": kernels.level_unsupported("amx") or "available", "gemm_bf16": paths()["bf16"],
             "gemm_int8": paths()["int8"], "library": str(kernels.library_path())}
     if args.json:
-        import json
-
         print(json.dumps(info))
     else:
         print("\n".join(f"{key}: {value}" for key, value in info.items()))

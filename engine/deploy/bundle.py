@@ -38,7 +38,8 @@ FIXED_MTIME = 315532800
 # seconds for a few percent.
 GZIP_LEVEL = 1
 INSTALLER_FILES = ("engine/__init__.py", "engine/errors.py", "engine/deploy/__init__.py",
-                   "engine/deploy/install.py", "engine/deploy/remote.py", "engine/deploy/supervise.py",
+                   "engine/deploy/hostroot.py", "engine/deploy/install.py", "engine/deploy/prepare.py",
+                   "engine/deploy/remote.py", "engine/deploy/service.py", "engine/deploy/supervise.py",
                    "engine/deploy/tokens.py", "engine/deploy/verify.py")
 # Repo files shipped as they are: the installer, and the README the systemd
 # unit's Documentation= points at (file:/opt/ai-engine/current/README.md).

@@ -8,17 +8,21 @@ import sys
 import json
 from functools import wraps
 from pathlib import Path
-from engine.deploy import DeployError
+from hostspec.errors import SpecError
+
+from engine.deploy import DeployError, verify
+from engine.deploy import bench as load
+from engine.deploy.bundle import read_member
 from engine.deploy.pipeline import Options, Pipeline
+from engine.deploy.reference import describe_sample
 from engine.deploy.report import Reporter
+from engine.deploy.service import base_url
 from engine.deploy.targets import HostResult
 
 
 def _one_line_errors(fn):
     @wraps(fn)
     def wrapper(*args, **kwargs) -> int:
-        from hostspec.errors import SpecError
-
         try:
             return fn(*args, **kwargs)
         except SpecError as exc:
@@ -38,11 +42,6 @@ def _one_line_errors(fn):
 
 def _sample_line(pipeline: Pipeline, results: list[HostResult]) -> None:
     """For each serving host the deployer can reach: its URL and one real prediction."""
-    from engine.deploy import verify
-    from engine.deploy.bundle import read_member
-    from engine.deploy.install import base_url
-    from engine.deploy.reference import describe_sample
-
     bundle = pipeline.bundle()
     targets = {t.name: t for t in pipeline.targets()}
     models = bundle.manifest["engine"]["models"]
@@ -128,9 +127,6 @@ def bench(options: Options, *, rate: float, warmup_s: float, steady_s: float, sp
     Fails (exit 1) when nothing serves, on any wrong answer, and when more
     than max_error_rate of the requests got errors; a failed run never
     replaces the last good report."""
-    from engine.deploy import bench as load
-    from engine.deploy.install import base_url
-
     pipeline = Pipeline(options, Reporter())
     engine = pipeline.spec.data["engine"]
     names = [m["name"] for m in engine["models"]]
@@ -190,8 +186,6 @@ def bench(options: Options, *, rate: float, warmup_s: float, steady_s: float, sp
 def _check_ready(url: str, token: str | None, host: str) -> None:
     """One health request before any load: a stopped engine is one clear error,
     not a whole run of failures."""
-    from engine.deploy import verify
-
     try:
         status, answer = verify.http_json("GET", f"{url}/v2/health/ready", timeout_s=5.0, token=token)
     except OSError as exc:

@@ -28,8 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from engine.deploy import DeployError
 from hostspec.specpaths import SSH_KEY_TYPE_PREFIXES, is_key_line
+from paramiko.hostkeys import HostKeyEntry, HostKeys, InvalidHostKey
+
+from engine.deploy import DeployError
 
 Say = Callable[[str, str], None]  # (host name, message)
 _record_lock = threading.Lock()  # fleet threads append to the TOFU file concurrently
@@ -52,8 +54,6 @@ def known_name(address: str, port: int) -> str:
 
 def _parse_key_line(text: str, where: str):
     """A PKey from `type base64 [comment]` or `names type base64 [comment]`."""
-    from paramiko.hostkeys import HostKeyEntry, InvalidHostKey
-
     fields = text.split()
     if fields and fields[0].startswith(SSH_KEY_TYPE_PREFIXES):
         fields.insert(0, "pinned")  # a bare .pub line: give it the host-names field known_hosts has
@@ -72,8 +72,6 @@ def _parse_key_line(text: str, where: str):
 
 
 def _load_file(path: Path, where: str):
-    from paramiko.hostkeys import HostKeys
-
     try:
         return HostKeys(str(path))
     except OSError as exc:

@@ -20,8 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from engine.deploy import DeployError
+from hostspec.loader import load_spec
+from hostspec.render import render_tree
+
+from engine.convert import convert_file
+from engine.deploy import DeployError, wheels
 from engine.deploy.bundle import REPO_FILES, Bundle, BundleInputs, build_bundle, read_bundle
+from engine.deploy.reference import write_reference
 from engine.deploy.report import Reporter
 from engine.deploy.targets import HostResult, Settings, Target, host_key_policy, make_targets, run_fleet
 from engine.deploy.tokens import auth_summary, hmac_algorithm, no_key_error
@@ -110,8 +115,6 @@ class Options:
 
 class Pipeline:
     def __init__(self, options: Options, reporter: Reporter | None = None):
-        from hostspec.loader import load_spec
-
         self.opts = options
         self.report = reporter or Reporter()
         self.spec = load_spec(options.specs or None)
@@ -138,8 +141,6 @@ class Pipeline:
             return outputs
 
     def render(self) -> dict[str, tuple[bytes, int]]:
-        from hostspec.render import render_tree
-
         with self.report.step("render") as shown:
             tree = render_tree(self.spec)
             shown["detail"] = f"{len(tree)} files, spec {self.spec.digest[:12]}"
@@ -172,8 +173,6 @@ class Pipeline:
         return self._step("build-kernels", inputs, build)
 
     def models(self, kernels_so: Path) -> dict[str, tuple[Path, Path]]:
-        from engine.deploy.reference import write_reference
-
         out = self.work / "models"
         out.mkdir(parents=True, exist_ok=True)
         converter = sorted(p for pattern in CONVERTER_SOURCES for p in REPO.glob(pattern))
@@ -200,8 +199,6 @@ class Pipeline:
 
             def convert(name=name, source=source, aie=aie, smoke=smoke, sample=sample, shapes=shapes
                         ) -> dict[str, Path]:
-                from engine.convert import convert_file
-
                 os.environ.setdefault("AIE_KERNELS_LIB", str(kernels_so))
                 try:
                     convert_file(source, aie)
@@ -214,8 +211,6 @@ class Pipeline:
         return result
 
     def wheels(self, kernels_so: Path) -> list[Path]:
-        from engine.deploy import wheels
-
         deps_dir, engine_dir = self.work / "wheels" / "deps", self.work / "wheels" / "engine"
         req = [REPO / "requirements" / "base.in", REPO / "requirements" / "constraints.txt"]
         deps_inputs = digest(*req, platform.python_version(), platform.machine(), wheels.pip_wheel())

@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from engine.deploy import DeployError
+from engine.errors import EngineError
+from engine.session import InferenceSession
 
 # A host runs the same kernels on possibly another ISA path (AVX-512 vs AVX2
 # vs scalar): sums reassociate, so compare with a float32-sized tolerance.
@@ -125,9 +127,6 @@ def write_reference(name: str, aie_path: Path, onnx_path: Path, out: Path, *, sa
     """Run the converted model once on the smoke input (engine.models[].sample,
     else seeded random inputs at the model's or engine.models[].shapes' shapes)
     and write out/<name>.smoke.json."""
-    from engine.errors import EngineError
-    from engine.session import InferenceSession
-
     session = InferenceSession(str(aie_path), threads=1)
     feeds, extra = _sample_inputs(name, session, sample, shapes)
     names = [o.name for o in session.get_outputs()]

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 from engine.deploy import DeployError, install, supervise
+from engine.deploy.service import CHECK_HOST_MODES
 
 RESULT_PREFIX = "AIE-RESULT "
 HERE_RELEASE = Path(__file__).resolve().parents[2]  # the release this copy of the code came with
@@ -45,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--health-timeout", type=float, default=60.0, help="seconds a release has to become ready")
         p.add_argument("--stop-timeout", type=float, default=30.0, help="seconds between SIGTERM and SIGKILL")
         p.add_argument("--keep", type=int, default=3, help="releases kept for rollback")
-        p.add_argument("--check-host", choices=install.CHECK_HOST_MODES, default="auto",
+        p.add_argument("--check-host", choices=CHECK_HOST_MODES, default="auto",
                        help="before a supervised start, a failing libexec/check-host stops it (enforce) or is "
                             "reported (warn); auto: enforce only when --root is /")
         if name == "install":

@@ -11,6 +11,7 @@ stops launching hosts once too many failed (canary first when configured).
 
 from __future__ import annotations
 
+import io
 import json
 import shlex
 import subprocess
@@ -23,10 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from fabric import Connection
+from invoke.exceptions import CommandTimedOut
+from paramiko import BadHostKeyException
+
 from engine.deploy import DeployError, tokens, verify
 from engine.deploy.bundle import Bundle, extract
 from engine.deploy.hostkeys import HostKeyPolicy
-from engine.deploy.install import BASE, INSTALLED
+from engine.deploy.hostroot import BASE, INSTALLED
 from engine.deploy.remote import RESULT_PREFIX
 from engine.deploy.supervise import LOGFILE
 
@@ -258,8 +263,6 @@ class SSHTarget(Target):
     def _connection_for(self, host: dict, name: str, gateway=None):
         """A Fabric Connection (not yet open) held to the host's expected key,
         and that expectation (None: trust on first use)."""
-        from fabric import Connection
-
         t = self.settings.connect_timeout_s
         kwargs = {"banner_timeout": t, "auth_timeout": t, "channel_timeout": t}
         if host.get("key_file"):
@@ -271,8 +274,6 @@ class SSHTarget(Target):
         return conn, expected
 
     def connection(self):
-        from paramiko import BadHostKeyException
-
         if self._conn is None:
             gateway, jump_expected = self._connection_for(self.jump, self.jump["name"]) if self.jump else (None, None)
             conn, expected = self._connection_for(self.host, self.name, gateway)
@@ -296,10 +297,6 @@ class SSHTarget(Target):
 
     def _run(self, command: str, timeout_s: float | None, stream: bool = False, stdin: str | None = None
              ) -> tuple[int, str, str]:
-        import io
-
-        from invoke.exceptions import CommandTimedOut
-
         try:
             res = self.connection().run(command, warn=True, hide=not stream, timeout=timeout_s,
                                         in_stream=io.StringIO(stdin) if stdin is not None else False)

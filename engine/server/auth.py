@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 
 import jwt
+from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
 from engine.server.config import AuthConfig, ConfigError, RateLimitConfig
 
@@ -65,8 +66,6 @@ class Authenticator:
         public = _read_key(config.public_key_file, "JWT public key") if config.enabled else None
         self._public = None
         if public is not None:
-            from cryptography.hazmat.primitives.serialization import load_pem_public_key
-
             try:
                 self._public = load_pem_public_key(public)
             except ValueError as exc:

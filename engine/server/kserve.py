@@ -23,12 +23,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine import __version__
+from engine.runtime import kernel_isa
 from engine.server import jsoncodec
 from engine.server.batching import AUTO_CAP_S
 from engine.server.config import NAME_PATTERN
 from engine.server.http import Request, parse_length
-from engine.server.models import KSERVE_TO_NUMPY, MAX_DIMS, NUMPY_TO_KSERVE, LoadedModel, element_count
+from engine.server.models import KSERVE_TO_NUMPY, NUMPY_TO_KSERVE, LoadedModel, element_count
 from engine.server.state import ServeError, ServerState, arena_stats, rss_bytes
+from engine.wire import MAX_DIMS
 
 OFFLOAD_BYTES = 64 << 10     # bodies larger than this are (de)coded on the codec pool
 _MAX_INT = (1 << 63) - 1     # parameters and dims: what the scheduler and numpy take as int64
@@ -366,9 +368,7 @@ class KServeApp:
     def health(self) -> dict:
         st = self.state
         try:
-            from engine import kernels
-
-            isa = kernels.isa()
+            isa = kernel_isa()
         except Exception:  # noqa: BLE001 - health must answer even without the library
             isa = "unavailable"
         models = {}

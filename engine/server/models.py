@@ -34,6 +34,7 @@ from engine.arena import ArenaPolicy
 from engine.errors import EngineError
 from engine.server.config import ModelConfig
 from engine.server.placement import place
+from engine.session import InferenceSession
 
 
 class ModelLoadError(EngineError):
@@ -86,8 +87,6 @@ def _spec(node, where: str) -> TensorSpec:
 def _factory():
     spec = os.environ.get("AIE_SERVE_SESSION_FACTORY")
     if not spec:
-        from engine import InferenceSession  # the runtime; imported late so config checks work without it
-
         return InferenceSession
     module, _, attr = spec.partition(":")
     try:
@@ -289,9 +288,6 @@ class LoadedModel:
             if close:
                 close()
         self.sessions = []
-
-
-MAX_DIMS = 64   # numpy's limit on an array's dims (NPY_MAXDIMS); what a request may ask for
 
 
 def element_count(shape) -> int:

@@ -12,7 +12,6 @@ loop still never blocks on compute, and the GIL never changes hands.
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import os
 import threading
 import time
@@ -21,27 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from engine.errors import KernelError
-from engine.plan import _CPlan
-
-_FNS = None
-
-
-def _fns():
-    global _FNS
-    if _FNS is None:
-        from engine.kernels._lib import lib
-
-        h = lib()
-        vp = ctypes.c_void_p
-        h.aie_exec_runner_new.argtypes, h.aie_exec_runner_new.restype = [ctypes.c_int], vp
-        h.aie_exec_runner_submit.argtypes = [vp, ctypes.POINTER(_CPlan), vp, vp, vp, vp, ctypes.c_int]
-        h.aie_exec_runner_submit.restype = ctypes.c_int
-        h.aie_exec_runner_collect.argtypes, h.aie_exec_runner_collect.restype = [vp, ctypes.c_char_p,
-                                                                                 ctypes.c_size_t], ctypes.c_int
-        h.aie_exec_runner_free.argtypes, h.aie_exec_runner_free.restype = [vp], None
-        _FNS = h
-    return _FNS
-
+from engine.runtime import ExecThread
 
 def join_feeds(batch) -> dict[str, np.ndarray]:
     """One request's inputs as they are; a batch's concatenated along axis 0."""
@@ -76,13 +55,12 @@ class InstanceRunner:
     def __init__(self, loop: asyncio.AbstractEventLoop):
         self._loop = loop
         self._fd = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
-        h = _fns()
-        self._h = h.aie_exec_runner_new(self._fd)
-        if not self._h:
+        try:
+            self._exec: ExecThread | None = ExecThread(self._fd)
+        except KernelError:
             os.close(self._fd)
-            raise KernelError(f"cannot start an inference thread: {h.aie_last_error().decode()}")
+            raise
         self._pending = None  # (future, BoundRun, session) while a run is out
-        self._err = ctypes.create_string_buffer(256)
         self._thread = None
         loop.add_reader(self._fd, self._done)
 
@@ -99,10 +77,11 @@ class InstanceRunner:
         bound = session.bind(feeds)
         future = self._loop.create_future()
         t1 = time.perf_counter_ns()
-        rc = _fns().aie_exec_runner_submit(self._h, *bound.args, session.threads)
-        if rc != 0:
+        try:
+            self._exec.submit(bound, session.threads)
+        except KernelError:
             bound.release()
-            raise KernelError(f"inference not started: {_fns().aie_last_error().decode()}")
+            raise
         # the session too: its mapped weights must outlive the C thread's run
         self._pending = (future, bound, session)
         # A cancelled worker (the model unloading) leaves the run to finish on
@@ -121,12 +100,12 @@ class InstanceRunner:
             return
         future, bound, _session = self._pending
         self._pending = None
-        rc = _fns().aie_exec_runner_collect(self._h, self._err, len(self._err))
+        error = self._exec.collect()
         bound.release()
         if future.done():
             return
-        if rc != 0:
-            future.set_exception(KernelError(f"inference failed: {self._err.value.decode(errors='replace')}"))
+        if error is not None:
+            future.set_exception(KernelError(f"inference failed: {error}"))
         else:
             future.set_result(bound.outs)
 
@@ -137,16 +116,16 @@ class InstanceRunner:
         if self._thread is not None:
             self._thread.shutdown(wait=False, cancel_futures=True)
             self._thread = None
-        if self._h is None:
+        if self._exec is None:
             return
         self._loop.remove_reader(self._fd)
-        h, pending, fd = self._h, self._pending, self._fd
-        self._h = self._pending = None
+        runner, pending, fd = self._exec, self._pending, self._fd
+        self._exec = self._pending = None
         if pending is not None and not pending[0].done():
             pending[0].cancel()
 
         def finish():
-            _fns().aie_exec_runner_free(h)
+            runner.free()
             if pending is not None:
                 pending[1].release()
             os.close(fd)

@@ -46,6 +46,7 @@ import time
 import typing
 
 from engine.errors import EngineError
+from engine.runtime import set_kernel_threads
 from engine.server.binary import BinaryConnection
 from engine.server.config import EngineConfig
 from engine.server.http import ClientGone, HttpError, read_request, render_response, set_nodelay
@@ -111,9 +112,7 @@ class Server:
         asyncio.get_running_loop().set_exception_handler(self._loop_error)
         if cfg.threads:
             try:
-                from engine.kernels._lib import lib
-
-                lib().aie_threads_set(cfg.threads)
+                set_kernel_threads(cfg.threads)
             except Exception as exc:  # noqa: BLE001 - the runtime may size its own pool
                 self.logger.warning("threads_not_set", error=str(exc))
         errors = await self.state.registry.apply(cfg, cfg.limits.drain_timeout_s)

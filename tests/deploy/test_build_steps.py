@@ -174,7 +174,7 @@ def test_build_kernels_piped_has_no_ansi_codes():
 
 
 def test_failure_lines_are_this_runs_errors_once_and_whole_words():
-    from engine.deploy.install import failure_lines
+    from engine.deploy.service import failure_lines
 
     err = '{"ts":1.5,"level":"error","event":"startup_failed","error":"cannot bind 127.0.0.1:8000: address in use"}'
     console = ['{"ts":1.1,"level":"info","event":"loading","model":"digits"}', err, err,

@@ -11,7 +11,7 @@ import pytest
 
 from engine.deploy import DeployError
 from engine.deploy.bundle import FIXED_MTIME, build_bundle, extract, read_bundle
-from engine.deploy.install import check_files
+from engine.deploy.prepare import check_files
 from engine.deploy.pipeline import Options, Pipeline
 from engine.deploy.report import Reporter
 from tests.deploy.conftest import REPO, write_site

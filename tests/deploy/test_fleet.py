@@ -16,7 +16,7 @@ import pytest
 
 from engine.deploy import verify
 from engine.deploy.bundle import build_bundle
-from engine.deploy.install import INSTALLED
+from engine.deploy.hostroot import INSTALLED
 from engine.deploy.pipeline import Pipeline
 from tests.deploy.conftest import HTTP_PORT, REPO, recording_reporter
 

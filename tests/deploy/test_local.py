@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from engine.deploy import commands, install, supervise
+from engine.deploy import commands, install, service, supervise
 from engine.deploy.pipeline import Options
 from tests.deploy.conftest import REPO, write_site
 
@@ -180,10 +180,10 @@ def _fake_sys(path: Path, *, pages: int, thp: str) -> Path:
 
 
 def test_check_host_policy():
-    assert install.check_host_enforced(Path("/"), "auto")
-    assert not install.check_host_enforced(Path("/srv/root"), "auto")
-    assert install.check_host_enforced(Path("/srv/root"), "enforce")
-    assert not install.check_host_enforced(Path("/"), "warn")
+    assert service.check_host_enforced(Path("/"), "auto")
+    assert not service.check_host_enforced(Path("/srv/root"), "auto")
+    assert service.check_host_enforced(Path("/srv/root"), "enforce")
+    assert not service.check_host_enforced(Path("/"), "warn")
 
 
 def test_check_host_before_a_supervised_start(local_site, tmp_path, monkeypatch):

@@ -14,7 +14,7 @@ from pathlib import Path
 import jwt
 import numpy as np
 
-from engine.server import binary as wire
+from engine import wire
 from serve_support import parse_prometheus, wait_for  # noqa: F401 - the hostile tests take it from here
 
 
@@ -149,7 +149,7 @@ def infer_frame(rid: int, model: str = "mlp", inputs=None, token: str = "") -> b
 def raw_infer_frame(rid: int, model: str, tensor_desc: bytes, tensor_bytes: bytes = b"") -> bytes:
     """An INFER frame with a hand-written tensor descriptor block."""
     name = model.encode()
-    head = wire._INFER.pack(rid, 0, 0, len(name), 0, 0, 0, 1) + name
+    head = wire.INFER_FIXED.pack(rid, 0, 0, len(name), 0, 0, 0, 1) + name
     pad = b"\0" * (-(len(head) + len(tensor_desc)) % wire.ALIGN)
     return b"".join(wire.frame(wire.OP_INFER, [head, tensor_desc, pad, tensor_bytes]))
 

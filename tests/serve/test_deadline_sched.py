@@ -25,7 +25,7 @@ def infer_binary(server, model: str, x: np.ndarray, timeout_us: int = 0) -> tupl
     """(status, seconds, error message) of one request over the binary protocol."""
     import socket
 
-    from engine.server import binary as wire
+    from engine import wire
 
     with socket.create_connection(("127.0.0.1", server.binary_port), timeout=30) as s:
         t0 = time.monotonic()

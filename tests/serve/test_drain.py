@@ -19,7 +19,7 @@ from collections import Counter
 import numpy as np
 
 from engine.client import Client, ServerError
-from engine.server import binary as wire
+from engine import wire
 from serve_support import wait_for
 
 HTTP_CLIENTS, BINARY_CLIENTS = 64, 8

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from engine.client import Client
-from engine.server import binary as wire
+from engine import wire
 from hostile_support import (unlimited_failures, Auth, infer_frame, log_events, metrics, raw_infer_frame, read_frame, read_until_close,
                              requests_total, rss_bytes, wait_for)
 from kernel_mlp import write_mlp
@@ -92,7 +92,7 @@ def test_header_announcing_a_payload_allocates_nothing(serve_factory, zoo_mlp):
                                    "min_body_rate": 1})
     rss0 = rss_bytes(server.proc.pid)
     head = wire.HEADER.pack(wire.MAGIC, wire.VERSION, wire.OP_INFER, 0, 64 * MIB, 0)
-    fixed = wire._INFER.pack(1, 0, 0, 3, 0, 0, 0, 1) + b"mlp"
+    fixed = wire.INFER_FIXED.pack(1, 0, 0, 3, 0, 0, 0, 1) + b"mlp"
     socks = []
     try:
         for _ in range(32):
@@ -175,7 +175,7 @@ def test_binary_client_that_stops_reading_is_cut_off(serve_factory, wide):
 
 # ---- 8 + 14: malformed descriptors, request id 0, counting -------------------------
 def _desc(name: bytes, code: int, dims) -> bytes:
-    return wire._TENSOR.pack(len(name), code, len(dims)) + name + struct.pack(f"<{len(dims)}Q", *dims)
+    return wire.TENSOR_DESC.pack(len(name), code, len(dims)) + name + struct.pack(f"<{len(dims)}Q", *dims)
 
 
 F32 = wire.DTYPE_CODES[np.dtype(np.float32)]

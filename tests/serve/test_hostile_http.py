@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from engine.server import binary as wire
+from engine import wire
 from hostile_support import (unlimited_failures, Auth, HealthProbe, http_exchange, log_events, read_frame, read_until_close, rss_bytes,
                              status_of, wait_for)
 from kernel_mlp import write_mlp

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from engine.client import Client, ServerError
-from engine.server import binary as wire
+from engine import wire
 from hostile_support import http_exchange
 
 LIMITS = {"max_body": 64 << 10, "max_header_bytes": 2048, "max_headers": 20, "header_timeout_s": 0.5,

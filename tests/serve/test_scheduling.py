@@ -151,7 +151,7 @@ def test_full_queue_rejects_at_once_with_429(serve_factory, run_gate, mlp_file):
 def test_deadline_fires_while_its_batch_runs_and_the_result_is_discarded(serve_factory, run_gate, mlp_file):
     from kernel_mlp import reference
 
-    from engine.server import binary as wire
+    from engine import wire
 
     server = serve_factory([{"name": "m", "path": str(mlp_file), "instances": 1, "max_batch_size": 2,
                              "max_queue_delay_us": 100_000, "max_timeout_us": 10_000_000}], gate=run_gate)

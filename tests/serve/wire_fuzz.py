@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-from engine.server import binary as wire
+from engine import wire
 
 ALLOWED_5XX = {501, 505}   # Transfer-Encoding unsupported, HTTP version unsupported
 
@@ -203,7 +203,7 @@ def binary_frames(target: Target):
         dims = draw(st.lists(u64, min_size=min(ndim, 4), max_size=min(ndim, 4)))
         dims += [1] * (ndim - len(dims))
         code = draw(st.one_of(st.sampled_from(sorted(wire.CODE_DTYPES)), st.integers(0, 255)))
-        return wire._TENSOR.pack(len(name) & 0xFFFF, code, ndim) + name + struct.pack(f"<{ndim}Q", *dims)
+        return wire.TENSOR_DESC.pack(len(name) & 0xFFFF, code, ndim) + name + struct.pack(f"<{ndim}Q", *dims)
 
     @st.composite
     def build(draw):
@@ -211,7 +211,7 @@ def binary_frames(target: Target):
         model = draw(st.one_of(st.just(target.model.encode()), st.binary(max_size=10)))
         token = draw(st.one_of(st.just(b""), st.binary(max_size=20)))
         descs = draw(st.lists(descriptor(), max_size=3))
-        fixed = wire._INFER.pack(rid, draw(st.integers(0, 255)), 0, len(model), 0, len(token),
+        fixed = wire.INFER_FIXED.pack(rid, draw(st.integers(0, 255)), 0, len(model), 0, len(token),
                                  draw(st.integers(0, 2 ** 32 - 1)), draw(st.integers(0, 4)) if draw(st.booleans())
                                  else len(descs))
         head = fixed + model + token + b"".join(descs)

@@ -1,0 +1,31 @@
+"""`invoke convert`: every model of the spec's engine.models converted to
+OUT/<name>.aie. Deployer side: the spec is read here, by the deploy layer;
+engine.convert only ever sees files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from hostspec.loader import load_spec
+
+from engine.convert import ConversionSummary, convert_file
+from engine.errors import ConversionError
+
+
+def convert_spec_models(spec_paths, out_dir: str | Path, *, progress: Callable[[str], None] | None = None
+                        ) -> list[ConversionSummary]:
+    """Convert every model in the spec's engine.models to out_dir/<name>.aie.
+    A missing source is an error, never a stand-in: build zoo models first
+    (`invoke zoo`, which `make deploy` runs for the default spec)."""
+    spec = load_spec(spec_paths or None)
+    models = spec.data["engine"]["models"]
+    for model in models:
+        src = Path(model["source"])  # absolute: the spec loader resolved it
+        if not src.is_file():
+            raise ConversionError(f"model {model['name']!r}: source file not found", where=str(src),
+                                  hint=f"fix engine.models[{model['name']}].source in the spec; for a zoo model "
+                                       f"run `invoke zoo --name {model['name']}`")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return [convert_file(Path(m["source"]), out_dir / f"{m['name']}.aie", progress=progress) for m in models]
