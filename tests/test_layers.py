@@ -33,7 +33,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("op lowerings", ("engine.ops",)),
     ("graph passes", ("engine.passes",)),
     ("runtime", ("engine.session", "engine.runtime")),
-    ("conversion", ("engine.convert",)),
+    ("conversion", ("engine.convert", "engine.quantize")),
     ("wire protocol", ("engine.wire",)),
     ("serving, client, deploy", ("engine.server", "engine.client", "engine.deploy")),
     ("command line", ("engine.cli", "engine.commands")),
@@ -54,6 +54,7 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     # of 3): `ai-engine --help` 0.16 s this way, 2.0 s with the converter,
     # the server and the kernel bindings imported up front.
     ("engine.commands.convert", "engine.convert"): "CLI start-up",
+    ("engine.commands.quantize", "engine.quantize"): "CLI start-up",
     ("engine.commands.isa", "engine.kernels"): "CLI start-up",
     ("engine.commands.isa", "engine.kernels.gemm_lowp"): "CLI start-up",
     ("engine.commands.arena_dump", "engine.arena"): "CLI start-up",
