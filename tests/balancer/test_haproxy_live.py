@@ -86,8 +86,12 @@ class Fleet:
             time.sleep(0.05)  # polling HAProxy's state, bounded by the deadline
 
     def start_engine(self, name):
+        # A drain delay as in production (default 5 s), shortened: a binary
+        # client that sent a request as the GOODBYE left reads it before the
+        # idle connection closes (with 0, that request races the close).
         return self.serve_factory([{"name": "mlp", "path": str(self.mlp_file), "max_batch_size": 1}],
-                                  listen=ENGINES[name], http_port=self.http_port, binary_port=self.binary_port)
+                                  listen=ENGINES[name], http_port=self.http_port, binary_port=self.binary_port,
+                                  limits={"drain_delay_s": 0.5})
 
     def close(self):
         self.proc.terminate()
