@@ -9,7 +9,8 @@ import re
 from pathlib import Path
 
 from hostspec.errors import Problem
-from hostspec.schema import describe, locate
+from engine.config_schema import describe
+from hostspec.schema import locate
 from hostspec.sysctl_notes import FREE_TEXT, integer_fields
 from hostspec.yamlsource import KeyPath, Origins, format_path
 

@@ -20,7 +20,7 @@ import yaml
 from hostspec.filesync import atomic_write, target_path
 from hostspec.hugepages import HugepagePlan, hugepage_plan
 from hostspec.sysctl_notes import note
-from hostspec.units import format_size
+from engine.units import format_size
 
 _CHECKOUT = Path(__file__).resolve().parents[2]
 REPO = _CHECKOUT if (_CHECKOUT / "pyproject.toml").is_file() else None  # None: installed from a wheel

@@ -34,10 +34,10 @@ def test_sizes_accept_bytes_and_units(tmp_path):
 
 
 @pytest.mark.parametrize("data, where, message", [
-    ({"models": [MODEL], "lisen": "0.0.0.0"}, "engine", "unknown key 'lisen'"),
-    ({"models": [dict(MODEL, max_batch=2)]}, "engine.models[0]", "unknown key 'max_batch'"),
+    ({"models": [MODEL], "lisen": "0.0.0.0"}, "engine.lisen", "unknown key (did you mean 'listen'?)"),
+    ({"models": [dict(MODEL, max_batch=2)]}, "engine.models[0].max_batch", "unknown key"),
     ({"models": [MODEL], "limits": {"max_body": "lots"}}, "engine.limits.max_body", "expected a size"),
-    ({"models": [MODEL], "auth": {"algorithms": ["none"]}}, "engine.auth.algorithms", "'none' not accepted"),
+    ({"models": [MODEL], "auth": {"algorithms": ["none"]}}, "engine.auth.algorithms[0]", "must be one of HS256"),
     ({"models": [MODEL], "auth": {"enabled": True, "algorithms": ["RS256"]}}, "engine.auth.public_key_file",
      "needs public_key_file"),
     ({"models": [dict(MODEL, priority_levels=2, default_priority=3)]}, "engine.models[0].default_priority",

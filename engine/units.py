@@ -1,6 +1,9 @@
-"""Parse the human units a spec may use: sizes ('512M', '1.5T'), durations
-('10s', '500ms') and percentages ('800%'). Each parser names what it expected
-in its error, so the message stands alone on one line."""
+"""Parse the human units the host spec, engine.yaml and the arena API accept:
+sizes ('512M', '1.5T', '2MiB'), durations ('10s', '500ms') and percentages
+('800%'). The one parser of each: the engine's config loader, engine.arena and
+hostspec (which runs where the engine wheel is installed) all import it. Each
+parser names what it expected in its error, so the message stands alone on one
+line."""
 
 from __future__ import annotations
 
@@ -9,7 +12,8 @@ from fractions import Fraction
 
 # Binary multiples, as the kernel and systemd read K/M/G/T (1024-based).
 _SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-_SIZE_RE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)([KMGT]?)$")
+# 'MiB' spells the same binary unit; '4GB' stays an error, as GB is 10^9 to many readers.
+_SIZE_RE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(?:([KMGT])(?:iB)?)?$")
 SIZE_EXPECTED = "a size like 512M, 4G or 1.5T (K, M, G, T = 1024-based) or a whole number of bytes"
 
 _DURATION_UNITS = {"ms": Fraction(1, 1000), "s": Fraction(1), "min": Fraction(60), "h": Fraction(3600)}
@@ -33,7 +37,7 @@ def _number(value: Fraction) -> int | float:
 
 
 def parse_size(value: int | str, *, where: str) -> int:
-    """'4G' '512M' '1.5T' '64K' '2M' -> bytes (1024-based); an int passes through."""
+    """'4G' '512M' '1.5T' '64K' '2MiB' -> bytes (1024-based); an int passes through."""
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise UnitError(f"{where}: expected {SIZE_EXPECTED}, got {_describe(value)}")
     if isinstance(value, int):
@@ -43,7 +47,7 @@ def parse_size(value: int | str, *, where: str) -> int:
     m = _SIZE_RE.match(value.strip())
     if not m:
         raise UnitError(f"{where}: bad size {value!r}: expected {SIZE_EXPECTED}")
-    exact = Fraction(m.group(1)) * _SIZE_UNITS[m.group(2)]
+    exact = Fraction(m.group(1)) * _SIZE_UNITS[m.group(2) or ""]
     if exact.denominator != 1:
         raise UnitError(f"{where}: bad size {value!r}: not a whole number of bytes ({float(exact)})")
     return int(exact)
