@@ -225,13 +225,13 @@ def rollback(c, spec=None, host=None, to=None, token=None, token_file=None):
 def convert(c, spec=None, out="build/models"):
     """Convert every model in the spec's engine.models to OUT/<name>.aie and print planned memory."""
     from engine.convert import convert_spec_models
-    from engine.errors import EngineError
+    from engine.errors import EngineError, error_lines, exit_status
 
     try:
         for summary in convert_spec_models(_specs(spec), ROOT / out, progress=print):
             print("\n".join(summary.lines()))
-    except EngineError as exc:
-        raise Exit(f"convert: {exc}", code=1) from None
+    except EngineError as exc:  # a spec problem or a model the converter refuses
+        raise Exit("\n".join(error_lines(exc, "convert")), code=exit_status(exc)) from None
 
 
 @task(
