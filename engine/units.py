@@ -36,48 +36,43 @@ def _number(value: Fraction) -> int | float:
     return int(value) if value.denominator == 1 else float(value)
 
 
-def parse_size(value: int | str, *, where: str) -> int:
-    """'4G' '512M' '1.5T' '64K' '2MiB' -> bytes (1024-based); an int passes through."""
-    if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise UnitError(f"{where}: expected {SIZE_EXPECTED}, got {_describe(value)}")
-    if isinstance(value, int):
-        if value < 0:
-            raise UnitError(f"{where}: size must not be negative, got {value}")
-        return value
-    m = _SIZE_RE.match(value.strip())
-    if not m:
-        raise UnitError(f"{where}: bad size {value!r}: expected {SIZE_EXPECTED}")
-    exact = Fraction(m.group(1)) * _SIZE_UNITS[m.group(2) or ""]
-    if exact.denominator != 1:
-        raise UnitError(f"{where}: bad size {value!r}: not a whole number of bytes ({float(exact)})")
-    return int(exact)
-
-
-def _parse_scaled(value: object, *, where: str, pattern: re.Pattern, scale: dict, noun: str,
-                  expected: str) -> int | float:
-    """A number, or a string `<number><unit>` scaled by scale[unit]."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+def _scaled(value: object, *, where: str, numbers: tuple, pattern: re.Pattern, scale: dict, noun: str,
+            expected: str) -> Fraction | int | float:
+    """A plain number of one of `numbers` (>= 0) as it is, or a string
+    `<number><unit>` matched by `pattern`, as an exact Fraction times scale[unit]."""
+    if isinstance(value, bool) or not isinstance(value, (*numbers, str)):
         raise UnitError(f"{where}: expected {expected}, got {_describe(value)}")
-    if isinstance(value, (int, float)):
+    if not isinstance(value, str):
         if value < 0:
             raise UnitError(f"{where}: {noun} must not be negative, got {value}")
         return value
     m = pattern.match(value.strip())
     if not m:
         raise UnitError(f"{where}: bad {noun} {value!r}: expected {expected}")
-    return _number(Fraction(m.group(1)) * scale[m.group(2) or ""])
+    return Fraction(m.group(1)) * scale[m.group(2) or ""]
+
+
+def parse_size(value: int | str, *, where: str) -> int:
+    """'4G' '512M' '1.5T' '64K' '2MiB' -> bytes (1024-based); an int passes through."""
+    exact = _scaled(value, where=where, numbers=(int,), pattern=_SIZE_RE, scale=_SIZE_UNITS, noun="size",
+                    expected=SIZE_EXPECTED)
+    if isinstance(exact, Fraction) and exact.denominator != 1:
+        raise UnitError(f"{where}: bad size {value!r}: not a whole number of bytes ({float(exact)})")
+    return int(exact)
 
 
 def parse_duration(value: int | float | str, *, where: str) -> int | float:
     """'500ms' '10s' '2min' '1h' or a number of seconds -> seconds (int when whole)."""
-    return _parse_scaled(value, where=where, pattern=_DURATION_RE, scale={**_DURATION_UNITS, "": Fraction(1)},
-                         noun="duration", expected=DURATION_EXPECTED)
+    seconds = _scaled(value, where=where, numbers=(int, float), pattern=_DURATION_RE,
+                      scale={**_DURATION_UNITS, "": Fraction(1)}, noun="duration", expected=DURATION_EXPECTED)
+    return _number(seconds) if isinstance(seconds, Fraction) else seconds
 
 
 def parse_percent(value: int | float | str, *, where: str) -> int | float:
     """'800%' or 800 -> 800 (percent, int when whole)."""
-    return _parse_scaled(value, where=where, pattern=_PERCENT_RE, scale={"%": Fraction(1)},
-                         noun="percentage", expected=PERCENT_EXPECTED)
+    percent = _scaled(value, where=where, numbers=(int, float), pattern=_PERCENT_RE, scale={"%": Fraction(1)},
+                      noun="percentage", expected=PERCENT_EXPECTED)
+    return _number(percent) if isinstance(percent, Fraction) else percent
 
 
 def format_size(n: int) -> str:
