@@ -27,6 +27,7 @@ from pathlib import Path
 import yaml
 
 from engine import units
+from engine.config_rules import engine_problems
 from engine.config_schema import KeyPath, explain, format_path, load_schema, resolve_ref, subschema, validator
 from engine.errors import EngineError
 
@@ -205,63 +206,30 @@ class EngineConfig:
         return next((m for m in self.models if m.name == name), None)
 
 
-def _check_model(m: ModelConfig, where: str) -> None:
-    """Cross-key rules of one model (the schema checked each key alone)."""
-    def bad(key, msg):
-        raise ConfigError(msg, where=f"{where}.{key}")
-
-    for s in m.preferred_batch_sizes:
-        if not 1 <= s <= max(1, m.max_batch_size):
-            bad("preferred_batch_sizes", f"size {s} outside 1..max_batch_size ({m.max_batch_size})")
-    if not 0 <= m.default_priority <= m.priority_levels:
-        bad("default_priority", f"must be in 0..priority_levels ({m.priority_levels}), got {m.default_priority}")
-    if m.max_timeout_us and m.default_timeout_us > m.max_timeout_us:
-        bad("default_timeout_us", f"{m.default_timeout_us} exceeds max_timeout_us {m.max_timeout_us}")
-
-
 def _check(cfg: EngineConfig) -> None:
-    """What the schema cannot say: cross-key rules, and bounds stricter than
-    the shared size and duration types allow."""
+    """The cross-key rules (engine.config_rules, which specs are held to as
+    well) and the engine's own: at least one model, each listed once."""
     if not cfg.models:
         raise ConfigError("no models listed", where="engine.models", hint="list at least one {name, path}")
     seen = set()
     for i, m in enumerate(cfg.models):
-        _check_model(m, f"engine.models[{i}]")
         if m.name in seen:
             raise ConfigError(f"model {m.name!r} listed twice", where=f"engine.models[{i}].name")
         seen.add(m.name)
-    if cfg.binary_port == cfg.http_port:
-        raise ConfigError(f"binary_port equals http_port ({cfg.http_port})", where="engine.binary_port")
-    lim = cfg.limits
-    for key in ("max_body", "max_header_bytes", "min_body_rate", "max_buffered_bytes", "max_unsent_bytes"):
-        if getattr(lim, key) < 1:
-            raise ConfigError(f"must be >= 1, got {getattr(lim, key)}", where=f"engine.limits.{key}")
-    if lim.max_buffered_bytes < lim.max_body:
-        raise ConfigError(f"{lim.max_buffered_bytes} is below max_body ({lim.max_body}): a largest request could "
-                          "never be admitted", where="engine.limits.max_buffered_bytes")
-    for key in ("header_timeout_s", "idle_timeout_s", "drain_timeout_s", "write_timeout_s"):
-        if getattr(lim, key) <= 0:
-            raise ConfigError(f"must be > 0 seconds, got {getattr(lim, key)}", where=f"engine.limits.{key}")
-    auth = cfg.auth
-    if auth.enabled:
-        if any(a.startswith("HS") for a in auth.algorithms) and not auth.secret_file:
-            raise ConfigError("an HS* algorithm needs secret_file", where="engine.auth.secret_file")
-        if any(not a.startswith("HS") for a in auth.algorithms) and not auth.public_key_file:
-            raise ConfigError("an RS*/ES* algorithm needs public_key_file", where="engine.auth.public_key_file")
-    tls = cfg.tls
-    if (tls.cert_file is None) != (tls.key_file is None):
-        missing = "key_file" if tls.key_file is None else "cert_file"
-        raise ConfigError("TLS needs both cert_file and key_file", where=f"engine.tls.{missing}")
-    if tls.client_ca_file is not None and tls.cert_file is None:
-        raise ConfigError("client_ca_file (mTLS) needs cert_file and key_file", where="engine.tls.client_ca_file")
+    _refuse(engine_problems(dataclasses.asdict(cfg)))
+
+
+def _refuse(problems: list) -> None:
+    """ConfigError for the first (key path, message, hint), if any."""
+    if problems:
+        path, message, hint = problems[0]
+        raise ConfigError(message, where=format_path(("engine",) + path), hint=hint)
 
 
 def _validate(data) -> None:
     """ConfigError for the first schema problem (in key order), worded as the spec's are."""
-    problems = [p for err in validator().iter_errors(data) for p in explain(err)]
-    if problems:
-        path, message, hint = min(problems, key=lambda p: format_path(p[0]))
-        raise ConfigError(message, where=format_path(("engine",) + path), hint=hint)
+    _refuse(sorted((p for err in validator().iter_errors(data) for p in explain(err)),
+                   key=lambda p: format_path(p[0])))
 
 
 def _resolver(base: Path, root: Path | None):

@@ -165,3 +165,37 @@ def test_the_schema_and_the_size_parser_read_the_same_sizes(tmp_path, text):
         assert "engine.arena.size" in str(exc)
         got = None
     assert got == expected
+
+
+@pytest.mark.parametrize("engine, key, message", [
+    ({"limits": {"max_body": "64M", "max_buffered_bytes": "32M"}}, "limits.max_buffered_bytes", "is below max_body"),
+    ({"limits": {"max_unsent_bytes": 0}}, "limits.max_unsent_bytes", "must be >= 1, got 0"),
+    ({"limits": {"write_timeout_s": 0}}, "limits.write_timeout_s", "must be > 0 seconds, got 0"),
+    ({"http_port": 9000, "binary_port": 9000}, "binary_port", "same port as engine.http_port (9000)"),
+    ({"auth": {"enabled": True, "algorithms": ["EdDSA"]}}, "auth.public_key_file", "required by the RS*/ES*/EdDSA"),
+    ({"tls": {"cert_file": "/etc/ai-engine/tls.crt"}}, "tls.key_file", "TLS needs both cert_file and key_file"),
+    ({"models": [{"name": "m", "max_batch_size": 4, "preferred_batch_sizes": [8]}]},
+     "models[0].preferred_batch_sizes[0]", "8 is larger than max_batch_size 4"),
+    ({"models": [{"name": "m", "priority_levels": 2, "default_priority": 3}]}, "models[0].default_priority",
+     "3 is outside 1..priority_levels (2)"),
+    ({"models": [{"name": "m", "default_timeout_us": 9, "max_timeout_us": 5}]}, "models[0].default_timeout_us",
+     "larger than max_timeout_us (5)"),
+])
+def test_a_spec_is_refused_where_the_engine_would_refuse_its_engine_yaml(tmp_path, engine, key, message):
+    """One set of cross-key rules (engine.config_rules): the spec reports the
+    problem at its line before anything is rendered, the engine at start-up."""
+    from hostspec.errors import SpecError
+    from hostspec.loader import load_spec
+
+    engine = {"models": [{"name": "m"}], **engine}
+    with pytest.raises(ConfigError) as by_engine:
+        parse_config({**engine, "models": [{**m, "path": "m.aie"} for m in engine["models"]]}, base=tmp_path)
+    assert by_engine.value.where == f"engine.{key}" and message in str(by_engine.value)
+    (tmp_path / "m.onnx").write_bytes(b"")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump({"version": 1, "engine": {
+        **engine, "models": [{**m, "source": "m.onnx"} for m in engine["models"]]}}))
+    with pytest.raises(SpecError) as by_spec:
+        load_spec([spec])
+    assert [p.path for p in by_spec.value.problems] == [f"engine.{key}"]
+    assert message in str(by_spec.value)
