@@ -376,7 +376,9 @@ def provision_config(host: HostRoot, version: str) -> int:
     number of files changed. Live kernel state only when ROOT is /."""
     release = host.release(version)
     specs = sorted(str(p) for p in (release / "spec").glob("*.yaml")) if host.root == Path("/") else []
-    proc = subprocess.run([str(release / "venv" / "bin" / "python"), "-c", _PROVISION, str(release / "rootfs"),
+    # -I: the release's own engine/ (the installer files) must not shadow the
+    # wheel's engine package hostspec imports (engine.units, engine.config_schema).
+    proc = subprocess.run([str(release / "venv" / "bin" / "python"), "-I", "-c", _PROVISION, str(release / "rootfs"),
                            str(host.root), *specs], capture_output=True, text=True, timeout=300)
     try:
         result = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -395,7 +397,7 @@ def unprovision_config(host: HostRoot, version: str) -> str:
     """Put back the config files this run's provision replaced (first deploy failed)."""
     python = str(host.release(version) / "venv" / "bin" / "python")
     live = "live" if host.root == Path("/") else "files"
-    proc = subprocess.run([python, "-c", _UNPROVISION, str(host.root), live], capture_output=True, text=True,
+    proc = subprocess.run([python, "-I", "-c", _UNPROVISION, str(host.root), live], capture_output=True, text=True,
                           timeout=300)
     try:
         return json.loads(proc.stdout.strip().splitlines()[-1])["summary"]
