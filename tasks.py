@@ -228,13 +228,13 @@ def rollback(c, spec=None, host=None, to=None, token=None, token_file=None):
 def convert(c, spec=None, out="build/models"):
     """Convert every model in the spec's engine.models to OUT/<name>.aie and print planned memory."""
     from engine.deploy.convert_models import convert_spec_models
-    from engine.errors import EngineError
+    from engine.errors import EngineError, error_lines, exit_status
 
     try:
         for summary in convert_spec_models(_specs(spec), ROOT / out, progress=print):
             print("\n".join(summary.lines()))
-    except EngineError as exc:
-        raise Exit(f"convert: {exc}", code=1) from None
+    except EngineError as exc:  # a spec problem or a model the converter refuses
+        raise Exit("\n".join(error_lines(exc, "convert")), code=exit_status(exc)) from None
 
 
 @task(
@@ -249,7 +249,7 @@ def convert(c, spec=None, out="build/models"):
 def quantize(c, model, calibration, out=None, method="minmax", percentile=99.999, max_rel_err=None,
              min_top1_agreement=None):
     """Quantise an ONNX model to int8 (standard QDQ ONNX) and print its error against fp32."""
-    from engine.errors import EngineError
+    from engine.errors import EngineError, error_lines, exit_status
     from engine.quantize import QuantizeOptions, quantize_file
 
     src = Path(model)
@@ -260,7 +260,7 @@ def quantize(c, model, calibration, out=None, method="minmax", percentile=99.999
         result = quantize_file(src, calibration, Path(out) if out else src.with_suffix(".int8.onnx"), opts,
                                progress=print)
     except EngineError as exc:
-        raise Exit(f"quantize: {exc}", code=1) from None
+        raise Exit("\n".join(error_lines(exc, "quantize")), code=exit_status(exc)) from None
     print("\n".join(result.lines()))
 
 

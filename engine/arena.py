@@ -29,7 +29,6 @@ import collections
 import ctypes
 import mmap
 import os
-import re
 import resource
 import threading
 import weakref
@@ -37,6 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine import units
 from engine.errors import EngineError
 from engine.kernels._lib import lib
 
@@ -118,20 +118,14 @@ def _last_error() -> str:
     return lib().aie_last_error().decode(errors="replace")
 
 
-_SIZE_RE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(i?B)?\s*$", re.IGNORECASE)
-
-
 def parse_size(value: int | str, what: str = "size") -> int:
-    """Bytes from an int or a string like '256M', '2MiB', '1G' (binary units, as the spec uses)."""
+    """Bytes from an int or a string like '256M', '2MiB', '1G' (engine.units' grammar, as the spec uses)."""
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise ArenaError(f"{what} must be bytes (int) or a size like '256M', got {value!r}")
-    if isinstance(value, int):
-        nbytes = value
-    else:
-        m = _SIZE_RE.match(value)
-        if not m:
-            raise ArenaError(f"{what} {value!r} is not a size (expected e.g. 4096, '64K', '256M', '1G')")
-        nbytes = int(m.group(1)) * {"": 1, "K": KIB, "M": MIB, "G": GIB, "T": GIB << 10}[m.group(2).upper()]
+    try:
+        nbytes = value if isinstance(value, int) else units.parse_size(value, where=what)
+    except units.UnitError:
+        raise ArenaError(f"{what} {value!r} is not a size (expected e.g. 4096, '64K', '256M', '1G')") from None
     if nbytes <= 0:
         raise ArenaError(f"{what} must be > 0 bytes, got {value!r}")
     return nbytes

@@ -19,7 +19,7 @@ import os
 import sys
 
 from engine import __version__
-from engine.errors import EngineError
+from engine.errors import EngineError, print_error
 
 # name -> (module, one-line help). Modules are imported only when used, so
 # `ai-engine --help` stays fast and a broken subcommand cannot break others.
@@ -57,8 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         _quiet_stdout()
         return 0
     except EngineError as exc:
-        print(f"ai-engine {args.command}: error: {exc}", file=sys.stderr)
-        return int(getattr(exc, "exit_code", 1))
+        return print_error(exc, f"ai-engine {args.command}: error")
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # noqa: BLE001 - last line of defence for users

@@ -1,7 +1,17 @@
-"""One exception type per layer. Each carries a location and a hint so the CLI
-can print it as one line (``where: what (hint)``) and exit non-zero."""
+"""One exception type per layer, all derived from EngineError. Each carries a
+location and a hint so a CLI prints it as one line (``where: what (hint)``)
+and exits non-zero; `print_error` is that printer, shared by `ai-engine`,
+`python -m hostspec` and the invoke tasks.
+
+The layers' bases: SpecError (hostspec.errors: the spec), ProvisionError
+(hostspec.report: applying a rendered tree), ConfigError (engine.yaml),
+ConversionError, ModelFormatError, KernelError, ArenaError, InvalidArgument
+(the engine), DeployError (engine.deploy), ServerError (engine.client).
+"""
 
 from __future__ import annotations
+
+import sys
 
 
 class EngineError(Exception):
@@ -38,3 +48,23 @@ class ModelFormatError(EngineError):
 
 class InvalidArgument(EngineError, ValueError):
     """Inputs given to a session do not match the model (name, shape, dtype)."""
+
+
+def error_lines(exc: BaseException, prefix: str = "error") -> list[str]:
+    """What a CLI prints for `exc`: `prefix: where: what (hint)`, one line per
+    problem (a SpecError holds every problem of a spec)."""
+    if isinstance(exc, OSError) and not isinstance(exc, EngineError):
+        return [f"{prefix}: {exc.filename or ''}: {exc.strerror or exc}"]
+    return [f"{prefix}: {line}" for line in str(exc).splitlines() or [type(exc).__name__]]
+
+
+def exit_status(exc: BaseException) -> int:
+    """1, or the error's own exit_code (98: serve cannot listen)."""
+    return int(getattr(exc, "exit_code", 1))
+
+
+def print_error(exc: BaseException, prefix: str = "error") -> int:
+    """Print `exc` on stderr as every CLI here does; return its exit status."""
+    for line in error_lines(exc, prefix):
+        print(line, file=sys.stderr)
+    return exit_status(exc)

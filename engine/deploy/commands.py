@@ -18,6 +18,8 @@ from engine.deploy.reference import describe_sample
 from engine.deploy.report import Reporter
 from engine.deploy.service import base_url
 from engine.deploy.targets import HostResult
+from engine.errors import print_error
+from hostspec.errors import SpecError
 
 
 def _one_line_errors(fn):
@@ -25,13 +27,8 @@ def _one_line_errors(fn):
     def wrapper(*args, **kwargs) -> int:
         try:
             return fn(*args, **kwargs)
-        except SpecError as exc:
-            for problem in exc.problems:
-                print(f"error: {problem}", file=sys.stderr)
-        except DeployError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-        except OSError as exc:
-            print(f"error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+        except (SpecError, DeployError, OSError) as exc:
+            print_error(exc)
         except KeyboardInterrupt:
             print("error: interrupted; hosts finished or untouched are consistent, rerun deploy to converge",
                   file=sys.stderr)

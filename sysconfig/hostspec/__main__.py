@@ -13,7 +13,7 @@ import stat
 import sys
 from pathlib import Path
 
-from .errors import SpecError
+from engine.errors import EngineError, print_error
 from .report import ProvisionError, ProvisionReport
 
 
@@ -101,18 +101,12 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except SpecError as exc:
-        for problem in exc.problems:
-            print(f"error: {problem}", file=sys.stderr)
-    except ProvisionError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-    except OSError as exc:
-        print(f"error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+    except (EngineError, OSError) as exc:  # SpecError, ProvisionError, unreadable files
+        return print_error(exc)
     except KeyboardInterrupt:
         # Every file written so far was replaced whole; the backup set is complete.
         print("error: interrupted; files are each wholly old or new, run again or --rollback", file=sys.stderr)
         return 130
-    return 1
 
 
 if __name__ == "__main__":

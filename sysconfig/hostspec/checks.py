@@ -9,8 +9,10 @@ import re
 from pathlib import Path
 
 from hostspec.balancer import balancer_hosts, engine_hosts, host_address, is_loopback
+from engine.config_rules import engine_problems
+from engine.config_schema import describe
 from hostspec.errors import Problem
-from hostspec.schema import describe, locate
+from hostspec.schema import locate
 from hostspec.sysctl_notes import FREE_TEXT, integer_fields
 from hostspec.yamlsource import KeyPath, Origins, format_path
 
@@ -123,33 +125,11 @@ def _check_engine(r: _Report, engine: dict) -> None:
         ipaddress.ip_address(engine["listen"])
     except ValueError:
         r.add(("engine", "listen"), f"not an IP address: {engine['listen']!r}", "e.g. 127.0.0.1, 0.0.0.0 or ::")
-    if engine["http_port"] == engine["binary_port"]:
-        r.add(("engine", "binary_port"), f"same port as engine.http_port ({engine['http_port']})")
     if engine["arena"]["size"] == 0:
         r.add(("engine", "arena", "size"), "must be larger than 0")
-    auth = engine["auth"]
-    if auth["enabled"]:
-        algs = auth["algorithms"]
-        if any(a.startswith("HS") for a in algs) and not auth["secret_file"]:
-            r.add(("engine", "auth", "secret_file"), "required by the HS* algorithms when auth is enabled")
-        if any(not a.startswith("HS") for a in algs) and not auth["public_key_file"]:
-            r.add(("engine", "auth", "public_key_file"), "required by the RS*/ES*/EdDSA algorithms when auth is enabled")
-    tls = engine["tls"]
-    if (tls["cert_file"] is None) != (tls["key_file"] is None):
-        missing = "key_file" if tls["key_file"] is None else "cert_file"
-        r.add(("engine", "tls", missing), "TLS needs both cert_file and key_file", "set both, or neither for plain TCP")
-    if tls["client_ca_file"] is not None and tls["cert_file"] is None:
-        r.add(("engine", "tls", "client_ca_file"), "mutual TLS needs cert_file and key_file too")
     _unique_names(r, engine["models"], ("engine", "models"), "model")
-    for i, m in enumerate(engine["models"]):
-        at = ("engine", "models", i)
-        for j, size in enumerate(m["preferred_batch_sizes"]):
-            if size > m["max_batch_size"]:
-                r.add(at + ("preferred_batch_sizes", j), f"{size} is larger than max_batch_size {m['max_batch_size']}")
-        if m["default_priority"] is not None and m["default_priority"] > m["priority_levels"]:
-            r.add(at + ("default_priority",), f"{m['default_priority']} is outside 1..priority_levels ({m['priority_levels']})")
-        if m["max_timeout_us"] and m["default_timeout_us"] > m["max_timeout_us"]:
-            r.add(at + ("default_timeout_us",), f"larger than max_timeout_us ({m['max_timeout_us']})")
+    for path, message, hint in engine_problems(engine):  # the rules the engine holds engine.yaml to
+        r.add(("engine",) + path, message, hint)
 
 
 _SSH_ONLY = ("address", "port", "user", "key_file", "jump_host")

@@ -4,8 +4,9 @@
     python -m hostspec.docs --write README.md   # refresh both generated sections
     python -m hostspec.docs --check README.md   # exit 1 when README is stale
 
-The spec reference comes from sysconfig/schema.json (the single source of
-keys, types, defaults and meanings); the task list is `invoke --list`.
+The spec reference comes from sysconfig/schema.json and, for the engine:
+section, engine/config.schema.json (together the single source of keys,
+types, defaults and meanings); the task list is `invoke --list`.
 tests/sysconfig/test_spec_docs.py fails when README and these disagree.
 """
 
@@ -17,7 +18,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hostspec.schema import resolve_ref, load_schema
+from engine.config_schema import resolve_ref
+from hostspec.schema import load_schema
 
 REPO = Path(__file__).resolve().parents[2]
 SECTIONS = ("tasks", "spec-reference")
@@ -78,7 +80,8 @@ def spec_reference() -> str:
     _rows(root, "", root, rows)
     cell = lambda text: str(text).replace("|", "\\|") if "\\|" not in str(text) else str(text)  # noqa: E731
     lines = [
-        "Generated from `sysconfig/schema.json` by `python -m hostspec.docs`; do not edit by hand.",
+        "Generated from `sysconfig/schema.json` (its `engine:` keys from `engine/config.schema.json`, the schema of "
+        "engine.yaml) by `python -m hostspec.docs`; do not edit by hand.",
         root["description"],
         "",
         "| Key | Type | Default | Meaning |",

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engine.errors import EngineError
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -34,12 +36,10 @@ class Problem:
         return text
 
 
-class SpecError(Exception):
-    """Raised with ALL problems found in a spec (errors only; warnings travel on Spec)."""
+class SpecError(EngineError):
+    """Raised with ALL problems found in a spec (errors only; warnings travel on
+    Spec); str() is one line per problem, as engine.errors.print_error prints it."""
 
     def __init__(self, problems: list[Problem]):
         self.problems = list(problems)
-        super().__init__(str(self))
-
-    def __str__(self) -> str:
-        return "\n".join(str(p) for p in self.problems)
+        super().__init__("\n".join(str(p) for p in self.problems))

@@ -11,7 +11,7 @@ from pathlib import Path
 from hostspec.checks import missing_sysctls
 from hostspec.errors import Problem
 from hostspec.hugepages import hugepage_plan
-from hostspec.units import format_size
+from engine.units import format_size
 
 
 def _cpu_flags(proc: Path) -> set[str] | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from hostspec.units import format_size
+from engine.units import format_size
 
 
 @dataclass(frozen=True)

@@ -18,11 +18,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Sequence
 
-from hostspec import units
+from engine import units
 from hostspec.checks import check_spec, missing_sysctls
 from hostspec.errors import Problem, SpecError
 from hostspec.merge import merge_layers
-from hostspec.schema import resolve_ref, fill_defaults, load_schema, locate, validate
+from engine.config_schema import resolve_ref
+from hostspec.schema import fill_defaults, load_schema, locate, validate
 from hostspec.specpaths import missing_files, resolve_paths
 from hostspec.yamlsource import KeyPath, Origins, format_path, read_yaml
 

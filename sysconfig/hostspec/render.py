@@ -18,15 +18,19 @@ import jinja2
 import yaml
 
 from hostspec.balancer import balancer_hosts, file_sd, haproxy_context
+from engine import config_schema
+from engine.units import format_size
 from hostspec.filesync import atomic_write, target_path
 from hostspec.hugepages import HugepagePlan, hugepage_plan
+from hostspec.schema import DEPLOY_MODEL_KEYS, load_schema
 from hostspec.sysctl_notes import note
-from hostspec.units import format_size
 
 _CHECKOUT = Path(__file__).resolve().parents[2]
 REPO = _CHECKOUT if (_CHECKOUT / "pyproject.toml").is_file() else None  # None: installed from a wheel
-STATE_DIR = "/var/lib/ai-engine"
-LOG_DIR = "/var/log/ai-engine"
+# The engine's own defaults (engine/config.schema.json), written into engine.yaml
+# as the directories the unit lets it write.
+STATE_DIR = config_schema.load_schema()["properties"]["state_dir"]["default"]
+LOG_DIR = config_schema.load_schema()["properties"]["log_dir"]["default"]
 MODELS_DIR = "/opt/ai-engine/current/models"
 
 # target path -> mode; the template is templates/<path>.j2
@@ -115,6 +119,9 @@ def _auto(value: object) -> object:
     return 0 if value == "auto" else value
 
 
+_DEPLOYER_MODEL_KEYS = set(load_schema()["$defs"][DEPLOY_MODEL_KEYS]["properties"])  # source, sample, ...
+
+
 def engine_config(spec, plan: HugepagePlan | None = None) -> dict:
     """The engine's runtime config (etc/ai-engine/engine.yaml): the spec's engine
     section, sizes in bytes, 0 for auto, models pointing at their converted files."""
@@ -126,7 +133,7 @@ def engine_config(spec, plan: HugepagePlan | None = None) -> dict:
     for m in engine["models"]:
         model = {"name": m["name"], "path": f"{MODELS_DIR}/{m['name']}.aie"}
         for key, value in m.items():
-            if key not in ("name", "source", "memory", "sample", "shapes"):  # deployer-side keys
+            if key != "name" and key not in _DEPLOYER_MODEL_KEYS:
                 # auto stays a word for the batch window: its 0 means "no wait"
                 model[key] = value if key == "max_queue_delay_us" else _auto(value)
         if model["default_priority"] is None:
@@ -205,7 +212,6 @@ def _unit_context(spec) -> dict:
 
 @functools.cache
 def _schema_descriptions() -> dict:
-    from hostspec.schema import load_schema
     props = load_schema()["properties"]["service"]["properties"]["hardening"]["properties"]
     return {k: v["description"].split(": ", 1)[-1] for k, v in props.items()}
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from engine.errors import EngineError
+
 # "host": a warning from the pre-flight host check, reported as a note.
 KINDS = ("file", "sysctl", "hugepages", "thp", "grub", "cmdline", "systemd", "user", "host")
 # changed/unchanged: an apply run; drift/in-sync: a --check run; note: nothing
@@ -17,7 +19,7 @@ KINDS = ("file", "sysctl", "hugepages", "thp", "grub", "cmdline", "systemd", "us
 STATUSES = ("changed", "unchanged", "drift", "in-sync", "failed", "note")
 
 
-class ProvisionError(Exception):
+class ProvisionError(EngineError):
     """Provisioning cannot start or continue (not root, no backup to roll back
     to, unreadable tree). The message is one line, ready for the user."""
 

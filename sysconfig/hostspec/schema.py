@@ -1,63 +1,69 @@
-"""Validate merged spec data against the schema (sysconfig/schema.json, shipped
-as package data hostspec/data/schema.json) and turn each
-jsonschema error into one `Problem` a person can act on: the key path, what
-was expected (from the schema's `x-expected`), a did-you-mean hint for
-unknown keys and enum values, and the line that set the value."""
+"""The spec's schema and its validation: merged spec data against
+sysconfig/schema.json (package data hostspec/data/schema.json), whose engine:
+section is the engine's own engine.yaml schema (engine/config.schema.json, the
+one definition of those keys; see `engine_section`). Each jsonschema error
+becomes one `Problem` a person can act on (engine.config_schema.explain says
+what was wrong), located at the line that set the value."""
 
 from __future__ import annotations
 
 import copy
-import difflib
 import functools
 import json
-import re
 from importlib import resources
 
 import jsonschema
 
+from engine import config_schema
 from hostspec.errors import Problem
 from hostspec.yamlsource import KeyPath, Origins, format_path
 
-# Package data, so a wheel installed on a host carries it; in a checkout
-# hostspec/data/schema.json is a link to sysconfig/schema.json, the one file to edit.
+# Package data, so a wheel installed on a host carries it.
 SCHEMA = resources.files("hostspec") / "data" / "schema.json"
+DEPLOY_MODEL_KEYS = "model_deploy"  # $defs entry: the model keys only the deployer reads (source, sample, ...)
+
+
+def engine_section(engine: dict, spec_defs: dict) -> dict:
+    """The spec's view of the engine.yaml schema: the keys render sets itself
+    (x-rendered: model path, state_dir, ...) dropped, and the deployer-side
+    model keys added after the name."""
+    section = {k: v for k, v in copy.deepcopy(engine).items() if not k.startswith("$") and k != "title"}
+    _drop_rendered(section)
+    model = section["properties"]["models"]["items"]
+    deploy = spec_defs[DEPLOY_MODEL_KEYS]
+    props = list(model["properties"].items())
+    model["properties"] = dict(props[:1] + list(deploy["properties"].items()) + props[1:])
+    model["required"] = model.get("required", []) + deploy["required"]
+    return section
+
+
+def _drop_rendered(schema: dict) -> None:
+    props = schema.get("properties", {})
+    for key in [k for k, sub in props.items() if sub.get("x-rendered")]:
+        del props[key]
+        if key in schema.get("required", []):
+            schema["required"].remove(key)
+    for sub in props.values():
+        _drop_rendered(sub)
+    if isinstance(schema.get("items"), dict):
+        _drop_rendered(schema["items"])
 
 
 @functools.cache
 def load_schema() -> dict:
-    return json.loads(SCHEMA.read_text(encoding="utf-8"))
+    """The whole spec schema. Its $defs are the engine's ($defs/size, ...) plus
+    its own; a spec's own definition of a name wins (path: absolute on the host)."""
+    spec = json.loads(SCHEMA.read_text(encoding="utf-8"))
+    engine = config_schema.load_schema()
+    spec["properties"]["engine"] = {**engine_section(engine, spec["$defs"]),
+                                    **{k: v for k, v in spec["properties"]["engine"].items() if k != "$comment"}}
+    spec["$defs"] = {**copy.deepcopy(engine["$defs"]), **spec["$defs"]}
+    return spec
 
 
 @functools.cache
 def _validator() -> jsonschema.Draft202012Validator:
     return jsonschema.Draft202012Validator(load_schema())
-
-
-def describe(value: object) -> str:
-    """How a wrong value is named in a message: "string 'lots'", "boolean true", "a list"."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return f"boolean {str(value).lower()}"
-    if isinstance(value, str):
-        return f"string {value!r}"
-    if isinstance(value, (int, float)):
-        return f"number {value!r}"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
-    return f"{type(value).__name__} {value!s}"
-
-
-def _show(value: object) -> str:
-    if value is True or value is False:
-        return str(value).lower()
-    return "null" if value is None else str(value)
-
-
-_TYPE_WORDS = {"integer": "an integer", "number": "a number", "string": "a string", "boolean": "true or false",
-               "object": "a mapping", "array": "a list", "null": "null"}
 
 
 def _jsonable(value: object) -> object:
@@ -99,66 +105,17 @@ def _problem(origins: Origins, path: KeyPath, message: str, hint: str | None = N
     return Problem(file, line, format_path(path) or "(top level)", message, hint)
 
 
-def _did_you_mean(word: str, choices: list[str]) -> str | None:
-    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
-    return f"did you mean {close[0]!r}?" if close else None
-
-
 def _translate(err: jsonschema.ValidationError, data: object, origins: Origins) -> list[Problem]:
     path = _original_path(data, tuple(err.absolute_path))
-    schema, value, kind = err.schema, err.instance, err.validator
-    expected = schema.get("x-expected") if isinstance(schema, dict) else None
-    label = schema.get("x-kind") if isinstance(schema, dict) else None
-    if kind == "additionalProperties":
-        known = sorted(schema.get("properties", {}))
-        extra = [k for k in value if k not in schema.get("properties", {})]
-        out = []
-        for key in extra:
-            kpath = _original_path(data, tuple(err.absolute_path) + (key,))
-            hint = _did_you_mean(str(key), known) or ("known keys: " + ", ".join(known) if known else None)
-            out.append(_problem(origins, kpath, "unknown key", hint))
-        return out
-    if kind == "required":
-        missing = re.match(r"'(.+)' is a required property", err.message)
-        name = missing.group(1) if missing else err.message
-        return [_problem(origins, path, f"missing required key {name!r}")]
     if "propertyNames" in err.schema_path:
         # jsonschema reports a bad key at its parent's path, with the key as the instance
-        kpath = _original_path(data, tuple(err.absolute_path) + (value,))
+        kpath = _original_path(data, tuple(err.absolute_path) + (err.instance,))
         return [_problem(origins, kpath, "invalid key", "expected " + _key_expectation(path))]
-    if kind in ("type", "anyOf", "oneOf") and expected:
-        return [_problem(origins, path, f"expected {expected}, got {describe(value)}")]
-    if kind == "type":
-        types = err.validator_value if isinstance(err.validator_value, list) else [err.validator_value]
-        words = " or ".join(_TYPE_WORDS.get(t, t) for t in types)
-        return [_problem(origins, path, f"expected {words}, got {describe(value)}")]
-    if kind == "pattern":
-        if label:
-            return [_problem(origins, path, f"bad {label} {value!r}", f"expected {expected}")]
-        return [_problem(origins, path, f"invalid value {value!r}", f"expected {expected or 'to match ' + err.validator_value}")]
-    if kind in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
-        rel = {"minimum": "less than the minimum", "maximum": "greater than the maximum",
-               "exclusiveMinimum": "not greater than", "exclusiveMaximum": "not less than"}[kind]
-        return [_problem(origins, path, f"out of range: {_show(value)} is {rel} {_show(err.validator_value)}")]
-    if kind == "enum":
-        choices = [_show(c) for c in err.validator_value]
-        hint = _did_you_mean(str(value), choices) if isinstance(value, str) else None
-        if isinstance(value, bool) and str(value).lower() in ("true", "false") and "no" in choices:
-            hint = "YAML reads yes/no as true/false: quote it, e.g. 'no'"
-        return [_problem(origins, path, f"must be one of {', '.join(choices)}; got {_show(value)}", hint)]
-    if kind == "const":
-        if path == ("version",):
-            return [_problem(origins, path, f"unsupported spec version {_show(value)}", "this ai-engine reads version 1")]
-        return [_problem(origins, path, f"must be {_show(err.validator_value)}; got {_show(value)}")]
-    if kind in ("minItems", "maxItems"):
-        return [_problem(origins, path, f"needs {'at least' if kind == 'minItems' else 'at most'} {err.validator_value} item(s)")]
-    if kind == "uniqueItems":
-        return [_problem(origins, path, "items must be unique")]
-    if kind == "minLength":
-        return [_problem(origins, path, "must not be empty")]
-    if kind in ("anyOf", "oneOf"):
-        return [_problem(origins, path, f"invalid value {describe(value)}")]
-    return [_problem(origins, path, err.message)]
+    if err.validator == "const" and path == ("version",):
+        return [_problem(origins, path, f"unsupported spec version {config_schema.show(err.instance)}",
+                         "this ai-engine reads version 1")]
+    return [_problem(origins, _original_path(data, json_path), message, hint)
+            for json_path, message, hint in config_schema.explain(err)]
 
 
 def _key_expectation(parent: KeyPath) -> str:
@@ -181,33 +138,4 @@ def fill_defaults(data: dict, schema: dict | None = None) -> dict:
     """Return a copy of `data` with schema defaults filled in and keys in schema order
     (so rendered output does not depend on the order keys were written in)."""
     root = load_schema()
-    return _fill(data, schema or root, root)
-
-
-def resolve_ref(schema: dict, root: dict) -> dict:
-    while "$ref" in schema:
-        ref = schema["$ref"].split("/")[-1]
-        merged = dict(root["$defs"][ref])
-        merged.update({k: v for k, v in schema.items() if k != "$ref"})
-        schema = merged
-    return schema
-
-
-def _fill(value: object, schema: dict, root: dict) -> object:
-    schema = resolve_ref(schema, root)
-    if isinstance(value, dict) and "properties" in schema:
-        out = {}
-        for key, sub in schema["properties"].items():
-            if key in value:
-                out[key] = _fill(value[key], sub, root)
-            elif "default" in sub:
-                out[key] = _fill(copy.deepcopy(sub["default"]), sub, root)
-        for key in value:  # keys allowed by additionalProperties
-            if key not in out:
-                out[key] = value[key]
-        return out
-    if isinstance(value, dict) and isinstance(schema.get("additionalProperties"), dict):
-        return {k: value[k] for k in sorted(value, key=str)}
-    if isinstance(value, list) and isinstance(schema.get("items"), dict):
-        return [_fill(v, schema["items"], root) for v in value]
-    return value
+    return config_schema.fill_defaults(data, schema or root, root)

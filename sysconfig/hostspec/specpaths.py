@@ -20,7 +20,8 @@ import os
 from pathlib import Path
 
 from hostspec.errors import Problem
-from hostspec.schema import load_schema, locate, resolve_ref
+from engine.config_schema import resolve_ref
+from hostspec.schema import load_schema, locate
 from hostspec.yamlsource import KeyPath, Origins, format_path
 
 # OpenSSH public key types (ssh-ed25519, ssh-rsa, ecdsa-sha2-*, sk-ssh-*@openssh.com).

@@ -12,22 +12,12 @@ from pathlib import Path
 
 import yaml
 
+from engine.config_schema import format_path
 from hostspec.errors import Problem, SpecError
 from hostspec.yamlsyntax import syntax_problem
 
 KeyPath = tuple  # ('engine', 'models', 0, 'name')
 Origins = dict  # KeyPath -> (file, line)
-
-
-def format_path(path: KeyPath) -> str:
-    """('engine', 'models', 0, 'name') -> 'engine.models[0].name'."""
-    text = ""
-    for part in path:
-        if isinstance(part, int) and not isinstance(part, bool):
-            text += f"[{part}]"
-        else:
-            text += ("." if text else "") + str(part)
-    return text
 
 
 class _Walker:

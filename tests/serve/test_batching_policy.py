@@ -354,10 +354,10 @@ def test_max_queue_delay_auto_and_queue_order_parse_and_bad_values_say_what_is_e
     assert model(max_queue_delay_us=0).max_queue_delay_us == 0
     assert model().max_queue_delay_us == 500 and model().queue_order == "edf"
     assert model(queue_order="fifo").queue_order == "fifo"
-    for keys, message in [({"max_queue_delay_us": "soon"}, "expected an integer or 'auto', got 'soon'"),
-                          ({"max_queue_delay_us": None}, "expected an integer or 'auto', got None"),
-                          ({"max_queue_delay_us": -1}, "must be >= 0"),
-                          ({"queue_order": "lifo"}, "unknown queue order 'lifo'; expected one of edf, fifo")]:
+    for keys, message in [({"max_queue_delay_us": "soon"}, "expected 'auto' or an integer 0-10000000, got string 'soon'"),
+                          ({"max_queue_delay_us": None}, "expected 'auto' or an integer 0-10000000, got null"),
+                          ({"max_queue_delay_us": -1}, "expected 'auto' or an integer 0-10000000, got number -1"),
+                          ({"queue_order": "lifo"}, "must be one of edf, fifo; got lifo")]:
         with pytest.raises(ConfigError) as err:
             model(**keys)
         assert message in str(err.value) and "engine.models[0]" in str(err.value), str(err.value)

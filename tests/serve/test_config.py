@@ -34,14 +34,14 @@ def test_sizes_accept_bytes_and_units(tmp_path):
 
 
 @pytest.mark.parametrize("data, where, message", [
-    ({"models": [MODEL], "lisen": "0.0.0.0"}, "engine", "unknown key 'lisen'"),
-    ({"models": [dict(MODEL, max_batch=2)]}, "engine.models[0]", "unknown key 'max_batch'"),
+    ({"models": [MODEL], "lisen": "0.0.0.0"}, "engine.lisen", "unknown key (did you mean 'listen'?)"),
+    ({"models": [dict(MODEL, max_batch=2)]}, "engine.models[0].max_batch", "unknown key"),
     ({"models": [MODEL], "limits": {"max_body": "lots"}}, "engine.limits.max_body", "expected a size"),
-    ({"models": [MODEL], "auth": {"algorithms": ["none"]}}, "engine.auth.algorithms", "'none' not accepted"),
+    ({"models": [MODEL], "auth": {"algorithms": ["none"]}}, "engine.auth.algorithms[0]", "must be one of HS256"),
     ({"models": [MODEL], "auth": {"enabled": True, "algorithms": ["RS256"]}}, "engine.auth.public_key_file",
-     "needs public_key_file"),
+     "required by the RS*/ES*/EdDSA algorithms"),
     ({"models": [dict(MODEL, priority_levels=2, default_priority=3)]}, "engine.models[0].default_priority",
-     "must be in 0..priority_levels"),
+     "3 is outside 1..priority_levels (2)"),
     ({"models": [MODEL, MODEL]}, "engine.models[1].name", "listed twice"),
     ({"models": [dict(MODEL, name="a/b")]}, "engine.models[0].name", "appears in URLs"),
     ({"models": [{"name": "m"}]}, "engine.models[0]", "missing required key 'path'"),

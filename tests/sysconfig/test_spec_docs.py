@@ -9,7 +9,8 @@ import pytest
 
 from hostspec import docs
 from hostspec.loader import load_spec
-from hostspec.schema import resolve_ref, load_schema
+from engine.config_schema import resolve_ref
+from hostspec.schema import load_schema
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -10,7 +10,7 @@ from hostspec.errors import SpecError
 from hostspec.hostcheck import check_host
 from hostspec.hugepages import hugepage_plan
 from hostspec.loader import DEFAULT_SPEC, load_spec
-from hostspec.units import UnitError, format_size, parse_duration, parse_percent, parse_size
+from engine.units import UnitError, format_size, parse_duration, parse_percent, parse_size
 from spec_support import in_tmp, write  # noqa: F401 (in_tmp is a fixture)
 
 
@@ -81,12 +81,13 @@ def test_default_spec_loads_cleanly():
 
 
 @pytest.mark.parametrize("text,expected", [("4G", 4 << 30), ("512M", 512 << 20), ("1.5T", 3 << 39), ("64K", 65536),
-                                           ("2M", 2 << 20), (7, 7), ("0", 0)])
+                                           ("2M", 2 << 20), (7, 7), ("0", 0), ("2MiB", 2 << 20)])
 def test_parse_size(text, expected):
     assert parse_size(text, where="x") == expected
 
 
 @pytest.mark.parametrize("bad,message", [
+    ("2m", "x: bad size '2m': expected a size like 512M, 4G or 1.5T (K, M, G, T = 1024-based) or a whole number of bytes"),
     ("4GB", "x: bad size '4GB': expected a size like 512M, 4G or 1.5T (K, M, G, T = 1024-based) or a whole number of bytes"),
     (True, "x: expected a size like 512M, 4G or 1.5T (K, M, G, T = 1024-based) or a whole number of bytes, got bool True"),
     (-5, "x: size must not be negative, got -5"),

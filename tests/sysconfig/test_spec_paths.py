@@ -14,7 +14,8 @@ import pytest
 
 from hostspec.errors import SpecError
 from hostspec.loader import load_spec
-from hostspec.schema import load_schema, resolve_ref
+from engine.config_schema import resolve_ref
+from hostspec.schema import load_schema
 
 REPO = Path(__file__).resolve().parents[2]
 BASE = "version: 1\n"
