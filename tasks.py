@@ -224,13 +224,15 @@ def rollback(c, spec=None, host=None, to=None, token=None, token_file=None):
 )
 def convert(c, spec=None, out="build/models"):
     """Convert every model in the spec's engine.models to OUT/<name>.aie and print planned memory."""
+    from hostspec.errors import SpecError
+
     from engine.convert import convert_spec_models
     from engine.errors import EngineError
 
     try:
         for summary in convert_spec_models(_specs(spec), ROOT / out, progress=print):
             print("\n".join(summary.lines()))
-    except EngineError as exc:
+    except (EngineError, SpecError) as exc:  # a spec that does not load is bad input too, not a traceback
         raise Exit(f"convert: {exc}", code=1) from None
 
 
