@@ -2,7 +2,8 @@
 engine Graph imported from it (the type every pass takes), and the check
 that a rewritten Graph still computes what onnxruntime computes for the
 original model. The rewritten Graph is written as an .aie and run as is, so
-only the pass under test has changed it."""
+only the pass under test has changed it. Outputs are compared by the one
+oracle helper (tests/runtime/op_oracle.py)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,7 @@ from engine import aie_format
 from engine.ir import Graph
 from engine.onnx_import import import_model
 from engine.session import InferenceSession
-
-RTOL, ATOL = 1e-4, 1e-5
+from tests.runtime.op_oracle import assert_outputs_match, reference_outputs
 
 
 def model(nodes, inputs: dict, outputs: dict, inits: dict | None = None, opset: int = 17,
@@ -55,22 +55,14 @@ def feeds_for(m: onnx.ModelProto, seed: int = 0, batch: int = 2, cond: bool = Tr
     return out
 
 
-def assert_computes_same(m: onnx.ModelProto, graph: Graph, tmp_path, feeds=None, rtol=RTOL, atol=ATOL) -> None:
+def assert_computes_same(m: onnx.ModelProto, graph: Graph, tmp_path, feeds=None, rtol=None, atol=None) -> None:
     """The rewritten graph, run by the engine, matches onnxruntime on the
     original model (both single-threaded)."""
-    import onnxruntime as ort
-
     feeds = feeds if feeds is not None else feeds_for(m)
     path = tmp_path / "rewritten.aie"
     aie_format.write(path, graph)
     got = InferenceSession(path, threads=1).run(None, feeds)
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    want = ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"]).run(None, feeds)
-    assert len(got) == len(want)
-    for k, (g, w) in enumerate(zip(got, want)):
-        assert g.shape == w.shape and g.dtype == w.dtype, f"output {k}: {g.shape} {g.dtype} vs {w.shape} {w.dtype}"
-        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, err_msg=f"output {k}")
+    assert_outputs_match(got, reference_outputs(m, feeds, "onnxruntime"), "rewritten graph", rtol, atol)
 
 
 def if_reading(name: str, out: str, cond: str = "cond") -> onnx.NodeProto:

@@ -9,11 +9,10 @@ import resource
 import numpy as np
 
 from engine.session import InferenceSession
-from tests.runtime.engine_vs_ort import zoo_dir, zoo_model  # noqa: F401 - fixtures
 
 
-def test_no_page_faults_after_warmup(zoo_model):
-    sess = InferenceSession(zoo_model("cnn_bn"), threads=1)
+def test_no_page_faults_after_warmup(zoo):
+    sess = InferenceSession(zoo("cnn_bn"), threads=1)
     x = {"input": np.random.default_rng(0).standard_normal((4, 3, 32, 32)).astype(np.float32)}
     for _ in range(50):
         sess.run(None, x)
