@@ -1,0 +1,61 @@
+"""fuse_rmsnorm, called directly: x / sqrt(mean(x^2, last axis) + eps) *
+scale becomes one FusedRMSNorm node; another axis, a runtime scale, or an
+intermediate read elsewhere (node, If branch) stays. (tests/runtime/
+test_fusion_rmsnorm.py covers every spelling end to end.)"""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import helper
+
+from engine.passes.fuse_rmsnorm import fuse_rmsnorm
+from tests.passes.graph_check import assert_computes_same, feeds_for, graph_of, if_reading, model, ops
+
+D = 16
+INITS = {"two": np.array(2.0, np.float32), "eps": np.array(1e-6, np.float32),
+         "scale": np.random.default_rng(9).uniform(0.5, 1.5, D).astype(np.float32)}
+X, Y = {"x": ["batch", 3, D]}, {"y": ["batch", 3, D]}
+
+
+def _nodes(axis=-1, extra=()):
+    return [helper.make_node("Pow", ["x", "two"], ["sq"]),
+            helper.make_node("ReduceMean", ["sq"], ["ms"], axes=[axis], keepdims=1),
+            helper.make_node("Add", ["ms", "eps"], ["var"]), helper.make_node("Sqrt", ["var"], ["rms"]),
+            helper.make_node("Div", ["x", "rms"], ["n"]), helper.make_node("Mul", ["n", "scale"], ["y"]),
+            *extra]
+
+
+def test_rmsnorm_chain_becomes_one_node(tmp_path):
+    m = model(_nodes(), X, Y, INITS)
+    g = fuse_rmsnorm(graph_of(m))
+    assert ops(g) == {"FusedRMSNorm": 1} and g.nodes[0].outputs == ["y"]
+    assert_computes_same(m, g, tmp_path)
+
+
+def test_other_axis_stays(tmp_path):
+    m = model(_nodes(axis=1), X, Y, {**INITS, "scale": np.ones((3, 1), np.float32)})
+    g = fuse_rmsnorm(graph_of(m))
+    assert ops(g)["FusedRMSNorm"] == 0
+    assert_computes_same(m, g, tmp_path)
+
+
+def test_runtime_scale_stays(tmp_path):
+    m = model(_nodes(), {**X, "scale": [D]}, Y, {k: v for k, v in INITS.items() if k != "scale"})
+    g = fuse_rmsnorm(graph_of(m))
+    assert ops(g)["FusedRMSNorm"] == 0
+    assert_computes_same(m, g, tmp_path)
+
+
+def test_intermediate_read_by_another_node_stays(tmp_path):
+    m = model(_nodes(extra=[helper.make_node("Neg", ["rms"], ["z"])]), X, {**Y, "z": ["batch", 3, 1]}, INITS)
+    g = fuse_rmsnorm(graph_of(m))
+    assert ops(g)["FusedRMSNorm"] == 0
+    assert_computes_same(m, g, tmp_path)
+
+
+def test_intermediate_read_by_an_if_branch_stays(tmp_path):
+    m = model(_nodes(extra=[if_reading("var", "z")]), X, {**Y, "z": ["batch", 3, 1]}, INITS, cond=True)
+    g = fuse_rmsnorm(graph_of(m))
+    assert ops(g)["FusedRMSNorm"] == 0 and ops(g)["If"] == 1
+    for branch in (True, False):
+        assert_computes_same(m, g, tmp_path, feeds_for(m, cond=branch))
