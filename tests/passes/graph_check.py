@@ -57,12 +57,21 @@ def feeds_for(m: onnx.ModelProto, seed: int = 0, batch: int = 2, cond: bool = Tr
 
 def assert_computes_same(m: onnx.ModelProto, graph: Graph, tmp_path, feeds=None, rtol=None, atol=None) -> None:
     """The rewritten graph, run by the engine, matches onnxruntime on the
-    original model (both single-threaded)."""
-    feeds = feeds if feeds is not None else feeds_for(m)
+    original model (both single-threaded); a model with a `cond` input is
+    run with each value, so both If branches are checked."""
     path = tmp_path / "rewritten.aie"
     aie_format.write(path, graph)
-    got = InferenceSession(path, threads=1).run(None, feeds)
-    assert_outputs_match(got, reference_outputs(m, feeds, "onnxruntime"), "rewritten graph", rtol, atol)
+    session = InferenceSession(path, threads=1)
+    has_cond = any(vi.name == "cond" for vi in m.graph.input)
+    for run_feeds in [feeds] if feeds is not None else [feeds_for(m, cond=c) for c in ((True, False) if has_cond else (True,))]:
+        got = session.run(None, run_feeds)
+        assert_outputs_match(got, reference_outputs(m, run_feeds, "onnxruntime"), "rewritten graph", rtol, atol)
+
+
+def reader_of(name: str, kind: str, out: str = "z") -> onnx.NodeProto:
+    """Something else that reads `name`: kind 'node' (a Neg) or 'if' (an If
+    branch: an outer-scope read; build its model with cond=True)."""
+    return helper.make_node("Neg", [name], [out]) if kind == "node" else if_reading(name, out)
 
 
 def if_reading(name: str, out: str, cond: str = "cond") -> onnx.NodeProto:

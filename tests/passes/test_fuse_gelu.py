@@ -12,7 +12,7 @@ from onnx import helper
 
 from engine.ops.common import ACT_GELU
 from engine.passes.fusion import fuse_gelu
-from tests.passes.graph_check import assert_computes_same, feeds_for, graph_of, if_reading, model, ops
+from tests.passes.graph_check import assert_computes_same, graph_of, if_reading, model, ops
 
 K, N = 9, 11
 W = np.random.default_rng(4).standard_normal((K, N)).astype(np.float32)
@@ -73,5 +73,4 @@ def test_x_read_by_an_if_branch_stays(tmp_path):
     m = _gelu_model(extra=[if_reading("h", "z")], outputs={**IO[1], "z": ["batch", N]}, cond=True)
     g = fuse_gelu(graph_of(m))
     assert ops(g)["Erf"] == 1 and ops(g)["If"] == 1
-    for branch in (True, False):
-        assert_computes_same(m, g, tmp_path, feeds_for(m, cond=branch))
+    assert_computes_same(m, g, tmp_path)

