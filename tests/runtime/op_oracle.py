@@ -95,7 +95,7 @@ def check_op(tmp_path, op_type: str, inputs: dict, attrs: dict | None = None, *,
     be wrong. Returns the engine's outputs.
 
     Single ops default to onnx.reference, the spec's own evaluator:
-    onnxruntime 1.23 differs from it (and from the node suite) on some
+    onnxruntime (1.32) differs from it (and from the node suite) on some
     corners these tests pin, e.g. GridSample cubic with border padding,
     Attention's softcap with a fully masked row, MaxUnpool with output_shape."""
     attrs = attrs or {}
