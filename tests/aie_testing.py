@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -47,3 +49,27 @@ def reserved_hugepages(count: int, page_kib: int = 2048):
         gc.collect()  # arenas and views from the block must be unmapped first
         now = read_pool(pool, "nr_hugepages")
         (pool / "nr_hugepages").write_text(str(max(0, now - count)))
+
+
+def run_concurrently(work, n: int, timeout: float) -> None:
+    """Run work(i) for i in range(n), each on its own thread, all at once.
+    Fails if a thread is still running after `timeout` seconds (a hang);
+    re-raises the first exception a thread raised, in the test's thread."""
+    errors: list[BaseException] = []
+
+    def guarded(i: int) -> None:
+        try:
+            work(i)
+        except BaseException as exc:  # noqa: BLE001 - re-raised below, in the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=guarded, args=(i,), daemon=True) for i in range(n)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + timeout
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+    hung = sum(t.is_alive() for t in threads)
+    assert not hung, f"{hung} of {n} threads still running after {timeout} s"
+    if errors:
+        raise errors[0]

@@ -14,6 +14,11 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "op_test(*ops): the test checks these registered ops "
+                            "(tests/runtime/test_op_coverage.py counts them as tested)")
+
+
 def pytest_report_header(config):
     return [f"ai-engine repo: {REPO}", f"root: {os.geteuid() == 0}"]
 

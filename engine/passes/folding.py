@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.errors import ConversionError
-from engine.ir import Graph
+from engine.ir import Graph, node_reads
 from engine.plan import NO_FOLD, Value, fold_node
 
 # Folding a node that would materialise more than this many bytes (e.g. an
@@ -39,7 +39,8 @@ def fold_constants(graph: Graph) -> Graph:
                     continue
         kept.append(node)
     graph.nodes = kept
-    needed = {i for n in kept for i in n.inputs} | graph_outputs
+    # node_reads: a folded value an If/Loop branch reads from this scope is needed too.
+    needed = {i for n in kept for i in node_reads(n)} | graph_outputs
     graph.initializers = {k: v for k, v in consts.items() if k in needed or k in graph.initializers}
     # Outputs that became constants still need a producer: Identity of the constant.
     return graph

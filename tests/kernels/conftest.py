@@ -15,3 +15,10 @@ def level(request):
         pytest.skip(f"level {request.param} unavailable on this host: {why}")
     with kernels.use_level(request.param):
         yield request.param
+
+
+@pytest.fixture(params=kernels.available_isas())
+def isa(request):
+    """Run the test with each ISA this host can run selected (process-wide, restored after)."""
+    with kernels.use_isa(request.param):
+        yield request.param

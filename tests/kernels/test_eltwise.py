@@ -9,14 +9,7 @@ import pytest
 
 from engine import kernels as K
 
-ISAS = K.available_isas()
 SIZES = (0, 1, 3, 7, 17, 31, 1023)
-
-
-@pytest.fixture(params=ISAS)
-def isa(request):
-    with K.use_isa(request.param):
-        yield request.param
 
 
 def rand(shape, seed, scale=4.0):

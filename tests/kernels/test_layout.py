@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper
-from onnx.reference import ReferenceEvaluator
 
 from engine import kernels as K
+from tests.runtime.op_oracle import reference_outputs, single_node_model
 
 DTYPES = (np.float32, np.int64, np.uint8, np.float16, np.bool_)
 
@@ -19,15 +17,10 @@ def arr(shape, dtype, seed=0):
 
 
 def onnx_run(op, inputs, outputs=1, **attrs):
-    """One ONNX node through onnx.reference (the test oracle)."""
-    names = [f"i{k}" if v is not None else "" for k, v in enumerate(inputs)]
-    node = helper.make_node(op, names, [f"o{k}" for k in range(outputs)], **attrs)
-    ins = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
-           for n, v in zip(names, inputs) if v is not None]
-    outs = [helper.make_tensor_value_info(f"o{k}", TensorProto.UNDEFINED, None) for k in range(outputs)]
-    model = helper.make_model(helper.make_graph([node], "g", ins, outs), opset_imports=[helper.make_opsetid("", 18)])
-    feeds = {n: v for n, v in zip(names, inputs) if v is not None}
-    return ReferenceEvaluator(model).run(None, feeds)
+    """One ONNX node through onnx.reference (the test oracle); None: an absent optional input."""
+    named = {f"i{k}": v for k, v in enumerate(inputs)}
+    model = single_node_model(op, named, attrs, outputs, 18)
+    return reference_outputs(model, {n: v for n, v in named.items() if v is not None}, "onnx.reference")
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -8,12 +8,6 @@ import pytest
 from engine import kernels as K
 
 
-@pytest.fixture(params=K.available_isas())
-def isa(request):
-    with K.use_isa(request.param):
-        yield request.param
-
-
 def rng_array(shape, seed, scale=3.0, offset=0.0):
     return (np.random.default_rng(seed).standard_normal(shape) * scale + offset).astype(np.float32)
 

@@ -8,6 +8,7 @@ import pytest
 
 import conv_reference as ref
 from engine import kernels
+from tests.runtime.op_oracle import reference_outputs, single_node_model
 
 ISAS = kernels.available_isas()
 
@@ -122,9 +123,6 @@ ORT_CASES = ["3x3-s2-ceil", "3x3-s2-ceil-asym", "2x3-s(1,3)-ceil", "2x2-d3-ceil"
 @pytest.mark.parametrize("op", ["MaxPool", "AveragePool-exclude", "AveragePool-include"])
 def test_matches_onnxruntime(name, op):
     """The ONNX output-shape and window rules, checked against onnxruntime itself."""
-    ort = pytest.importorskip("onnxruntime", reason="onnxruntime (test oracle) is not installed")
-    from onnx import TensorProto, helper
-
     case = CASES[name]
     x = _x(case, seed=5)
     kw = _kw(case)
@@ -136,12 +134,9 @@ def test_matches_onnxruntime(name, op):
     op_type = op.split("-")[0]
     if op_type == "AveragePool":
         attrs["count_include_pad"] = int(op.endswith("include"))
-    node = helper.make_node(op_type, ["x"], ["y"], **attrs)
-    graph = helper.make_graph([node], "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    want = sess.run(None, {"x": np.ascontiguousarray(x.transpose(0, 3, 1, 2))})[0].transpose(0, 2, 3, 1)
+    nchw = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+    model = single_node_model(op_type, {"x": nchw}, attrs, 1, 19)
+    want = reference_outputs(model, {"x": nchw}, "onnxruntime")[0].transpose(0, 2, 3, 1)
     if op_type == "MaxPool":
         got = kernels.max_pool2d(x, case[4], threads=1, **kw)
     else:

@@ -10,12 +10,6 @@ import pytest
 from engine import kernels as K
 
 
-@pytest.fixture(params=K.available_isas())
-def isa(request):
-    with K.use_isa(request.param):
-        yield request.param
-
-
 def ref(x, op, axes, keepdims):
     d = x.astype(np.float64)
     with np.errstate(all="ignore"):

@@ -4,31 +4,19 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
-from onnx.reference import ReferenceEvaluator
 
 from engine import kernels as K
+from tests.runtime.op_oracle import reference_outputs, single_node_model
 
 COORDS = ("half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel")
 NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 
 
 def onnx_resize(x, scales, sizes, **attrs):
-    inputs = ["x", "", "scales" if scales is not None else "", "sizes" if sizes is not None else ""]
-    while inputs[-1] == "":
-        inputs.pop()
-    node = helper.make_node("Resize", inputs, ["y"], **attrs)
-    ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)]
-    feeds = {"x": x}
-    if scales is not None:
-        ins.append(helper.make_tensor_value_info("scales", TensorProto.FLOAT, [4]))
-        feeds["scales"] = np.array(scales, np.float32)
-    if sizes is not None:
-        ins.append(helper.make_tensor_value_info("sizes", TensorProto.INT64, [4]))
-        feeds["sizes"] = np.array(sizes, np.int64)
-    graph = helper.make_graph([node], "g", ins, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-    return ReferenceEvaluator(model).run(None, feeds)[0]
+    inputs = {"x": x, "roi": None, "scales": None if scales is None else np.array(scales, np.float32),
+              "sizes": None if sizes is None else np.array(sizes, np.int64)}
+    model = single_node_model("Resize", inputs, attrs, 1, 18)
+    return reference_outputs(model, {n: v for n, v in inputs.items() if v is not None}, "onnx.reference")[0]
 
 
 X = np.random.default_rng(0).standard_normal((2, 3, 5, 7)).astype(np.float32)

@@ -8,12 +8,6 @@ import pytest
 from engine import kernels as K
 
 
-@pytest.fixture(params=K.available_isas())
-def isa(request):
-    with K.use_isa(request.param):
-        yield request.param
-
-
 def softmax64(x, axis):
     d = x.astype(np.float64)
     e = np.exp(d - d.max(axis=axis, keepdims=True))

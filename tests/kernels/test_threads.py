@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 import time
 
 import numpy as np
 import pytest
 
+from aie_testing import run_concurrently
 from engine import kernels
 
 
@@ -57,21 +57,13 @@ def test_concurrent_callers_get_correct_results():
     problems = [(rng.standard_normal((150, 120)).astype(np.float32), rng.standard_normal((120, 170)).astype(np.float32))
                 for _ in range(4)]
     expected = [kernels.matmul(a, b, threads=1) for a, b in problems]
-    failures = []
 
     def worker(i):
         a, b = problems[i]
-        for _ in range(20):
-            if not np.array_equal(kernels.matmul(a, b, threads=2), expected[i]):
-                failures.append(i)
+        for k in range(20):
+            assert np.array_equal(kernels.matmul(a, b, threads=2), expected[i]), f"caller {i}, call {k}: wrong result"
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not any(t.is_alive() for t in threads), "a caller hung"
-    assert not failures, f"wrong results in callers {sorted(set(failures))}"
+    run_concurrently(worker, 4, timeout=120)
 
 
 def _cpu_seconds() -> float:

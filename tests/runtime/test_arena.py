@@ -8,11 +8,11 @@ import json
 import os
 import subprocess
 import sys
-import threading
 
 import numpy as np
 import pytest
 
+from aie_testing import run_concurrently
 from engine.arena import Arena, ArenaError, ArenaExhausted, bucket_of, parse_size, stats_all
 
 KIB, MIB = 1 << 10, 1 << 20
@@ -144,27 +144,17 @@ def test_not_requesting_hugepages_is_recorded():
 
 
 def test_concurrent_alloc_and_free(arena):
-    errors: list[BaseException] = []
-
     def work(seed: int) -> None:
         rng = np.random.default_rng(seed)
-        try:
-            for _ in range(100):
-                blocks = [arena.alloc(int(n)) for n in rng.integers(1, 20_000, 16)]
-                for i, b in enumerate(blocks):
-                    b.ndarray(np.uint8)[:] = seed * 16 + i
-                for i, b in enumerate(blocks):
-                    assert (b.ndarray(np.uint8) == seed * 16 + i).all()
-                    b.free()
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the main thread
-            errors.append(exc)
+        for _ in range(100):
+            blocks = [arena.alloc(int(n)) for n in rng.integers(1, 20_000, 16)]
+            for i, b in enumerate(blocks):
+                b.ndarray(np.uint8)[:] = seed * 16 + i
+            for i, b in enumerate(blocks):
+                assert (b.ndarray(np.uint8) == seed * 16 + i).all()
+                b.free()
 
-    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    assert not errors, errors
+    run_concurrently(work, 4, timeout=60)
     st = arena.stats()
     assert st["in_use"] == 0 and st["total_allocations"] == 4 * 100 * 16
 

@@ -13,24 +13,24 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from engine.session import InferenceSession
-from tests.runtime.engine_vs_ort import assert_matches_ort, zoo_dir, zoo_model  # noqa: F401 - fixtures
+from models import zoo as model_zoo
+from tests.runtime.op_oracle import assert_matches_ort
 
 H, M, L, DK, DV = 3, 70, 90, 16, 24  # M > one 64-row score tile, with a partial last tile
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_bert_mini_attention_fuses_per_layer(zoo_model, threads):
-    from models import zoo
+def test_bert_mini_attention_fuses_per_layer(zoo, threads):
     from models.bert_mini import LAYERS
 
-    path = zoo_model("bert_mini")
+    path = zoo("bert_mini")
     sess = InferenceSession(path, threads=threads)
     ops = Counter(n.op for n in sess.graph.nodes)
     assert ops["FusedAttention"] == LAYERS == 4 and ops["Softmax"] == 0, ops
-    steps = Counter(st["op_name"] for st in sess.profile(zoo.random_inputs("bert_mini", batch=1, seq=128, seed=1), 1))
+    steps = Counter(st["op_name"] for st in sess.profile(model_zoo.random_inputs("bert_mini", batch=1, seq=128, seed=1), 1))
     assert steps["attention"] == LAYERS and steps["softmax"] == 0, steps  # the fused step, not the composed fallback
     for batch, seq in ((1, 128), (7, 128), (7, 100)):
-        assert_matches_ort(path, zoo.random_inputs("bert_mini", batch=batch, seq=seq, seed=batch), sess)
+        assert_matches_ort(path, model_zoo.random_inputs("bert_mini", batch=batch, seq=seq, seed=batch), sess)
 
 
 def _model(path, *, mask_shape=("batch", 1, M, L), softmax_axis=-1, scale="div", leak=False):
@@ -73,6 +73,7 @@ def _feeds(path, batch):
 @pytest.mark.parametrize("variant", [dict(), dict(scale="mul"), dict(scale=None), dict(mask_shape=None),
                                      dict(mask_shape="const"), dict(mask_shape=("batch", 1, 1, L)),
                                      dict(mask_shape=(1, H, M, L))])
+@pytest.mark.op_test("FusedAttention")
 def test_exact_attention_fuses(tmp_path, variant):
     path = _model(tmp_path / "m.onnx", **variant)
     for threads in (1, 2):

@@ -12,7 +12,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from engine.session import InferenceSession
-from tests.runtime.engine_vs_ort import assert_matches_ort
+from tests.runtime.op_oracle import assert_matches_ort
 
 D = 48
 CHAIN_OPS = {"Pow", "ReduceMean", "Add", "Sqrt", "Div", "Reciprocal", "Mul"}
@@ -55,6 +55,7 @@ def _feeds(batch):
 @pytest.mark.parametrize("variant", [
     dict(), dict(square="mul"), dict(recip=True), dict(scale_first=True),
     dict(opset=18, axes_input=True), dict(opset=18, axes_input=True, axis=2, square="mul", recip=True)])
+@pytest.mark.op_test("FusedRMSNorm")
 def test_exact_chains_fuse_to_one_node(tmp_path, variant):
     path = _model(tmp_path / "m.onnx", **variant)
     for threads in (1, 2):

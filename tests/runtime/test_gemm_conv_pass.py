@@ -15,7 +15,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from engine.session import InferenceSession
-from tests.runtime.engine_vs_ort import assert_matches_ort
+from tests.runtime.op_oracle import assert_matches_ort
 
 K, N = 37, 45
 

@@ -11,17 +11,16 @@ import numpy as np
 import pytest
 
 from engine.session import InferenceSession
-from tests.runtime.engine_vs_ort import assert_matches_ort, zoo_dir, zoo_model  # noqa: F401 - fixtures
+from models import zoo as model_zoo
+from tests.runtime.op_oracle import assert_matches_ort
 
 
 def _inputs(name, batch):
-    from models import zoo
-
-    return zoo.random_inputs(name, batch=batch, seed=batch, seq=32)
+    return model_zoo.random_inputs(name, batch=batch, seed=batch, seq=32)
 
 
-def test_resnet_runs_as_one_nhwc_chain_with_fused_residuals(zoo_model):
-    sess = InferenceSession(zoo_model("resnet18"), threads=1)
+def test_resnet_runs_as_one_nhwc_chain_with_fused_residuals(zoo):
+    sess = InferenceSession(zoo("resnet18"), threads=1)
     ops = Counter(n.op for n in sess.graph.nodes)
     # One transpose in (the image), one out (after the global pool, a view);
     # every Add + Relu of a block rides in its Conv's epilogue.
@@ -31,28 +30,28 @@ def test_resnet_runs_as_one_nhwc_chain_with_fused_residuals(zoo_model):
     assert sum(1 for n in convs if len(n.inputs) > 4 and n.inputs[4]) == 8  # 8 basic blocks
 
 
-def test_detector_silu_and_bert_gelu_scale_are_fused(zoo_model):
-    det = Counter(n.op for n in InferenceSession(zoo_model("detector"), threads=1).graph.nodes)
+def test_detector_silu_and_bert_gelu_scale_are_fused(zoo):
+    det = Counter(n.op for n in InferenceSession(zoo("detector"), threads=1).graph.nodes)
     assert det["Sigmoid"] == 1 and det["Mul"] == 1, det  # only the head's decode remains
-    bert = Counter(n.op for n in InferenceSession(zoo_model("bert_mini"), threads=1).graph.nodes)
+    bert = Counter(n.op for n in InferenceSession(zoo("bert_mini"), threads=1).graph.nodes)
     assert bert["Erf"] == 0 and bert["Div"] == 0 and bert["Tanh"] == 0, bert
 
 
 @pytest.mark.parametrize("batch", [3, 4])
-def test_conv_batches_whose_last_tile_is_short(zoo_model, batch):
+def test_conv_batches_whose_last_tile_is_short(zoo, batch):
     # Batches 3/4 of cnn_bn and the detector hit the library's short last
     # im2col tile (see kernels/exec/conv.c); the answer must still be exact.
     for name in ("cnn_bn", "detector"):
-        path = zoo_model(name)
+        path = zoo(name)
         assert_matches_ort(path, _inputs(name, batch), InferenceSession(path, threads=1))
 
 
-def test_packed_weights_for_another_isa_are_repacked(zoo_model, tmp_path):
+def test_packed_weights_for_another_isa_are_repacked(zoo, tmp_path):
     from engine import aie_format
     from engine.convert import convert_file
 
     dst = tmp_path / "cnn.aie"
-    convert_file(zoo_model("cnn_bn"), dst)
+    convert_file(zoo("cnn_bn"), dst)
     model = aie_format.load(dst)
     for node in model.graph.nodes:
         if "_packed_isa" in node.attrs:
@@ -65,8 +64,8 @@ def test_packed_weights_for_another_isa_are_repacked(zoo_model, tmp_path):
     np.testing.assert_array_equal(sess.run(None, _inputs("cnn_bn", 2))[0], want)
 
 
-def test_small_steps_stay_on_one_thread_and_big_arenas_record_their_backing(zoo_model):
-    sess = InferenceSession(zoo_model("resnet18"), threads=2)
+def test_small_steps_stay_on_one_thread_and_big_arenas_record_their_backing(zoo):
+    sess = InferenceSession(zoo("resnet18"), threads=2)
     sess.run(None, _inputs("resnet18", 1))
     plan = sess.plans()[0]
     caps = plan.steps[:, 7]

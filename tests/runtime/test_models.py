@@ -13,7 +13,8 @@ import pytest
 from engine import aie_format
 from engine.convert import convert_file
 from engine.session import InferenceSession
-from tests.runtime.engine_vs_ort import assert_matches_ort, zoo_dir, zoo_model  # noqa: F401 - fixtures
+from models import zoo as model_zoo
+from tests.runtime.op_oracle import assert_matches_ort
 
 SMALL = ["digits", "mlp", "cnn_bn", "detector", "bert_mini"]
 LARGE = ["mobilenetv2", "resnet18"]
@@ -28,24 +29,22 @@ def _session(path, tmp_path, via, threads):
 
 
 def _inputs(name, batch):
-    from models import zoo
-
-    return zoo.random_inputs(name, batch=batch, seed=batch, seq=32)
+    return model_zoo.random_inputs(name, batch=batch, seed=batch, seq=32)
 
 
 @pytest.mark.parametrize("via", ["onnx", "aie"])
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("name", SMALL)
-def test_small_models_match_onnxruntime(zoo_model, tmp_path, name, via, threads):
-    path = zoo_model(name)
+def test_small_models_match_onnxruntime(zoo, tmp_path, name, via, threads):
+    path = zoo(name)
     sess = _session(path, tmp_path, via, threads)
     for batch in (1, 7):
         assert_matches_ort(path, _inputs(name, batch), sess)
 
 
 @pytest.mark.parametrize("name", LARGE)
-def test_large_models_match_onnxruntime_batch1(zoo_model, tmp_path, name):
-    path = zoo_model(name)
+def test_large_models_match_onnxruntime_batch1(zoo, tmp_path, name):
+    path = zoo(name)
     assert_matches_ort(path, _inputs(name, 1), _session(path, tmp_path, "aie", 2))
 
 
@@ -53,35 +52,35 @@ def test_large_models_match_onnxruntime_batch1(zoo_model, tmp_path, name):
 @pytest.mark.parametrize("via", ["onnx", "aie"])
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("name", SMALL + LARGE)
-def test_full_matrix(zoo_model, tmp_path, name, via, threads):
-    path = zoo_model(name)
+def test_full_matrix(zoo, tmp_path, name, via, threads):
+    path = zoo(name)
     sess = _session(path, tmp_path, via, threads)
     for batch in (1, 7, 64):
         assert_matches_ort(path, _inputs(name, batch), sess)
 
 
-def test_plan_cache_is_bounded(zoo_model):
-    sess = InferenceSession(zoo_model("mlp"), threads=1, plan_cache_size=3)
+def test_plan_cache_is_bounded(zoo):
+    sess = InferenceSession(zoo("mlp"), threads=1, plan_cache_size=3)
     for batch in range(1, 9):
         sess.run(None, _inputs("mlp", batch))
     assert sess.plan_count == 3
 
 
-def test_convert_summary_and_planned_memory(zoo_model, tmp_path):
+def test_convert_summary_and_planned_memory(zoo, tmp_path):
     dst = tmp_path / "cnn.aie"
-    summary = convert_file(zoo_model("cnn_bn"), dst)
+    summary = convert_file(zoo("cnn_bn"), dst)
     assert "fold_batchnorm" in summary.passes
     assert summary.op_counts.get("BatchNormalization", 0) == 0
     assert summary.arena_bytes > 0 and summary.weights_bytes > 0
     assert aie_format.planned_memory(dst) == aie_format.load(dst).weights.size + summary.arena_bytes
 
 
-def test_concurrent_runs_from_threads(zoo_model):
+def test_concurrent_runs_from_threads(zoo):
     from concurrent.futures import ThreadPoolExecutor
 
     import numpy as np
 
-    sess = InferenceSession(zoo_model("cnn_bn"), threads=1)
+    sess = InferenceSession(zoo("cnn_bn"), threads=1)
     feeds = [_inputs("cnn_bn", 3 + (i % 2)) for i in range(16)]
     expected = [sess.run(None, f)[0] for f in feeds]
     with ThreadPoolExecutor(4) as pool:

@@ -6,10 +6,18 @@ ways: outputs matching the expected ones within the case's tolerance, or a
 clean ConversionError (subclass) raised at load or first run — never a wrong
 answer and never any other exception. The pass count is printed and written
 to build/reports/onnx-node-tests.txt.
+
+The correct cases are pinned in onnx_node_suite_baseline.json: a case that
+was correct and is no longer fails the test by name, so the count can only
+grow. When it grows (or onnx is upgraded and renames cases), re-pin with
+
+    .venv/bin/python -m tests.runtime.test_onnx_node_suite --update-baseline
 """
 
 from __future__ import annotations
 
+import json
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -23,6 +31,8 @@ from engine.errors import ConversionError
 from engine.session import InferenceSession
 
 REPORT = Path(__file__).resolve().parents[2] / "build" / "reports" / "onnx-node-tests.txt"
+BASELINE = Path(__file__).with_name("onnx_node_suite_baseline.json")
+UPDATE = "python -m tests.runtime.test_onnx_node_suite --update-baseline"
 
 
 def _collect():
@@ -63,10 +73,22 @@ def _check_case(case, tmpdir: Path) -> str:
     return "pass"
 
 
-def test_every_node_case_is_correct_or_cleanly_unsupported(capsys):
+def op_types(graph: onnx.GraphProto) -> set[str]:
+    """Every op type a graph runs, its subgraphs' included."""
+    ops = set()
+    for node in graph.node:
+        ops.add(node.op_type)
+        for attr in node.attribute:
+            for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+                ops |= op_types(sub)
+    return ops
+
+
+def run_suite() -> tuple[dict[str, set[str]], int, list[str], int, float]:
+    """({correct case: its op types}, unsupported count, wrong/crashed lines, case count, seconds)."""
     cases = _collect()
     t0 = time.perf_counter()
-    passed, unsupported, wrong = 0, 0, []
+    passed, unsupported, wrong = {}, 0, []
     with tempfile.TemporaryDirectory() as tmp:
         for case in cases:
             try:
@@ -78,16 +100,54 @@ def test_every_node_case_is_correct_or_cleanly_unsupported(capsys):
                 wrong.append(f"CRASH {case.name}: {type(exc).__name__}: {str(exc)[:300]}")
                 continue
             if verdict == "pass":
-                passed += 1
+                passed[case.name] = op_types(case.model.graph)
             else:
                 unsupported += 1
-    elapsed = time.perf_counter() - t0
+    return passed, unsupported, wrong, len(cases), time.perf_counter() - t0
+
+
+def load_baseline() -> dict:
+    return json.loads(BASELINE.read_text())
+
+
+def write_baseline(passed: dict[str, set[str]]) -> None:
+    """The correct cases, and the op types they run (tests/runtime/test_op_coverage.py counts those ops as tested)."""
+    ops = sorted(set().union(*passed.values()))
+    BASELINE.write_text(json.dumps({"onnx": onnx.__version__, "correct": len(passed), "ops": ops,
+                                    "cases": sorted(passed)}, indent=1) + "\n")
+
+
+def test_every_node_case_is_correct_or_cleanly_unsupported(capsys):
+    passed, unsupported, wrong, total, elapsed = run_suite()
     REPORT.parent.mkdir(parents=True, exist_ok=True)
-    REPORT.write_text(f"onnx backend node tests: {passed} passed, {unsupported} unsupported (ConversionError), "
-                      f"{len(wrong)} wrong or crashed, of {len(cases)} cases ({elapsed:.0f} s)\n"
+    REPORT.write_text(f"onnx backend node tests: {len(passed)} passed, {unsupported} unsupported (ConversionError), "
+                      f"{len(wrong)} wrong or crashed, of {total} cases ({elapsed:.0f} s)\n"
                       + "".join(w + "\n" for w in wrong))
+    baseline = load_baseline()
+    lost = sorted(set(baseline["cases"]) - set(passed))
+    gained = sorted(set(passed) - set(baseline["cases"]))
     with capsys.disabled():
-        print(f"\nonnx node tests: {passed} passed, {unsupported} unsupported, {len(wrong)} wrong/crashed "
-              f"of {len(cases)} in {elapsed:.0f} s (report: {REPORT})")
-    assert passed > 0
+        print(f"\nonnx node tests: {len(passed)} passed (baseline {baseline['correct']}), {unsupported} unsupported, "
+              f"{len(wrong)} wrong/crashed of {total} in {elapsed:.0f} s (report: {REPORT})")
+        if gained and not lost:
+            print(f"{len(gained)} cases correct beyond the baseline; pin them: {UPDATE}")
     assert not wrong, f"{len(wrong)} cases gave a wrong answer or crashed:\n" + "\n".join(wrong[:40])
+    assert not lost, (f"{len(lost)} cases of the baseline are no longer correct (baseline onnx {baseline['onnx']}, "
+                      f"now {onnx.__version__}; re-pin with {UPDATE} only if that is intended): " + ", ".join(lost))
+
+
+def test_baseline_is_consistent():
+    baseline = load_baseline()
+    assert baseline["ops"] == sorted(set(baseline["ops"])), f"{BASELINE.name}: ops not sorted and unique"
+    assert baseline["correct"] == len(baseline["cases"]) == len(set(baseline["cases"])), \
+        f"{BASELINE.name}: count {baseline['correct']} != {len(baseline['cases'])} case names; re-pin with {UPDATE}"
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--update-baseline"]:
+        sys.exit(f"usage: {UPDATE}")
+    names, _, bad, _, _ = run_suite()
+    if bad:
+        sys.exit(f"not pinning: {len(bad)} cases wrong or crashed, first: {bad[0]}")
+    write_baseline(names)
+    print(f"{BASELINE}: {len(names)} correct cases pinned (onnx {onnx.__version__})")

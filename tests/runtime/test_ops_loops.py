@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from op_oracle import check_op
+from tests.runtime.op_oracle import check_op
 
 RNG = np.random.default_rng(9)
 F = TensorProto.FLOAT

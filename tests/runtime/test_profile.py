@@ -9,14 +9,12 @@ from __future__ import annotations
 import numpy as np
 
 from engine.session import InferenceSession
-from tests.runtime.engine_vs_ort import zoo_dir, zoo_model  # noqa: F401 - fixtures
+from models import zoo as model_zoo
 
 
-def test_profile_times_every_step_and_keeps_answers(zoo_model):
-    from models import zoo
-
-    sess = InferenceSession(zoo_model("cnn_bn"), threads=1)
-    feeds = zoo.random_inputs("cnn_bn", batch=2, seed=3)
+def test_profile_times_every_step_and_keeps_answers(zoo):
+    sess = InferenceSession(zoo("cnn_bn"), threads=1)
+    feeds = model_zoo.random_inputs("cnn_bn", batch=2, seed=3)
     want = sess.run(None, feeds)
     rows = sess.profile(feeds, repeats=2)
     plan = sess.plans()[0]

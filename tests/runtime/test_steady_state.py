@@ -9,20 +9,23 @@ import resource
 import numpy as np
 
 from engine.session import InferenceSession
-from tests.runtime.engine_vs_ort import zoo_dir, zoo_model  # noqa: F401 - fixtures
 
 
-def test_no_page_faults_after_warmup(zoo_model):
-    sess = InferenceSession(zoo_model("cnn_bn"), threads=1)
+def test_no_page_faults_after_warmup(zoo):
+    sess = InferenceSession(zoo("cnn_bn"), threads=1)
     x = {"input": np.random.default_rng(0).standard_normal((4, 3, 32, 32)).astype(np.float32)}
     for _ in range(50):
         sess.run(None, x)
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    for _ in range(1000):
-        sess.run(None, x)
-    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
-    # Python itself may fault a few pages (allocator arenas); inference
-    # memory must not: well under one fault per run.
-    assert faults < 20, f"{faults} minor page faults over 1000 runs"
+    windows = []
+    for _ in range(2):
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        for _ in range(1000):
+            sess.run(None, x)
+        windows.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+    # Python itself may fault pages once (a new 256 KiB allocator arena is
+    # 64 pages, needed or not depending on what earlier tests left behind);
+    # inference memory must not fault at all, so it would show in both
+    # windows of 1000 runs: the quieter one must be well under one per run.
+    assert min(windows) < 20, f"{windows} minor page faults over two windows of 1000 runs"
     [plan] = sess.plans()
     assert plan.arenas_created == 1

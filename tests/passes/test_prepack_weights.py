@@ -1,0 +1,55 @@
+"""prepack_weights, called directly: constant float32 GEMM B matrices and
+Conv weights get a packed blob as input 3 (tagged with the host ISA in
+_packed_isa), one blob per distinct weight and packing; runtime weights and
+non-float weights stay unpacked; the packed graph computes the same."""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import helper
+
+from engine.packing import host_isa
+from engine.passes.prepack import prepack_weights
+from tests.passes.graph_check import assert_computes_same, graph_of, model
+
+RNG = np.random.default_rng(8)
+K, N = 24, 40
+W = RNG.standard_normal((K, N)).astype(np.float32)
+
+
+def _packed(g):
+    return {n.name or n.outputs[0]: n.inputs[3] for n in g.nodes if len(n.inputs) > 3 and n.inputs[3]}
+
+
+def test_constant_matmul_weights_are_packed_once(tmp_path):
+    m = model([helper.make_node("MatMul", ["x", "W"], ["a"]), helper.make_node("MatMul", ["x", "W"], ["b"]),
+               helper.make_node("Add", ["a", "b"], ["y"])], {"x": ["batch", K]}, {"y": ["batch", N]}, {"W": W})
+    g = prepack_weights(graph_of(m))
+    mms = [n for n in g.nodes if n.op == "MatMul"]
+    assert all(n.attrs["_packed_isa"] == host_isa() for n in mms)
+    assert mms[0].inputs[3] == mms[1].inputs[3] == "W/packed"
+    assert g.initializers["W/packed"].dtype == np.uint8 and "W" in g.initializers  # raw weights kept for repacking
+    assert_computes_same(m, g, tmp_path)
+
+
+def test_conv_weights_are_packed(tmp_path):
+    w = RNG.standard_normal((8, 3, 3, 3)).astype(np.float32)
+    m = model([helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], {"x": [1, 3, 7, 7]}, {"y": [1, 8, 7, 7]},
+              {"w": w})
+    g = prepack_weights(graph_of(m))
+    assert g.nodes[0].inputs[3] == "w/packed" and "_packed_isa" in g.nodes[0].attrs
+    assert_computes_same(m, g, tmp_path)
+
+
+def test_runtime_weights_stay_unpacked(tmp_path):
+    m = model([helper.make_node("MatMul", ["x", "w"], ["y"])], {"x": ["batch", K], "w": [K, N]}, {"y": ["batch", N]})
+    g = prepack_weights(graph_of(m))
+    assert g.nodes[0].inputs == ["x", "w"] and "_packed_isa" not in g.nodes[0].attrs
+    assert_computes_same(m, g, tmp_path)
+
+
+def test_three_dimensional_matmul_weights_stay_unpacked():
+    m = model([helper.make_node("MatMul", ["x", "W3"], ["y"])], {"x": [2, 3, K]}, {"y": [2, 3, N]},
+              {"W3": np.stack([W, W])})
+    g = prepack_weights(graph_of(m))
+    assert g.nodes[0].inputs == ["x", "W3"]
