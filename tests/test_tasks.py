@@ -156,7 +156,7 @@ def test_zoo_refuses_an_unknown_model(tmp_path, capfd):
 
 
 def test_convert_arguments(monkeypatch):
-    convert = record(monkeypatch, "engine.convert.convert_spec_models")
+    convert = record(monkeypatch, "engine.deploy.convert_models.convert_spec_models")
     convert.rc = []  # no models: nothing to print
     invoke_tasks(["convert", "--spec", "s.yaml", "--out", "build/x"])
     assert convert.args == ([Path("s.yaml")], ROOT / "build/x") and convert.kwargs == {"progress": print}
@@ -255,3 +255,23 @@ def test_bench_arguments(monkeypatch):
     assert options.hosts == ["h"]
     assert bench.kwargs == {"rate": 50.0, "warmup_s": 5.0, "steady_s": 2.0, "spike_s": 10.0, "workers": 4,
                             "model": "mlp", "out_dir": ROOT / "build/r", "max_error_rate": 0.5}
+
+
+def test_quantize_arguments(monkeypatch):
+    quantize = record(monkeypatch, "engine.quantize.quantize_file")
+
+    class Result:
+        def lines(self):
+            return ["quantized"]
+    quantize.rc = Result()
+    invoke_tasks(["quantize", "--model", "m.onnx", "--calibration", "cal/", "--method", "percentile",
+                  "--percentile", "99.9", "--max-rel-err", "0.05"])
+    src, cal, dst, opts = quantize.args
+    assert (src, cal, dst) == (Path("m.onnx"), "cal/", Path("m.int8.onnx"))
+    assert (opts.method, opts.percentile, opts.max_rel_err, opts.min_top1_agreement) == ("percentile", 99.9, 0.05, None)
+
+
+def test_quantize_refuses_a_missing_calibration_set_in_one_line(tmp_path):
+    with pytest.raises(Exit) as exc:
+        invoke_tasks(["quantize", "--model", str(tmp_path / "m.onnx"), "--calibration", str(tmp_path / "none")])
+    assert exc.value.code == 1 and exc.value.message.startswith("quantize: ") and "\n" not in exc.value.message
