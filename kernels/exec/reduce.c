@@ -81,7 +81,7 @@ static void suffix_task(void *vctx, int64_t task, int64_t ntasks) {
 
 int aie_x_reduce(const aie_step_args *a) {
     int64_t op = a->ip[0], dt = a->ip[1], r = a->ip[2];
-    if (r < 1 || r > AIE_MAX_RANK) return aie_fail(AIE_EINVAL, "bad rank %lld", (long long)r);
+    if (r < 1 || r > AIE_MAX_DIMS) return aie_fail(AIE_EINVAL, "bad rank %lld", (long long)r);
     const int64_t *shape = a->ip + 3, *red = a->ip + 3 + r;
     int64_t total = 1, count = 1, first_red = r;
     for (int64_t d = 0; d < r; d++) {
@@ -104,7 +104,7 @@ int aie_x_reduce(const aie_step_args *a) {
     /* General case: one pass over the input with an output-index counter;
      * the accumulators live in the output itself (double where needed would
      * need scratch; float32 accumulation is acceptable for this rare path). */
-    int64_t ostr[AIE_MAX_RANK], cnt[AIE_MAX_RANK] = {0}, on = 1;
+    int64_t ostr[AIE_MAX_DIMS], cnt[AIE_MAX_DIMS] = {0}, on = 1;
     for (int64_t d = r - 1; d >= 0; d--) {
         ostr[d] = red[d] ? 0 : on;
         if (!red[d]) on *= shape[d];

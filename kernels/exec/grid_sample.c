@@ -3,7 +3,7 @@
  * denormalise, round (nearest: half to even), fold out-of-range coordinates
  * by the padding mode, then separable nearest / linear / cubic (Keys,
  * a = -0.75) taps whose indices are padded the same way. */
-#include "exec_ext.h"
+#include "exec_ops.h"
 
 #include <math.h>
 

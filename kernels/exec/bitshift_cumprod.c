@@ -1,6 +1,6 @@
 /* Extension element-wise ops: BitShift (broadcasting) and CumProd.
  * Scalar loops: these are rare ops, correctness first. */
-#include "exec_ext.h"
+#include "exec_ops.h"
 #include "nd_iter.h"
 
 /* T: the element type, U: its unsigned twin. As the ONNX reference: a shift
