@@ -13,8 +13,9 @@ from engine.kernels.eltwise import *  # noqa: F401,F403
 from engine.kernels.gemm import PackedB, get_threads, matmul, matmul_packed, pack_b, set_threads  # noqa: F401
 from engine.kernels.gemm_lowp import matmul_bf16, matmul_u8s8, pack_b_bf16, pack_b_s8  # noqa: F401
 from engine.kernels.layout import *  # noqa: F401,F403
-from engine.kernels.levels import (ISAS, LEVELS, available_isas, available_levels, best_isa, best_level, isa,  # noqa: F401
-                                   level, level_unsupported, set_isa, set_level, use_isa, use_level)
+from engine.kernels.levels import (ISAS, LEVELS, available_isas, available_levels, best_isa,  # noqa: F401
+                                   best_level, isa, level, level_unsupported, set_isa, set_level, use_isa,
+                                   use_level)
 from engine.kernels.norm import *  # noqa: F401,F403
 from engine.kernels.reduce import *  # noqa: F401,F403
 

@@ -201,6 +201,21 @@ class LstmStep(Int64Struct):
         ('workspace_bytes', ctypes.c_int64)]
 
 
+class AxisStep(Int64Struct):
+    """aie_axis_step."""
+
+    _fields_ = [('dtype', ctypes.c_int64), ('outer', ctypes.c_int64), ('n', ctypes.c_int64),
+        ('inner', ctypes.c_int64), ('flag0', ctypes.c_int64), ('flag1', ctypes.c_int64)]
+
+
+class GridSampleStep(Int64Struct):
+    """aie_grid_sample_step."""
+
+    _fields_ = [('N', ctypes.c_int64), ('C', ctypes.c_int64), ('H', ctypes.c_int64), ('W', ctypes.c_int64),
+        ('OH', ctypes.c_int64), ('OW', ctypes.c_int64), ('mode', ctypes.c_int64), ('padding', ctypes.c_int64),
+        ('align_corners', ctypes.c_int64)]
+
+
 class AttentionStep(Int64Struct):
     """aie_attention_step."""
 
@@ -215,4 +230,5 @@ STRUCTS = {'aie_exec_plan': ExecPlan, 'aie_step_record': StepRecord, 'aie_tensor
     'aie_epilogue': Epilogue, 'aie_qepilogue': Qepilogue, 'aie_conv2d_params': Conv2dParams,
     'aie_pool2d_params': Pool2dParams, 'aie_matmul_step': MatmulStep, 'aie_gemm_packed_step': GemmPackedStep,
     'aie_conv_step': ConvStep, 'aie_conv_pack_step': ConvPackStep, 'aie_pool_step': PoolStep,
-    'aie_resize_step': ResizeStep, 'aie_lstm_step': LstmStep, 'aie_attention_step': AttentionStep}
+    'aie_resize_step': ResizeStep, 'aie_lstm_step': LstmStep, 'aie_axis_step': AxisStep,
+    'aie_grid_sample_step': GridSampleStep, 'aie_attention_step': AttentionStep}

@@ -44,7 +44,8 @@ BINARY = {
     "Equal": (Binary.EQUAL, NUMERIC + (np.bool_,), True), "Less": (Binary.LESS, NUMERIC, True),
     "LessOrEqual": (Binary.LESS_EQUAL, NUMERIC, True), "Greater": (Binary.GREATER, NUMERIC, True),
     "GreaterOrEqual": (Binary.GREATER_EQUAL, NUMERIC, True),
-    "And": (Binary.AND, (np.bool_,), True), "Or": (Binary.OR, (np.bool_,), True), "Xor": (Binary.XOR, (np.bool_,), True),
+    "And": (Binary.AND, (np.bool_,), True), "Or": (Binary.OR, (np.bool_,), True),
+    "Xor": (Binary.XOR, (np.bool_,), True),
     "BitwiseAnd": (Binary.BITAND, INTS, False), "BitwiseOr": (Binary.BITOR, INTS, False),
     "BitwiseXor": (Binary.BITXOR, INTS, False),
 }

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.ir import NUMPY_TO_ONNX
-from engine.kernels.abi import Op, Reduce
+from engine.kernels.abi import AxisStep, Op, Reduce
 from engine.lowering import LoweringContext
 from engine.ops.common import normalize_axis
 from engine.ops.data import emit_fill
@@ -16,6 +16,13 @@ REDUCE = {"ReduceSum": Reduce.SUM, "ReduceMean": Reduce.MEAN, "ReduceMax": Reduc
           "ReduceL2": Reduce.L2, "ReduceLogSum": Reduce.LOG_SUM, "ReduceLogSumExp": Reduce.LOG_SUM_EXP}
 # First opset where the op takes axes as an input instead of an attribute.
 AXES_INPUT_SINCE = {"ReduceSum": 13}
+
+
+def axis_step(x, axis: int, flag0: int, flag1: int) -> AxisStep:
+    """The [outer, n, inner] view of x around `axis` with the op's two flags
+    (aie_axis_step: ArgMax/ArgMin, CumSum, CumProd, TopK)."""
+    return AxisStep(dtype=NUMPY_TO_ONNX[x.dtype], outer=int(np.prod(x.shape[:axis], dtype=np.int64)), n=x.shape[axis],
+                    inner=int(np.prod(x.shape[axis + 1:], dtype=np.int64)), flag0=flag0, flag1=flag1)
 
 
 def emit_reduce(ctx, out, x, op: int, reduced: list[int]) -> None:
@@ -108,9 +115,8 @@ def lower_argmax(ctx: LoweringContext) -> None:
         return
     if x.shape[axis] == 0:
         raise ctx.unsupported("ArgMax over an empty axis")
-    ctx.step(Op.ARGMAX, [out, x], [NUMPY_TO_ONNX[x.dtype], int(np.prod(x.shape[:axis], dtype=np.int64)), x.shape[axis],
-                                  int(np.prod(x.shape[axis + 1:], dtype=np.int64)), ctx.attr("select_last_index", 0),
-                                  1 if ctx.node.op == "ArgMin" else 0])
+    ctx.step(Op.ARGMAX, [out, x], axis_step(x, axis, ctx.attr("select_last_index", 0),
+                                            1 if ctx.node.op == "ArgMin" else 0).words())
 
 
 def lower_cumsum(ctx: LoweringContext) -> None:
@@ -119,9 +125,7 @@ def lower_cumsum(ctx: LoweringContext) -> None:
     axis = normalize_axis(int(ctx.const(1, "axis").reshape(-1)[0]), x.rank, ctx)
     out = ctx.out(0, x.shape, x.dtype)
     if out.size:
-        ctx.step(Op.CUMSUM, [out, x], [NUMPY_TO_ONNX[x.dtype], int(np.prod(x.shape[:axis], dtype=np.int64)),
-                                      x.shape[axis], int(np.prod(x.shape[axis + 1:], dtype=np.int64)),
-                                      ctx.attr("exclusive", 0), ctx.attr("reverse", 0)])
+        ctx.step(Op.CUMSUM, [out, x], axis_step(x, axis, ctx.attr("exclusive", 0), ctx.attr("reverse", 0)).words())
 
 
 RULES = {name: {1: lower_reduce} for name in REDUCE}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.kernels.abi import Op
+from engine.kernels.abi import GridSampleStep, Op
 from engine.lowering import LoweringContext
 from engine.ops.compose import Composer, const
 
@@ -32,8 +32,9 @@ def lower_grid_sample(ctx: LoweringContext) -> None:
         return
     if H * W == 0:
         raise ctx.unsupported(f"sampling an empty image {x.shape}")
-    ctx.step(Op.GRID_SAMPLE, [out, x, grid], [N, C, H, W, OH, OW, MODES[mode], PADDING[pad],
-                                            int(bool(ctx.attr("align_corners", 0)))])
+    params = GridSampleStep(N=N, C=C, H=H, W=W, OH=OH, OW=OW, mode=MODES[mode], padding=PADDING[pad],
+                            align_corners=int(bool(ctx.attr("align_corners", 0))))
+    ctx.step(Op.GRID_SAMPLE, [out, x, grid], params.words())
 
 
 def _base_grid(sizes, align: int) -> np.ndarray:

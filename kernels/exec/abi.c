@@ -35,7 +35,8 @@ int64_t aie_abi_value(const char *name) {
 /* field NULL: sizeof the struct; else offsetof the field (a tail included). */
 static int64_t layout(const char *type, const char *field) {
 #define AIE_STRUCT(s) if (!strcmp(type, "aie_" #s) && !field) return (int64_t)sizeof(aie_##s);
-#define AIE_FIELD(s, t, f) if (!strcmp(type, "aie_" #s) && field && !strcmp(field, #f)) return (int64_t)offsetof(aie_##s, f);
+#define AIE_FIELD(s, t, f) \
+    if (!strcmp(type, "aie_" #s) && field && !strcmp(field, #f)) return (int64_t)offsetof(aie_##s, f);
 #define AIE_TAIL(s, f) AIE_FIELD(s, i64, f)
 #define AIE_STRUCT_END(s)
 #include "aie_ops.def"

@@ -136,7 +136,8 @@ int aie_x_layernorm(const aie_step_args *a) {
 }
 
 int aie_x_argmax(const aie_step_args *a) {
-    int64_t dt = a->ip[0], outer = a->ip[1], n = a->ip[2], inner = a->ip[3], last = a->ip[4], is_min = a->ip[5];
+    const aie_axis_step *sp = (const aie_axis_step *)(const void *)a->ip;
+    int64_t dt = sp->dtype, outer = sp->outer, n = sp->n, inner = sp->inner, last = sp->flag0, is_min = sp->flag1;
     int64_t *o = a->t[0];
     for (int64_t ou = 0; ou < outer; ou++)
         for (int64_t ii = 0; ii < inner; ii++) {
@@ -153,7 +154,8 @@ int aie_x_argmax(const aie_step_args *a) {
 }
 
 int aie_x_cumsum(const aie_step_args *a) {
-    int64_t dt = a->ip[0], outer = a->ip[1], n = a->ip[2], inner = a->ip[3], excl = a->ip[4], rev = a->ip[5];
+    const aie_axis_step *sp = (const aie_axis_step *)(const void *)a->ip;
+    int64_t dt = sp->dtype, outer = sp->outer, n = sp->n, inner = sp->inner, excl = sp->flag0, rev = sp->flag1;
     for (int64_t ou = 0; ou < outer; ou++)
         for (int64_t ii = 0; ii < inner; ii++) {
             double acc = 0;

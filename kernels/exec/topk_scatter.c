@@ -47,7 +47,8 @@ static int topk_cmp(const void *pa, const void *pb, void *ctx) {
 }
 
 int aie_x_topk(const aie_step_args *a) {
-    int64_t dt = a->ip[0], outer = a->ip[1], n = a->ip[2], inner = a->ip[3], k = a->ip[4], largest = a->ip[5];
+    const aie_axis_step *sp = (const aie_axis_step *)(const void *)a->ip;
+    int64_t dt = sp->dtype, outer = sp->outer, n = sp->n, inner = sp->inner, k = sp->flag0, largest = sp->flag1;
     size_t es = aie_dtype_size(dt);
     if (!(dt == AIE_DT_F32 || dt == AIE_DT_F64 || dt == AIE_DT_I32 || dt == AIE_DT_I64))
         return aie_fail(AIE_EINVAL, "topk: dtype %lld", (long long)dt);

@@ -76,10 +76,10 @@ extern "C" {
  *             w [4H, I], r [4H, H], bias [8H] (or NONE), h [B, H] state in/out,
  *             c [B, H] state in/out, gates [B, 4H], GEMM workspace.
  *             ip: aie_lstm_step.
- *   ARGMAX    t: out (int64), in. ip: dtype, outer, n, inner, select_last, is_min.
+ *   ARGMAX    t: out (int64), in. ip: aie_axis_step (select_last, is_min).
  *   GATHER_ELEMENTS t: out, data, indices (int64/int32). ip: esize, rank,
  *             shape_out[r], data_shape[r], axis, idx dtype.
- *   CUMSUM    t: out, in. ip: dtype, outer, n, inner, exclusive, reverse.
+ *   CUMSUM    t: out, in. ip: aie_axis_step (exclusive, reverse).
  *   CONV_TRANSPOSE 2-D transposed convolution, NHWC (aie_conv_transpose2d).
  *             t: y, x, packed weights, bias (or NONE), workspace.
  *             ip: aie_conv_step. fp: p0, p1.
@@ -93,10 +93,10 @@ extern "C" {
  *             rank, shape[r], out_strides[r], a_strides[r], b_strides[r]. A
  *             count outside [0, bits) gives 0 (-1 for negative values shifted
  *             right).
- *   CUMPROD   t: out, in. ip: dtype, outer, n, inner, exclusive, reverse.
- *   TOPK      t: values, indices (int64), x, workspace (n int64). ip: dtype,
- *             outer, n, inner, k, largest. Sorted; equal values keep the lower
- *             index first.
+ *   CUMPROD   t: out, in. ip: aie_axis_step (exclusive, reverse).
+ *   TOPK      t: values, indices (int64), x, workspace (n int64).
+ *             ip: aie_axis_step (k, largest). Sorted; equal values keep the
+ *             lower index first.
  *   SCATTER_ELEMENTS t: out (holding a copy of data), indices, updates.
  *             ip: esize, dtype, reduction (AIE_SR_*), rank, idx_shape[r],
  *             data_shape[r], axis, idx dtype.
@@ -106,8 +106,7 @@ extern "C" {
  *             tuples_per_batch, k, batch_stride (elements), slice (elements),
  *             dims[k].
  *   GRID_SAMPLE t: y [N, C, OH, OW], x [N, C, H, W], grid [N, OH, OW, 2].
- *             ip: N, C, H, W, OH, OW, mode (0 nearest, 1 linear, 2 cubic),
- *             padding (0 zeros, 1 border, 2 reflection), align_corners. float32.
+ *             ip: aie_grid_sample_step. float32.
  *   RMS_NORM  t: y, x, scale. ip: rows, cols. fp: eps. y = x / sqrt(mean(x^2)
  *             + eps) * scale.
  *   ATTENTION Fused attention (kernels/exec/attention_fused.c). t: y, q, kt,
