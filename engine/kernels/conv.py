@@ -19,47 +19,21 @@ import numpy as np
 
 from engine.errors import KernelError
 from engine.kernels._lib import check, lib
+from engine.kernels.abi import Conv2dParams, Epilogue, Pool2dParams, UNARY_EPILOGUE, UNARY_NAMES, Unary
 
-_F32P = ctypes.POINTER(ctypes.c_float)
 _AIE_EINVAL = -1
 
 
-CONV_FIELDS = ("N", "H", "W", "C", "K", "R", "S", "stride_h", "stride_w", "dil_h", "dil_w",
-               "pad_top", "pad_left", "pad_bottom", "pad_right", "groups", "out_pad_h", "out_pad_w")
-POOL_FIELDS = ("N", "H", "W", "C", "kh", "kw", "stride_h", "stride_w", "dil_h", "dil_w",
-               "pad_top", "pad_left", "pad_bottom", "pad_right")
+# The C structs, generated from kernels/include/aie_ops.def: ctypes checks
+# argument types by class, so the converter (engine.packing) uses these too.
+ConvParams, PoolParams = Conv2dParams, Pool2dParams
+CONV_FIELDS = tuple(name for name, _ in ConvParams._fields_)
+POOL_FIELDS = tuple(name for name, _ in PoolParams._fields_[:-2])  # then ceil_mode, count_include_pad
 
-
-# The one Python definition of these C structs: ctypes checks argument types
-# by class, so the converter (engine.packing) must use these very classes.
-class ConvParams(ctypes.Structure):
-    """aie_conv2d_params: 18 int64, in the order the executor reads them."""
-
-    _fields_ = [(name, ctypes.c_int64) for name in CONV_FIELDS]
-
-    def words(self) -> list[int]:
-        return [int(getattr(self, f)) for f in CONV_FIELDS]
-
-
-class PoolParams(ctypes.Structure):
-    """aie_pool2d_params."""
-
-    _fields_ = [(name, ctypes.c_int64) for name in POOL_FIELDS] + [
-        ("ceil_mode", ctypes.c_int32), ("count_include_pad", ctypes.c_int32)]
-
-
-class _Epilogue(ctypes.Structure):
-    """aie_epilogue (aie_gemm.h); the conv kernels take the bias separately."""
-
-    _fields_ = [("bias", _F32P), ("bias_kind", ctypes.c_int), ("act", ctypes.c_int),
-                ("p0", ctypes.c_float), ("p1", ctypes.c_float)]
-
-
-# aie_activation codes (aie_gemm.h) and how many parameters each takes.
-_ACTIVATIONS = {
-    "relu": (1, 0), "clip": (2, 2), "gelu": (3, 0), "gelu_tanh": (4, 0), "sigmoid": (5, 0),
-    "silu": (6, 0), "hardswish": (7, 0), "hardsigmoid": (8, 2), "leaky_relu": (9, 1), "tanh": (10, 0),
-}
+# Activation name -> (code, parameter count): the unary ops a conv epilogue applies.
+_ACT_PARAMS = {"clip": 2, "hardsigmoid": 2, "leaky_relu": 1}
+_ACTIVATIONS = {UNARY_NAMES[u]: (u, _ACT_PARAMS.get(UNARY_NAMES[u], 0))
+                for u in sorted(UNARY_EPILOGUE) if u != Unary.IDENTITY}
 _POOL_MAX, _POOL_AVG = 0, 1
 
 _bound = False
@@ -72,7 +46,7 @@ def _c():
     if not _bound:
         cp, pp = ctypes.POINTER(ConvParams), ctypes.POINTER(PoolParams)
         i64p, vp, sz = ctypes.POINTER(ctypes.c_int64), ctypes.c_void_p, ctypes.c_size_t
-        ep = ctypes.POINTER(_Epilogue)
+        ep = ctypes.POINTER(Epilogue)
         for name, res, args in (
             ("aie_conv2d_output_shape", ctypes.c_int, [cp, i64p, i64p]),
             ("aie_conv2d_packed_size", sz, [cp]),
@@ -126,9 +100,9 @@ def _ints(name: str, value, n: int, minimum: int) -> tuple[int, ...]:
     return out
 
 
-def _epilogue(activation) -> _Epilogue:
+def _epilogue(activation) -> Epilogue:
     if activation is None:
-        return _Epilogue(None, 0, 0, 0.0, 0.0)
+        return Epilogue(None, 0, 0, 0.0, 0.0)
     if activation == "relu6":
         activation = ("clip", 0.0, 6.0)
     name, *params = (activation,) if isinstance(activation, str) else tuple(activation)
@@ -138,7 +112,7 @@ def _epilogue(activation) -> _Epilogue:
     if len(params) != nparams:
         raise ValueError(f"activation {name!r} takes {nparams} parameter(s), got {len(params)}")
     p = [float(v) for v in params] + [0.0, 0.0]
-    return _Epilogue(None, 0, code, p[0], p[1])
+    return Epilogue(None, 0, code, p[0], p[1])
 
 
 def _threads(threads: int | None) -> int:

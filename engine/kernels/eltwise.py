@@ -15,17 +15,14 @@ import numpy as np
 
 from engine.errors import KernelError
 from engine.kernels._lib import lib
+from engine.kernels.abi import DType, MAX_DIMS, UNARY_NAMES, UNARY_VECTOR
 
-MAX_DIMS = 8  # AIE_MAX_DIMS
+# aie_binary/aie_compare/aie_cast dtypes: onnx.TensorProto codes
+DTYPE_CODES = {np.dtype(np.float32): DType.F32, np.dtype(np.uint8): DType.U8, np.dtype(np.int32): DType.I32,
+               np.dtype(np.int64): DType.I64, np.dtype(np.bool_): DType.BOOL}
 
-# aie_dtype: onnx.TensorProto codes
-DTYPE_CODES = {np.dtype(np.float32): 1, np.dtype(np.uint8): 2, np.dtype(np.int32): 6,
-               np.dtype(np.int64): 7, np.dtype(np.bool_): 9}
-
-_UNARY = {name: i for i, name in enumerate((
-    "relu", "leaky_relu", "sigmoid", "tanh", "erf", "gelu", "gelu_tanh", "hardsigmoid",
-    "hardswish", "silu", "exp", "log", "sqrt", "reciprocal", "abs", "neg", "clip", "floor",
-    "ceil", "round", "sign", "softplus", "elu", "selu"))}
+# name -> code of the unary ops aie_unary implements (the float32 vector library)
+_UNARY = {UNARY_NAMES[u]: u for u in sorted(UNARY_VECTOR)}
 _BINARY = {name: i for i, name in enumerate((
     "add", "sub", "mul", "div", "pow", "max", "min", "and", "or", "xor"))}
 _COMPARE = {name: i for i, name in enumerate(("equal", "not_equal", "less", "less_equal",

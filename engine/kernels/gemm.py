@@ -15,34 +15,15 @@ import threading
 import numpy as np
 
 from engine.kernels._lib import check, lib
+from engine.kernels.abi import Epilogue, UNARY_EPILOGUE, UNARY_NAMES, Unary
+from engine.kernels.levels import isa
 
-ACTIVATIONS = {
-    "relu": 1,
-    "clip": 2,
-    "gelu": 3,
-    "gelu_tanh": 4,
-    "sigmoid": 5,
-    "silu": 6,
-    "hardswish": 7,
-    "hardsigmoid": 8,
-    "leaky_relu": 9,
-    "tanh": 10,
-}
+# Activation name -> its code: the unary ops a GEMM epilogue applies.
+ACTIVATIONS = {UNARY_NAMES[u]: u for u in sorted(UNARY_EPILOGUE) if u != Unary.IDENTITY}
 # Parameter defaults follow ONNX (HardSigmoid alpha=0.2 beta=0.5, LeakyRelu alpha=0.01).
 _ACT_DEFAULTS = {"clip": (-np.inf, np.inf), "hardsigmoid": (0.2, 0.5), "leaky_relu": (0.01, 0.0)}
 
 _BIAS_NONE, _BIAS_COL, _BIAS_ROW = 0, 1, 2
-_FLOAT_P = ctypes.POINTER(ctypes.c_float)
-
-
-class _Epilogue(ctypes.Structure):
-    _fields_ = [
-        ("bias", _FLOAT_P),
-        ("bias_kind", ctypes.c_int),
-        ("act", ctypes.c_int),
-        ("p0", ctypes.c_float),
-        ("p1", ctypes.c_float),
-    ]
 
 
 _declared = False
@@ -53,7 +34,7 @@ def _api() -> ctypes.CDLL:
     handle = lib()
     if not _declared:
         i64, f32, vp, sz, ci = ctypes.c_int64, ctypes.c_float, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int
-        ep = ctypes.POINTER(_Epilogue)
+        ep = ctypes.POINTER(Epilogue)
         handle.aie_sgemm_workspace_size.argtypes = [i64, i64, i64, ci]
         handle.aie_sgemm_workspace_size.restype = sz
         handle.aie_sgemm.argtypes = [ci, ci, i64, i64, i64, f32, vp, i64, vp, i64, f32, vp, i64, ep, vp, sz, ci]
@@ -116,8 +97,8 @@ def _matrix(name: str, x, dtypes=(np.float32,), fn: str = "matmul") -> tuple[np.
     )
 
 
-def _epilogue(bias, activation, m: int, n: int) -> tuple[_Epilogue | None, np.ndarray | None]:
-    ep = _Epilogue()
+def _epilogue(bias, activation, m: int, n: int) -> tuple[Epilogue | None, np.ndarray | None]:
+    ep = Epilogue()
     keep = None
     if bias is not None:
         if not isinstance(bias, np.ndarray) or bias.dtype != np.float32:
@@ -132,7 +113,7 @@ def _epilogue(bias, activation, m: int, n: int) -> tuple[_Epilogue | None, np.nd
                 f"(1, {n}), or a column ({m}, 1)"
             )
         keep = np.ascontiguousarray(bias).reshape(-1)
-        ep.bias = keep.ctypes.data_as(_FLOAT_P)
+        ep.bias = keep.ctypes.data
         ep.bias_kind = kind
     if activation is not None:
         name, *params = (activation,) if isinstance(activation, str) else tuple(activation)
@@ -287,8 +268,6 @@ class PackedB:
 
 def pack_b(b, *, trans_b=False) -> PackedB:
     """Pack op(b) (K x N) for matmul_packed; the result is tied to the current ISA."""
-    from engine.kernels import isa
-
     b, b_t, ldb = _matrix("b", b)
     tb = bool(trans_b) != b_t
     k, n = (b.shape[1], b.shape[0]) if trans_b else b.shape
@@ -302,8 +281,6 @@ def pack_b(b, *, trans_b=False) -> PackedB:
 def matmul_packed(a, packed: PackedB, *, bias=None, activation=None, alpha=1.0, beta=0.0, out=None, trans_a=False,
                   threads=None) -> np.ndarray:
     """matmul with a B pre-packed by pack_b (same options as matmul)."""
-    from engine.kernels import isa
-
     if not isinstance(packed, PackedB):
         raise ValueError(f"matmul_packed: packed must be a PackedB from pack_b, got {type(packed).__name__}")
     if packed.isa != isa():

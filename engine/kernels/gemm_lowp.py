@@ -16,24 +16,13 @@ import ctypes
 import numpy as np
 
 from engine.kernels._lib import check, lib
-from engine.kernels.gemm import _Epilogue, _epilogue, _matrix, _ptr, _threads, _workspace
+from engine.kernels.abi import Epilogue, Qepilogue
+from engine.kernels.gemm import _epilogue, _matrix, _ptr, _threads, _workspace
 
 _A_F32, _A_BF16 = 0, 1
 OUT_KINDS = {"int32": 0, "float32": 1, "uint8": 2}
 _OUT_DTYPES = {"int32": np.int32, "float32": np.float32, "uint8": np.uint8}
 MAX_K_INT8 = 32768  # AIE_GEMM_S8_MAX_K
-
-
-class _QEpilogue(ctypes.Structure):
-    _fields_ = [
-        ("out", ctypes.c_int),
-        ("a_scale", ctypes.c_float),
-        ("b_scale", ctypes.c_void_p),
-        ("y_scale", ctypes.c_float),
-        ("y_zero", ctypes.c_int32),
-        ("bias_s32", ctypes.c_void_p),
-        ("ep", ctypes.POINTER(_Epilogue)),
-    ]
 
 
 _declared = False
@@ -53,11 +42,11 @@ def _api() -> ctypes.CDLL:
         for name in ("aie_gemm_bf16_pack_b", "aie_gemm_s8_pack_b"):
             getattr(handle, name).argtypes = [ci, i64, i64, vp, i64, vp, sz]
             getattr(handle, name).restype = ci
-        handle.aie_gemm_bf16.argtypes = [i64, i64, i64, vp, ci, i64, vp, vp, i64, ctypes.POINTER(_Epilogue), vp, sz,
+        handle.aie_gemm_bf16.argtypes = [i64, i64, i64, vp, ci, i64, vp, vp, i64, ctypes.POINTER(Epilogue), vp, sz,
                                          ci]
         handle.aie_gemm_bf16.restype = ci
         handle.aie_gemm_u8s8.argtypes = [i64, i64, i64, vp, i64, ctypes.c_int32, vp, vp, i64,
-                                         ctypes.POINTER(_QEpilogue), vp, sz, ci]
+                                         ctypes.POINTER(Qepilogue), vp, sz, ci]
         handle.aie_gemm_u8s8.restype = ci
         handle.aie_gemm_bf16_path.restype = ctypes.c_char_p
         handle.aie_gemm_s8_path.restype = ctypes.c_char_p
@@ -195,7 +184,7 @@ def matmul_u8s8(a, packed: PackedLowpB, *, a_zero=0, out_dtype="int32", a_scale=
             raise ValueError(f"{fn}: {name} must be an integer in 0..255 (a uint8 zero point), got {zero!r}")
     a, m, lda = _a_rows(fn, a, (np.uint8,), packed)
     n = packed.n
-    q = _QEpilogue(out=OUT_KINDS[out_dtype], y_zero=int(y_zero))
+    q = Qepilogue(out=OUT_KINDS[out_dtype], y_zero=int(y_zero))
     keep = []
     if out_dtype != "int32":
         if a_scale is None or b_scale is None:
@@ -221,7 +210,7 @@ def matmul_u8s8(a, packed: PackedLowpB, *, a_zero=0, out_dtype="int32", a_scale=
     elif out_dtype == "float32":
         ep, bias_keep = _epilogue(bias, activation, m, n)
         if ep is not None:
-            q.ep = ctypes.pointer(ep)
+            q.ep = ctypes.addressof(ep)
             keep += [ep, bias_keep]
     elif bias is not None or activation is not None:
         raise ValueError(f"{fn}: bias and activation need out_dtype float32 or uint8")

@@ -13,14 +13,13 @@ from __future__ import annotations
 from typing import Callable
 
 from engine.errors import UnsupportedOperatorError
-from engine.ops import control, data, elementwise, linear, nn, recurrent, reduce
-from engine.ops import (attention, bitwise, cumulative, einsum, fused_attention, fused_norm, loops, losses, masking,
-                        normalization, pooling_ext, quantize, recurrent_ext, sampling, scatter, scatter_ext, sorting,
-                        spectral)
+from engine.ops import (attention, bitwise, control, cumulative, data, einsum, elementwise, fused_attention, fused_norm,
+                        linear, loops, losses, lp_pool, masking, nn, normalization, quantize, recurrent,
+                        recurrent_unrolled, reduce, sampling, scatter, scatter_composed, sorting, spectral)
 
 _FAMILIES = (data, elementwise, linear, nn, reduce, control, recurrent, masking, normalization, losses, attention,
-             bitwise, cumulative, scatter, sorting, recurrent_ext, einsum, pooling_ext, sampling,
-             spectral, quantize, scatter_ext, loops, fused_norm, fused_attention)
+             bitwise, cumulative, scatter, sorting, recurrent_unrolled, einsum, lp_pool, sampling,
+             spectral, quantize, scatter_composed, loops, fused_norm, fused_attention)
 
 REGISTRY: dict[str, dict[int, Callable]] = {}
 KNOWN_ATTRS: dict[str, set[str]] = {}

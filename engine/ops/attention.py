@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.lowering import LoweringContext
 from engine.ops.compose import Composer, const, ints, wanted
-from engine.plan import LoweringContext
 
 _F32 = (np.float32,)
 # softmax_precision values whose result float32 arithmetic reproduces within

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.ir import NUMPY_TO_ONNX
+from engine.ir import NUMPY_TO_ONNX, ONNX_TO_NUMPY
+from engine.kernels.abi import Op
+from engine.lowering import LoweringContext, Value
 from engine.ops.common import INTS, broadcast_shape, broadcast_strides, collapse, contiguous_strides
 from engine.ops.compose import Composer
-from engine.ops.exec_ext import X_BITSHIFT
-from engine.plan import LoweringContext, Value
 
 def lower_bitshift(ctx: LoweringContext) -> None:
     a, b = ctx.input(0), ctx.input(1)
@@ -29,7 +29,7 @@ def lower_bitshift(ctx: LoweringContext) -> None:
         return
     cshape, (so, sa, sb) = collapse(shape, contiguous_strides(shape), broadcast_strides(a.shape, shape),
                                     broadcast_strides(b.shape, shape))
-    ctx.step(X_BITSHIFT, [out, a, b], [NUMPY_TO_ONNX[a.dtype], 1 if direction == "RIGHT" else 0, len(cshape),
+    ctx.step(Op.BITSHIFT, [out, a, b], [NUMPY_TO_ONNX[a.dtype], 1 if direction == "RIGHT" else 0, len(cshape),
                                        *cshape, *so, *sa, *sb])
 
 
@@ -43,8 +43,6 @@ def lower_bitwise_not(ctx: LoweringContext) -> None:
 
 def lower_bitcast(ctx: LoweringContext) -> None:
     """The same bytes read as another type of the same width: a view."""
-    from engine.ir import ONNX_TO_NUMPY
-
     x = ctx.input(0)
     to = ctx.attr("to")
     if to not in ONNX_TO_NUMPY:

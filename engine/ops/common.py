@@ -1,18 +1,8 @@
-"""Shared helpers for lowering rules: opcodes, strides, broadcasting."""
+"""Shared helpers for lowering rules: dtype sets, strides, broadcasting."""
 
 from __future__ import annotations
 
 import numpy as np
-
-# Opcodes: mirror kernels/include/aie_exec.h.
-X_COPY, X_FILL, X_UNARY, X_BINARY, X_CAST, X_WHERE, X_GATHER, X_REDUCE, X_SOFTMAX = 1, 2, 3, 4, 5, 6, 7, 8, 9
-X_MATMUL, X_CONV, X_POOL, X_LAYERNORM, X_JUMP_IF_NOT, X_JUMP, X_PAD, X_RESIZE, X_LSTM = 10, 11, 12, 13, 14, 15, 16, 17, 18
-X_ARGMAX, X_GATHER_ELEMENTS, X_CUMSUM, X_CONV_TRANSPOSE = 19, 20, 21, 22
-X_CONV_PACK, X_GLOBAL_POOL, X_GEMM_PACKED = 23, 24, 25
-
-# aie_activation (kernels/include/aie_gemm.h)
-ACT_NONE, ACT_RELU, ACT_CLIP, ACT_GELU, ACT_GELU_TANH, ACT_SIGMOID, ACT_SILU, ACT_HARDSWISH = 0, 1, 2, 3, 4, 5, 6, 7
-ACT_HARDSIGMOID, ACT_LEAKY_RELU, ACT_TANH = 8, 9, 10
 
 FLOAT = (np.float32,)
 FLOATS = (np.float32, np.float64)

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.ir import Node
-from engine.plan import LoweringContext, Value
+from engine.ir import NUMPY_TO_ONNX, Node
+from engine.lowering import LoweringContext, Value
 
 # 18: the first opset where every Reduce* takes axes as an input.
 COMPOSE_OPSET = 18
@@ -40,17 +40,14 @@ class Composer:
     def op(self, op_type: str, *inputs: Value | None, n_out: int = 1, **attrs):
         """Lower one `op_type` node over `inputs`; its output Value (a list
         when n_out > 1). Inputs all known at plan time are folded."""
-        from engine.ops import resolve
-        from engine.plan import fold_node
-
         self._count += 1
         base = f"{self.ctx.node.name}/{op_type}_{self._count}"
         node = Node(op_type, base, [f"{base}:in{i}" if v is not None else "" for i, v in enumerate(inputs)],
                     [f"{base}:out{i}" for i in range(n_out)], dict(attrs))
-        rule = resolve(node, COMPOSE_OPSET)
         planner = self.ctx.planner
+        rule = planner.resolve(node, COMPOSE_OPSET)
         if planner.fold and all(v is None or v.const is not None for v in inputs):
-            outs = fold_node(node, list(inputs), COMPOSE_OPSET)
+            outs = planner.fold_node(node, list(inputs), COMPOSE_OPSET)
         else:
             sub = LoweringContext(planner, node, list(inputs))
             sub.opset = COMPOSE_OPSET
@@ -86,8 +83,6 @@ class Composer:
         return self.op("Transpose", x, perm=list(perm))
 
     def cast(self, x: Value, dtype) -> Value:
-        from engine.ir import NUMPY_TO_ONNX
-
         if x.dtype == np.dtype(dtype):
             return x
         return self.op("Cast", x, to=NUMPY_TO_ONNX[np.dtype(dtype)])

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.ops.common import X_JUMP, X_JUMP_IF_NOT
+from engine.kernels.abi import Op
+from engine.lowering import LoweringContext
 from engine.ops.data import emit_copy
-from engine.plan import LoweringContext
 
 
 def lower_if(ctx: LoweringContext) -> None:
@@ -21,13 +21,13 @@ def lower_if(ctx: LoweringContext) -> None:
             ctx.set_out(i, r)
         return
     planner = ctx.planner
-    ctx.step(X_JUMP_IF_NOT, [cond], [0])
+    ctx.step(Op.JUMP_IF_NOT, [cond], [0])
     jump_else = planner.steps[-1]
     then_results = ctx.lower_subgraph(then_g)
     outs = [ctx.out(i, r.shape, r.dtype) for i, r in enumerate(then_results)]
     for o, r in zip(outs, then_results):
         emit_copy(ctx, o, r)
-    ctx.step(X_JUMP, [], [0])
+    ctx.step(Op.JUMP, [], [0])
     jump_end = planner.steps[-1]
     jump_else.ints[0] = len(planner.steps)
     else_results = ctx.lower_subgraph(else_g)

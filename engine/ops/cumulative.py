@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.ir import NUMPY_TO_ONNX
+from engine.kernels.abi import Op
+from engine.lowering import LoweringContext
 from engine.ops.common import normalize_axis
-from engine.ops.exec_ext import X_CUMPROD
-from engine.plan import LoweringContext
+from engine.ops.reduce import axis_step
 
 
 def lower_cumprod(ctx: LoweringContext) -> None:
@@ -16,9 +16,7 @@ def lower_cumprod(ctx: LoweringContext) -> None:
     axis = normalize_axis(int(ctx.const(1, "axis").reshape(-1)[0]), x.rank, ctx)
     out = ctx.out(0, x.shape, x.dtype)
     if out.size:
-        ctx.step(X_CUMPROD, [out, x], [NUMPY_TO_ONNX[x.dtype], int(np.prod(x.shape[:axis], dtype=np.int64)),
-                                       x.shape[axis], int(np.prod(x.shape[axis + 1:], dtype=np.int64)),
-                                       ctx.attr("exclusive", 0), ctx.attr("reverse", 0)])
+        ctx.step(Op.CUMPROD, [out, x], axis_step(x, axis, ctx.attr("exclusive", 0), ctx.attr("reverse", 0)).words())
 
 
 RULES = {"CumProd": {26: lower_cumprod}}

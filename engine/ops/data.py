@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.ops.common import (ALL, X_COPY, X_FILL, X_GATHER, X_GATHER_ELEMENTS, X_PAD, broadcast_shape,
-                               broadcast_strides, collapse, contiguous_strides, normalize_axis)
-from engine.plan import LoweringContext, Value
+from engine.kernels.abi import Op
+from engine.lowering import LoweringContext, Step, Value
+from engine.ops.common import ALL, broadcast_shape, broadcast_strides, collapse, contiguous_strides, normalize_axis
 
 
 def emit_copy(planner_or_ctx, dst: Value, src: Value, shape=None, strides=None, offset_elems: int = 0,
@@ -24,7 +24,7 @@ def emit_copy(planner_or_ctx, dst: Value, src: Value, shape=None, strides=None, 
         planner_or_ctx_planner(planner_or_ctx).materialize(src)
     view = Value(src.shape, src.dtype, buf=src.buf, offset=src.offset + offset_elems * src.dtype.itemsize)
     step = _step_fn(planner_or_ctx)
-    step(X_COPY, [dst, view], [src.dtype.itemsize, len(cshape), *cshape, *cdst, *cst])
+    step(Op.COPY, [dst, view], [src.dtype.itemsize, len(cshape), *cshape, *cdst, *cst])
 
 
 def planner_or_ctx_planner(p):
@@ -34,7 +34,6 @@ def planner_or_ctx_planner(p):
 def _step_fn(p):
     if isinstance(p, LoweringContext):
         return p.step
-    from engine.plan import Step
 
     return lambda op, tensors, ints=(), floats=(): p.emit(Step(op, list(tensors), list(ints), list(floats)))
 
@@ -249,7 +248,7 @@ def lower_gather(ctx: LoweringContext) -> None:
         return
     outer = int(np.prod(data.shape[:axis], dtype=np.int64))
     inner = int(np.prod(data.shape[axis + 1:], dtype=np.int64))
-    ctx.step(X_GATHER, [out, data, idx],
+    ctx.step(Op.GATHER, [out, data, idx],
              [data.dtype.itemsize, outer, data.shape[axis], inner, idx.size, 6 if idx.dtype == np.int32 else 7])
 
 
@@ -260,7 +259,7 @@ def lower_gather_elements(ctx: LoweringContext) -> None:
     out = ctx.out(0, idx.shape, data.dtype)
     if out.size == 0:
         return
-    ctx.step(X_GATHER_ELEMENTS, [out, data, idx],
+    ctx.step(Op.GATHER_ELEMENTS, [out, data, idx],
              [data.dtype.itemsize, data.rank, *idx.shape, *data.shape, axis, 6 if idx.dtype == np.int32 else 7])
 
 
@@ -273,7 +272,7 @@ def _value_bits(value, dtype) -> int:
 
 def emit_fill(ctx, out: Value, value) -> None:
     if out.size:
-        ctx.step(X_FILL, [out], [out.dtype.itemsize, out.size, _value_bits(value, out.dtype)])
+        ctx.step(Op.FILL, [out], [out.dtype.itemsize, out.size, _value_bits(value, out.dtype)])
 
 
 def lower_constant(ctx: LoweringContext) -> None:
@@ -331,7 +330,7 @@ def lower_pad(ctx: LoweringContext) -> None:
     out = ctx.out(0, shape, x.dtype)
     if out.size == 0:
         return
-    ctx.step(X_PAD, [out, x], [x.dtype.itemsize, x.rank, *x.shape, *shape, *begin,
+    ctx.step(Op.PAD, [out, x], [x.dtype.itemsize, x.rank, *x.shape, *shape, *begin,
                                {"constant": 0, "reflect": 1, "edge": 2}[mode], _value_bits(value, x.dtype)])
 
 

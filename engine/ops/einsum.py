@@ -10,9 +10,9 @@ import string
 
 import numpy as np
 
+from engine.lowering import LoweringContext
 from engine.ops.common import NUMERIC
 from engine.ops.compose import Composer, ints
-from engine.plan import LoweringContext
 
 
 def _parse(ctx, equation: str, operands):

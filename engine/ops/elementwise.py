@@ -5,55 +5,62 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.ir import NUMPY_TO_ONNX
-from engine.ops.common import (ALL, FLOATS, INTS, NUMERIC, X_BINARY, X_CAST, X_UNARY, X_WHERE, broadcast_shape,
-                               broadcast_strides, collapse)
-from engine.plan import LoweringContext, Value
+from engine.ir import NUMPY_TO_ONNX, ONNX_TO_NUMPY
+from engine.kernels.abi import Binary, Op, Unary
+from engine.lowering import LoweringContext, Value
+from engine.ops.common import ALL, FLOATS, INTS, NUMERIC, broadcast_shape, broadcast_strides, collapse
+from engine.ops.data import emit_copy, emit_fill
 
-# name -> (aie unary code, default alpha, default beta, allowed dtypes)
+_SIGNED = (np.int8, np.int16, np.int32, np.int64)
+# name -> (unary op, default alpha, default beta, allowed dtypes)
 UNARY = {
-    "Relu": (1, None, None, NUMERIC), "Sigmoid": (2, None, None, FLOATS), "Tanh": (3, None, None, FLOATS),
-    "Exp": (4, None, None, FLOATS), "Log": (5, None, None, FLOATS), "Sqrt": (6, None, None, FLOATS),
-    "Reciprocal": (7, None, None, FLOATS), "Neg": (8, None, None, FLOATS + (np.int8, np.int16, np.int32, np.int64)),
-    "Abs": (9, None, None, NUMERIC), "Erf": (10, None, None, FLOATS), "Ceil": (11, None, None, FLOATS),
-    "Floor": (12, None, None, FLOATS), "Round": (13, None, None, FLOATS), "Sin": (14, None, None, FLOATS),
-    "Cos": (15, None, None, FLOATS), "Tan": (16, None, None, FLOATS), "Asin": (17, None, None, FLOATS),
-    "Acos": (18, None, None, FLOATS), "Atan": (19, None, None, FLOATS), "Sinh": (20, None, None, FLOATS),
-    "Cosh": (21, None, None, FLOATS), "Asinh": (22, None, None, FLOATS), "Acosh": (23, None, None, FLOATS),
-    "Atanh": (24, None, None, FLOATS), "Sign": (25, None, None, FLOATS + (np.int8, np.int16, np.int32, np.int64)),
-    "Not": (26, None, None, (np.bool_,)),
-    "LeakyRelu": (28, ("alpha", 0.01), None, FLOATS), "Elu": (29, ("alpha", 1.0), None, FLOATS),
-    "Selu": (30, ("alpha", 1.67326319217681884765625), ("gamma", 1.05070102214813232421875), FLOATS),
-    "HardSigmoid": (31, ("alpha", 0.2), ("beta", 0.5), FLOATS), "HardSwish": (32, None, None, FLOATS),
-    "Softplus": (33, None, None, FLOATS), "Softsign": (34, None, None, FLOATS),
-    "Celu": (37, ("alpha", 1.0), None, FLOATS), "ThresholdedRelu": (38, ("alpha", 1.0), None, FLOATS),
-    "Mish": (39, None, None, FLOATS),
+    "Relu": (Unary.RELU, None, None, NUMERIC), "Sigmoid": (Unary.SIGMOID, None, None, FLOATS),
+    "Tanh": (Unary.TANH, None, None, FLOATS), "Exp": (Unary.EXP, None, None, FLOATS),
+    "Log": (Unary.LOG, None, None, FLOATS), "Sqrt": (Unary.SQRT, None, None, FLOATS),
+    "Reciprocal": (Unary.RECIPROCAL, None, None, FLOATS), "Neg": (Unary.NEG, None, None, FLOATS + _SIGNED),
+    "Abs": (Unary.ABS, None, None, NUMERIC), "Erf": (Unary.ERF, None, None, FLOATS),
+    "Ceil": (Unary.CEIL, None, None, FLOATS), "Floor": (Unary.FLOOR, None, None, FLOATS),
+    "Round": (Unary.ROUND, None, None, FLOATS), "Sin": (Unary.SIN, None, None, FLOATS),
+    "Cos": (Unary.COS, None, None, FLOATS), "Tan": (Unary.TAN, None, None, FLOATS),
+    "Asin": (Unary.ASIN, None, None, FLOATS), "Acos": (Unary.ACOS, None, None, FLOATS),
+    "Atan": (Unary.ATAN, None, None, FLOATS), "Sinh": (Unary.SINH, None, None, FLOATS),
+    "Cosh": (Unary.COSH, None, None, FLOATS), "Asinh": (Unary.ASINH, None, None, FLOATS),
+    "Acosh": (Unary.ACOSH, None, None, FLOATS), "Atanh": (Unary.ATANH, None, None, FLOATS),
+    "Sign": (Unary.SIGN, None, None, FLOATS + _SIGNED), "Not": (Unary.NOT, None, None, (np.bool_,)),
+    "LeakyRelu": (Unary.LEAKY_RELU, ("alpha", 0.01), None, FLOATS), "Elu": (Unary.ELU, ("alpha", 1.0), None, FLOATS),
+    "Selu": (Unary.SELU, ("alpha", 1.67326319217681884765625), ("gamma", 1.05070102214813232421875), FLOATS),
+    "HardSigmoid": (Unary.HARDSIGMOID, ("alpha", 0.2), ("beta", 0.5), FLOATS),
+    "HardSwish": (Unary.HARDSWISH, None, None, FLOATS), "Softplus": (Unary.SOFTPLUS, None, None, FLOATS),
+    "Softsign": (Unary.SOFTSIGN, None, None, FLOATS), "Celu": (Unary.CELU, ("alpha", 1.0), None, FLOATS),
+    "ThresholdedRelu": (Unary.THRESHOLDED_RELU, ("alpha", 1.0), None, FLOATS),
+    "Mish": (Unary.MISH, None, None, FLOATS),
 }
-U_CLIP, U_GELU, U_GELU_TANH = 27, 35, 36
-U_ISNAN, U_ISINF_POS, U_ISINF_NEG, U_ISINF = 40, 41, 42, 43
 
-# name -> (aie binary code, allowed dtypes, result is bool)
+# name -> (binary op, allowed dtypes, result is bool)
 BINARY = {
-    "Add": (0, NUMERIC, False), "Sub": (1, NUMERIC, False), "Mul": (2, NUMERIC, False), "Div": (3, NUMERIC, False),
-    "Pow": (4, FLOATS + (np.int32, np.int64), False), "PRelu": (9, NUMERIC, False),
-    "Equal": (10, NUMERIC + (np.bool_,), True), "Less": (11, NUMERIC, True), "LessOrEqual": (12, NUMERIC, True),
-    "Greater": (13, NUMERIC, True), "GreaterOrEqual": (14, NUMERIC, True),
-    "And": (15, (np.bool_,), True), "Or": (16, (np.bool_,), True), "Xor": (17, (np.bool_,), True),
-    "BitwiseAnd": (18, INTS, False), "BitwiseOr": (19, INTS, False), "BitwiseXor": (20, INTS, False),
+    "Add": (Binary.ADD, NUMERIC, False), "Sub": (Binary.SUB, NUMERIC, False), "Mul": (Binary.MUL, NUMERIC, False),
+    "Div": (Binary.DIV, NUMERIC, False), "Pow": (Binary.POW, FLOATS + (np.int32, np.int64), False),
+    "PRelu": (Binary.PRELU, NUMERIC, False),
+    "Equal": (Binary.EQUAL, NUMERIC + (np.bool_,), True), "Less": (Binary.LESS, NUMERIC, True),
+    "LessOrEqual": (Binary.LESS_EQUAL, NUMERIC, True), "Greater": (Binary.GREATER, NUMERIC, True),
+    "GreaterOrEqual": (Binary.GREATER_EQUAL, NUMERIC, True),
+    "And": (Binary.AND, (np.bool_,), True), "Or": (Binary.OR, (np.bool_,), True),
+    "Xor": (Binary.XOR, (np.bool_,), True),
+    "BitwiseAnd": (Binary.BITAND, INTS, False), "BitwiseOr": (Binary.BITOR, INTS, False),
+    "BitwiseXor": (Binary.BITXOR, INTS, False),
 }
-B_MAX, B_MIN, B_MOD, B_FMOD = 5, 6, 7, 8
 
 
 def emit_unary(ctx: LoweringContext, out: Value, x: Value, code: int, alpha=0.0, beta=0.0) -> None:
     if out.size:
-        ctx.step(X_UNARY, [out, x], [code, NUMPY_TO_ONNX[x.dtype], x.size], [alpha, beta])
+        ctx.step(Op.UNARY, [out, x], [code, NUMPY_TO_ONNX[x.dtype], x.size], [alpha, beta])
 
 
 def emit_binary(ctx: LoweringContext, out: Value, a: Value, b: Value, code: int) -> None:
     if out.size == 0:
         return
     shape, (sa, sb) = collapse(out.shape, broadcast_strides(a.shape, out.shape), broadcast_strides(b.shape, out.shape))
-    ctx.step(X_BINARY, [out, a, b], [code, NUMPY_TO_ONNX[a.dtype], len(shape), *shape, *sa, *sb])
+    ctx.step(Op.BINARY, [out, a, b], [code, NUMPY_TO_ONNX[a.dtype], len(shape), *shape, *sa, *sb])
 
 
 def lower_unary(ctx: LoweringContext) -> None:
@@ -71,24 +78,22 @@ def lower_gelu(ctx: LoweringContext) -> None:
     approx = ctx.attr("approximate", "none")
     if approx not in ("none", "tanh"):
         raise ctx.unsupported(f"approximate={approx!r}")
-    emit_unary(ctx, ctx.out(0, x.shape, x.dtype), x, U_GELU if approx == "none" else U_GELU_TANH)
+    emit_unary(ctx, ctx.out(0, x.shape, x.dtype), x, Unary.GELU if approx == "none" else Unary.GELU_TANH)
 
 
 def lower_isnan(ctx: LoweringContext) -> None:
     x = ctx.input(0)
     ctx.require_dtype(x, FLOATS)
-    emit_unary(ctx, ctx.out(0, x.shape, np.bool_), x, U_ISNAN)
+    emit_unary(ctx, ctx.out(0, x.shape, np.bool_), x, Unary.ISNAN)
 
 
 def lower_isinf(ctx: LoweringContext) -> None:
     x = ctx.input(0)
     ctx.require_dtype(x, FLOATS)
     pos, neg = ctx.attr("detect_positive", 1), ctx.attr("detect_negative", 1)
-    code = U_ISINF if pos and neg else U_ISINF_POS if pos else U_ISINF_NEG if neg else None
+    code = Unary.ISINF if pos and neg else Unary.ISINF_POS if pos else Unary.ISINF_NEG if neg else None
     out = ctx.out(0, x.shape, np.bool_)
     if code is None:
-        from engine.ops.data import emit_fill
-
         emit_fill(ctx, out, False)
     else:
         emit_unary(ctx, out, x, code)
@@ -107,7 +112,7 @@ def lower_clip(ctx: LoweringContext) -> None:
         if x.dtype.kind == "f":
             lo = lo if lo_v is not None and lo_v.size else -np.inf
             hi = hi if hi_v is not None and hi_v.size else np.inf
-    emit_unary(ctx, ctx.out(0, x.shape, x.dtype), x, U_CLIP, lo, hi)
+    emit_unary(ctx, ctx.out(0, x.shape, x.dtype), x, Unary.CLIP, lo, hi)
 
 
 def _binary_inputs(ctx, allowed):
@@ -145,7 +150,7 @@ def lower_mod(ctx: LoweringContext) -> None:
     fmod = ctx.attr("fmod", 0)
     if a.dtype.kind == "f" and not fmod:
         raise ctx.unsupported("fmod=0 on floating-point inputs (ONNX requires fmod=1)")
-    emit_binary(ctx, ctx.out(0, shape, a.dtype), a, b, B_FMOD if fmod else B_MOD)
+    emit_binary(ctx, ctx.out(0, shape, a.dtype), a, b, Binary.FMOD if fmod else Binary.MOD)
 
 
 def lower_variadic(ctx: LoweringContext) -> None:
@@ -155,7 +160,7 @@ def lower_variadic(ctx: LoweringContext) -> None:
         ctx.require_dtype(x, NUMERIC if ctx.node.op in ("Max", "Min") else FLOATS + (np.int32, np.int64))
         if x.dtype != xs[0].dtype:
             raise ctx.unsupported("input dtypes differ")
-    code = {"Sum": 0, "Mean": 0, "Max": B_MAX, "Min": B_MIN}[ctx.node.op]
+    code = {"Sum": Binary.ADD, "Mean": Binary.ADD, "Max": Binary.MAX, "Min": Binary.MIN}[ctx.node.op]
     shape = broadcast_shape(*[x.shape for x in xs])
     if len(xs) == 1:
         acc = xs[0]
@@ -168,23 +173,19 @@ def lower_variadic(ctx: LoweringContext) -> None:
             acc = nxt
     if ctx.node.op == "Mean":
         n = Value((), acc.dtype, const=np.array(len(xs), acc.dtype))
-        emit_binary(ctx, ctx.out(0, shape, acc.dtype), acc, n, 3)
+        emit_binary(ctx, ctx.out(0, shape, acc.dtype), acc, n, Binary.DIV)
     elif len(xs) == 1:
-        from engine.ops.data import emit_copy
-
         emit_copy(ctx, ctx.out(0, shape, acc.dtype), acc, shape, broadcast_strides(acc.shape, shape))
 
 
 def cast_value(ctx: LoweringContext, x: Value, dtype) -> Value:
     out = ctx.temp(x.shape, dtype)
     if x.size:
-        ctx.step(X_CAST, [out, x], [NUMPY_TO_ONNX[np.dtype(dtype)], NUMPY_TO_ONNX[x.dtype], x.size])
+        ctx.step(Op.CAST, [out, x], [NUMPY_TO_ONNX[np.dtype(dtype)], NUMPY_TO_ONNX[x.dtype], x.size])
     return out
 
 
 def lower_cast(ctx: LoweringContext) -> None:
-    from engine.ir import ONNX_TO_NUMPY
-
     x = ctx.input(0)
     to = ctx.attr("to")
     if to not in ONNX_TO_NUMPY:
@@ -198,7 +199,7 @@ def lower_cast(ctx: LoweringContext) -> None:
         return
     out = ctx.out(0, x.shape, dtype)
     if x.size:
-        ctx.step(X_CAST, [out, x], [to, NUMPY_TO_ONNX[x.dtype], x.size])
+        ctx.step(Op.CAST, [out, x], [to, NUMPY_TO_ONNX[x.dtype], x.size])
 
 
 def lower_cast_like(ctx: LoweringContext) -> None:
@@ -222,7 +223,7 @@ def lower_where(ctx: LoweringContext) -> None:
     if out.size == 0:
         return
     cshape, strides = collapse(shape, *(broadcast_strides(v.shape, shape) for v in (c, x, y)))
-    ctx.step(X_WHERE, [out, c, x, y], [x.dtype.itemsize, len(cshape), *cshape, *strides[0], *strides[1], *strides[2]])
+    ctx.step(Op.WHERE, [out, c, x, y], [x.dtype.itemsize, len(cshape), *cshape, *strides[0], *strides[1], *strides[2]])
 
 
 RULES = {name: {1: lower_unary} for name in UNARY}

@@ -13,18 +13,17 @@ import ctypes
 
 import numpy as np
 
+from engine.kernels._lib import lib
+from engine.kernels.abi import AttentionStep, Op
+from engine.lowering import LoweringContext
 from engine.ops.common import broadcast_strides
 from engine.ops.compose import Composer
-from engine.ops.exec_ext import X_ATTENTION
-from engine.plan import LoweringContext
 
 _F32 = (np.float32,)
 TILE_ROWS = 64  # query rows per score tile: a [64, L] tile stays in L2 for L up to a few thousand
 
 
 def attention_workspace(tile: int, length: int, dk: int, dv: int, workers: int) -> int:
-    from engine.kernels._lib import lib
-
     fn = lib().aie_attention_workspace
     fn.restype = ctypes.c_size_t
     fn.argtypes = [ctypes.c_int64] * 5
@@ -64,7 +63,10 @@ def lower_fused_attention(ctx: LoweringContext) -> None:
     tile = min(M, TILE_ROWS)
     ws_bytes = attention_workspace(tile, L, dk, dv, max(ctx.planner.nthreads, 1))
     ws = ctx.scratch(ws_bytes)
-    ctx.step(X_ATTENTION, [out, q, kt, v, mask, ws], [B, H, M, L, dk, dv, *strides, ws_bytes, tile], [alpha])
+    sb, sh, sm, sl = strides
+    params = AttentionStep(B=B, H=H, M=M, L=L, dk=dk, dv=dv, mask_stride_b=sb, mask_stride_h=sh, mask_stride_m=sm,
+                           mask_stride_l=sl, workspace_bytes=ws_bytes, tile=tile)
+    ctx.step(Op.ATTENTION, [out, q, kt, v, mask, ws], params.words(), [alpha])
 
 
 RULES = {"FusedAttention": {1: lower_fused_attention}}

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.kernels.abi import Op
+from engine.lowering import LoweringContext
 from engine.ops.compose import Composer
-from engine.ops.exec_ext import X_RMS_NORM
-from engine.plan import LoweringContext
 
 _F32 = (np.float32,)
 
@@ -26,7 +26,7 @@ def lower_fused_rms_norm(ctx: LoweringContext) -> None:
             and len(np.broadcast_shapes(x.shape, scale.shape)) == x.rank:
         out = ctx.out(0, x.shape, np.float32)
         if out.size:
-            ctx.step(X_RMS_NORM, [out, x, scale], [x.size // cols, cols], [eps])
+            ctx.step(Op.RMS_NORM, [out, x, scale], [x.size // cols, cols], [eps])
         return
     c = Composer(ctx)
     mean_sq = c.reduce("ReduceMean", c.mul(x, x), [x.rank - 1])

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.ops.common import ACT_NONE, X_GEMM_PACKED, X_MATMUL, broadcast_shape, broadcast_strides
-from engine.packing import gemm_workspace
-from engine.plan import LoweringContext, Value
+from engine.kernels.abi import GemmPackedStep, MatmulStep, Op, Unary
+from engine.lowering import LoweringContext, Value
+from engine.ops.common import broadcast_shape, broadcast_strides
+from engine.ops.data import emit_copy, emit_fill
+from engine.packing import gemm_workspace, host_isa, pack_gemm_b
 
 BIAS_NONE, BIAS_COL, BIAS_ROW = 0, 1, 2
 
@@ -17,8 +19,6 @@ def _packed_b(ctx, b: Value, trans_b: int) -> Value | None:
     """B packed for aie_sgemm_packed: the converter's (input 3, packed for
     _packed_isa) when it matches this host, else packed now when B is a
     constant; None when B is computed at run time."""
-    from engine.packing import host_isa, pack_gemm_b
-
     packed = ctx.input(3)
     if packed is not None and ctx.attr("_packed_isa") == host_isa():
         return packed
@@ -29,28 +29,30 @@ def _packed_b(ctx, b: Value, trans_b: int) -> Value | None:
 
 
 def emit_gemm_packed(ctx, out: Value, a: Value, packed: Value, M, N, K, *, trans_a=0, lda=None,
-                     bias: Value | None = None, bias_kind=BIAS_NONE, act=ACT_NONE, p0=0.0, p1=0.0, alpha=1.0,
+                     bias: Value | None = None, bias_kind=BIAS_NONE, act=Unary.IDENTITY, p0=0.0, p1=0.0, alpha=1.0,
                      beta=0.0) -> None:
     lda = lda if lda is not None else (M if trans_a else K)
     ws_bytes = gemm_workspace(M, N, K, ctx.planner.nthreads)
-    ctx.step(X_GEMM_PACKED, [out, a, packed, bias, ctx.scratch(ws_bytes)],
-             [M, N, K, trans_a, lda, bias_kind, act, ws_bytes], [alpha, beta, p0, p1])
+    params = GemmPackedStep(M=M, N=N, K=K, trans_a=trans_a, lda=lda, bias_kind=bias_kind, act=act,
+                            workspace_bytes=ws_bytes)
+    ctx.step(Op.GEMM_PACKED, [out, a, packed, bias, ctx.scratch(ws_bytes)], params.words(), [alpha, beta, p0, p1])
 
 
 def emit_matmul(ctx, out: Value, a: Value, b: Value, M, N, K, *, trans_a=0, trans_b=0, lda=None, ldb=None,
-                bias: Value | None = None, bias_kind=BIAS_NONE, act=ACT_NONE, p0=0.0, p1=0.0, alpha=1.0, beta=0.0,
+                bias: Value | None = None, bias_kind=BIAS_NONE, act=Unary.IDENTITY, p0=0.0, p1=0.0, alpha=1.0, beta=0.0,
                 batch_shape=(), a_bstrides=(), b_bstrides=()) -> None:
     lda = lda if lda is not None else (M if trans_a else K)
     ldb = ldb if ldb is not None else (K if trans_b else N)
     ws_bytes = gemm_workspace(M, N, K, ctx.planner.nthreads)
     ws = ctx.scratch(ws_bytes)
-    ctx.step(X_MATMUL, [out, a, b, bias, ws],
-             [M, N, K, trans_a, trans_b, lda, ldb, bias_kind, act, len(batch_shape), *batch_shape, *a_bstrides,
-              *b_bstrides, ws_bytes], [alpha, beta, p0, p1])
+    params = MatmulStep(M=M, N=N, K=K, trans_a=trans_a, trans_b=trans_b, lda=lda, ldb=ldb, bias_kind=bias_kind,
+                        act=act, workspace_bytes=ws_bytes, batch_rank=len(batch_shape))
+    ctx.step(Op.MATMUL, [out, a, b, bias, ws], params.words() + [*batch_shape, *a_bstrides, *b_bstrides],
+             [alpha, beta, p0, p1])
 
 
 def _epilogue(ctx):
-    return ctx.attr("_act", ACT_NONE), ctx.attr("_p0", 0.0), ctx.attr("_p1", 0.0)
+    return ctx.attr("_act", Unary.IDENTITY), ctx.attr("_p0", 0.0), ctx.attr("_p1", 0.0)
 
 
 def lower_matmul(ctx: LoweringContext) -> None:
@@ -77,8 +79,6 @@ def lower_matmul(ctx: LoweringContext) -> None:
     act, p0, p1 = _epilogue(ctx)
     alpha = ctx.attr("_alpha", 1.0)
     if K == 0:
-        from engine.ops.data import emit_fill
-
         emit_fill(ctx, out, 0.0)
         return
     # Fold batch dims of A into M when B is shared (the common x @ W case).
@@ -129,8 +129,6 @@ def lower_gemm(ctx: LoweringContext) -> None:
         elif cs == (M, 1) and beta == 1.0 and M > 1:
             bias, kind = c, BIAS_ROW
         else:
-            from engine.ops.data import emit_copy
-
             emit_copy(ctx, out, c, (M, N), broadcast_strides(c.shape, (M, N)))
             beta_run = beta
     if K == 0:

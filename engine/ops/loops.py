@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.lowering import LoweringContext
 from engine.ops.compose import Composer, const, ints
-from engine.plan import LoweringContext
 
 # Plan size grows with every unrolled iteration: past this it is better to
 # report the model than to build a huge plan.

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.lowering import LoweringContext
 from engine.ops.compose import Composer, ints, wanted
-from engine.plan import LoweringContext
 
 REDUCTIONS = ("none", "sum", "mean")
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.ir import ONNX_TO_NUMPY
+from engine.lowering import LoweringContext
 from engine.ops.common import FLOATS, NUMERIC, normalize_axis
 from engine.ops.compose import Composer, const, ints, wanted
-from engine.plan import LoweringContext
 
 
 def lower_trilu(ctx: LoweringContext) -> None:
@@ -74,8 +75,6 @@ def lower_one_hot(ctx: LoweringContext) -> None:
 
 
 def lower_eye_like(ctx: LoweringContext) -> None:
-    from engine.ir import ONNX_TO_NUMPY
-
     x = ctx.input(0)
     if x.rank != 2:
         raise ctx.unsupported(f"input of rank {x.rank} (needs 2)")

@@ -13,10 +13,13 @@ import math
 
 import numpy as np
 
-from engine.ops.common import X_CONV, X_CONV_PACK, X_CONV_TRANSPOSE, X_GLOBAL_POOL, X_POOL, X_RESIZE
+from engine.kernels.abi import Binary, ConvPackStep, ConvStep, Op, PoolStep, Reduce, ResizeStep, Unary
+from engine.lowering import LoweringContext, Value
 from engine.ops.data import emit_copy
 from engine.ops.elementwise import emit_binary, emit_unary
-from engine.plan import LoweringContext, Value
+from engine.ops.reduce import emit_reduce
+from engine.packing import (conv_output_shape, conv_params, conv_workspace, host_isa, is_winograd_blob, pack_conv,
+                            packed_conv_size, pool_output_shape, pool_params, winograd_wins)
 
 
 def _spatial(ctx, sizes, kernel):
@@ -84,8 +87,6 @@ def _nhwc_result(ctx, shape) -> Value:
 def _packed_weights(ctx, w: Value, params, group: int, transposed: bool) -> Value:
     """The packed weight blob: the converter's (input 3) when it was packed
     for this host's ISA, else packed now from a constant, else by a step."""
-    from engine.packing import host_isa, is_winograd_blob, pack_conv, packed_conv_size, winograd_wins
-
     packed = ctx.input(3)
     # Winograd where the library prefers it for this input size: the
     # converter chose by channel counts alone, so a blob of the other kind
@@ -102,17 +103,11 @@ def _packed_weights(ctx, w: Value, params, group: int, transposed: bool) -> Valu
     if size == 0:
         raise ctx.unsupported(f"weights {w.shape} cannot be packed for group {group}")
     out = ctx.temp((size,), np.uint8)
-    ctx.step(X_CONV_PACK, [out, w], params.words() + [int(transposed), size])
+    ctx.step(Op.CONV_PACK, [out, w], ConvPackStep(conv=params, transposed=int(transposed), packed_bytes=size).words())
     return out
 
 
-# activation code (aie_activation) -> executor unary code, for the unfused fallback
-_ACT_UNARY = {1: 1, 2: 27, 3: 35, 4: 36, 5: 2, 6: 44, 7: 32, 8: 31, 9: 28, 10: 3}
-
-
 def lower_conv(ctx: LoweringContext) -> None:
-    from engine.packing import conv_output_shape, conv_params, conv_workspace
-
     x, w, b = ctx.input(0), ctx.input(1), ctx.input(2)
     for v in (x, w):
         ctx.require_dtype(v, (np.float32,))
@@ -151,10 +146,10 @@ def lower_conv(ctx: LoweringContext) -> None:
         _conv_step(ctx, conv_y, xt, packed, b, None, params, 0, 0.0, 0.0, conv_workspace)
         if act:
             summed = ctx.temp(y.shape, np.float32)
-            emit_binary(ctx, summed, conv_y, residual, 0)
-            emit_unary(ctx, y, summed, _ACT_UNARY[act], p0, p1)
+            emit_binary(ctx, summed, conv_y, residual, Binary.ADD)
+            emit_unary(ctx, y, summed, Unary(act), p0, p1)  # an epilogue activation is a unary op
         else:
-            emit_binary(ctx, y, conv_y, residual, 0)
+            emit_binary(ctx, y, conv_y, residual, Binary.ADD)
     else:
         _conv_step(ctx, y, xt, packed, b, residual, params, act, p0, p1, conv_workspace)
     _emit_image_out(ctx, y, one_d)
@@ -164,13 +159,12 @@ def _conv_step(ctx, y, xt, packed, b, residual, params, act, p0, p1, conv_worksp
     if y.size == 0:
         return
     ws_bytes = conv_workspace(params, ctx.planner.nthreads)
-    ctx.step(X_CONV, [y, xt, packed, b, residual, ctx.scratch(ws_bytes)], params.words() + [act, ws_bytes],
+    ctx.step(Op.CONV, [y, xt, packed, b, residual, ctx.scratch(ws_bytes)],
+             ConvStep(conv=params, act=act, workspace_bytes=ws_bytes).words(),
              [p0, p1])
 
 
 def lower_conv_transpose(ctx: LoweringContext) -> None:
-    from engine.packing import conv_output_shape, conv_params, conv_workspace
-
     x, w, b = ctx.input(0), ctx.input(1), ctx.input(2)
     for v in (x, w):
         ctx.require_dtype(v, (np.float32,))
@@ -203,14 +197,13 @@ def lower_conv_transpose(ctx: LoweringContext) -> None:
     y = _nhwc_result(ctx, (N, P, Q, K))
     if y.size:
         ws_bytes = conv_workspace(params, ctx.planner.nthreads, transposed=True)
-        ctx.step(X_CONV_TRANSPOSE, [y, xt, packed, b, ctx.scratch(ws_bytes)], params.words() + [act, ws_bytes],
+        ctx.step(Op.CONV_TRANSPOSE, [y, xt, packed, b, ctx.scratch(ws_bytes)],
+                 ConvStep(conv=params, act=act, workspace_bytes=ws_bytes).words(),
                  [p0, p1])
     _emit_image_out(ctx, y, False)
 
 
 def _pool(ctx: LoweringContext, kind: int) -> None:
-    from engine.packing import pool_output_shape, pool_params
-
     x = ctx.input(0)
     ctx.require_dtype(x, (np.float32,))
     if len(ctx.node.outputs) > 1 and ctx.node.outputs[1]:
@@ -229,12 +222,13 @@ def _pool(ctx: LoweringContext, kind: int) -> None:
                   dil_h=dil[0], dil_w=dil[1], pad_top=begin[0], pad_left=begin[1], pad_bottom=end[0],
                   pad_right=end[1])
     ceil_mode, incl = ctx.attr("ceil_mode", 0), ctx.attr("count_include_pad", 0)
-    pq = pool_output_shape(pool_params(ceil_mode, incl, **fields))
+    params = pool_params(ceil_mode, incl, **fields)
+    pq = pool_output_shape(params)
     if isinstance(pq, str):
         raise ctx.unsupported(pq)
     y = _nhwc_result(ctx, (N, pq[0], pq[1], C))
     if y.size:
-        ctx.step(X_POOL, [y, xt], [kind, *fields.values(), ceil_mode, incl])
+        ctx.step(Op.POOL, [y, xt], PoolStep(kind=kind, pool=params).words())
     _emit_image_out(ctx, y, one_d)
 
 
@@ -247,8 +241,6 @@ def lower_avgpool(ctx: LoweringContext) -> None:
 
 
 def lower_global_pool(ctx: LoweringContext) -> None:
-    from engine.ops.reduce import emit_reduce
-
     x = ctx.input(0)
     ctx.require_dtype(x, (np.float32,))
     if x.rank < 3:
@@ -260,10 +252,10 @@ def lower_global_pool(ctx: LoweringContext) -> None:
         if out.size:
             if H * W == 0:
                 raise ctx.unsupported(f"global pooling of an empty image {x.shape}")
-            ctx.step(X_GLOBAL_POOL, [out, x], [1 if avg else 0, N, H * W, C])
+            ctx.step(Op.GLOBAL_POOL, [out, x], [1 if avg else 0, N, H * W, C])
         return
     out = ctx.out(0, x.shape[:2] + (1,) * (x.rank - 2), np.float32)
-    emit_reduce(ctx, out, x, 1 if avg else 2, [0, 0] + [1] * (x.rank - 2))
+    emit_reduce(ctx, out, x, Reduce.MEAN if avg else Reduce.MAX, [0, 0] + [1] * (x.rank - 2))
 
 
 def lower_batchnorm(ctx: LoweringContext) -> None:
@@ -283,8 +275,8 @@ def lower_batchnorm(ctx: LoweringContext) -> None:
     sv = Value(shape, np.float32, const=s.astype(np.float32).reshape(shape))
     tv = Value(shape, np.float32, const=t.astype(np.float32).reshape(shape))
     tmp = ctx.temp(x.shape, np.float32)
-    emit_binary(ctx, tmp, x, sv, 2)
-    emit_binary(ctx, ctx.out(0, x.shape, np.float32), tmp, tv, 0)
+    emit_binary(ctx, tmp, x, sv, Binary.MUL)
+    emit_binary(ctx, ctx.out(0, x.shape, np.float32), tmp, tv, Binary.ADD)
 
 
 COORD = {"half_pixel": 0, "asymmetric": 1, "align_corners": 2, "pytorch_half_pixel": 3,
@@ -327,10 +319,10 @@ def lower_resize(ctx: LoweringContext) -> None:
     if out.size == 0:
         return
     outer = x.shape[0] if nhwc else x.shape[0] * x.shape[1]
-    ctx.step(X_RESIZE, [out, x], [outer, x.shape[hw[0]], x.shape[hw[1]], out_shape[hw[0]], out_shape[hw[1]],
-                                  0 if mode == "nearest" else 1, COORD[coord], NEAREST[nearest],
-                                  x.shape[3] if nhwc else 0],
-             [scales[hw[0]], scales[hw[1]], lengths[hw[0]], lengths[hw[1]]])
+    params = ResizeStep(outer=outer, ih=x.shape[hw[0]], iw=x.shape[hw[1]], oh=out_shape[hw[0]], ow=out_shape[hw[1]],
+                        mode=0 if mode == "nearest" else 1, coord=COORD[coord], nearest=NEAREST[nearest],
+                        channels=x.shape[3] if nhwc else 0)
+    ctx.step(Op.RESIZE, [out, x], params.words(), [scales[hw[0]], scales[hw[1]], lengths[hw[0]], lengths[hw[1]]])
 
 
 RULES = {

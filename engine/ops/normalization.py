@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.lowering import LoweringContext
 from engine.ops.common import normalize_axis
 from engine.ops.compose import Composer, const, ints, wanted
-from engine.plan import LoweringContext
+from engine.ops.reduce import lower_layernorm
 
 _F32 = (np.float32,)
 
@@ -36,8 +37,6 @@ def lower_rms_normalization(ctx: LoweringContext) -> None:
 def lower_layer_normalization(ctx: LoweringContext) -> None:
     """The fused kernel when only Y is asked for; the decomposition (which
     also yields Mean and InvStdDev) otherwise."""
-    from engine.ops.reduce import lower_layernorm
-
     if not (wanted(ctx, 1) or wanted(ctx, 2)):
         lower_layernorm(ctx)
         return
@@ -149,7 +148,7 @@ def lower_mean_variance_normalization(ctx: LoweringContext) -> None:
 
 RULES = {
     "RMSNormalization": {23: lower_rms_normalization},
-    "LayerNormalization": {17: lower_layer_normalization},
+    "LayerNormalization": {1: lower_layer_normalization},
     "LpNormalization": {1: lower_lp_normalization},
     "MeanVarianceNormalization": {9: lower_mean_variance_normalization},
     "InstanceNormalization": {6: lower_instance_normalization},

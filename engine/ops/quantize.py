@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 from engine.ir import ONNX_TO_NUMPY
+from engine.lowering import LoweringContext
 from engine.ops.common import normalize_axis
 from engine.ops.compose import Composer, ints
-from engine.plan import LoweringContext
 
 _QUANT = (np.uint8, np.int8, np.uint16, np.int16)
 

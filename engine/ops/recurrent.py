@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.ops.common import X_LSTM
+from engine.kernels.abi import LstmStep, Op
+from engine.lowering import LoweringContext, Value
 from engine.ops.data import emit_copy, emit_fill
 from engine.ops.linear import gemm_workspace
-from engine.plan import LoweringContext, Value
 
 
 def lower_lstm(ctx: LoweringContext) -> None:
@@ -53,7 +53,9 @@ def lower_lstm(ctx: LoweringContext) -> None:
         bd = part(ctx.planner.materialize(b), d, (8 * H,)) if b is not None else None
         hd, cd = part(yh, d, (B, H)), part(yc, d, (B, H))
         yd = Value((S, B, H), np.float32, buf=y.buf, offset=y.offset + d * B * H * 4) if y is not None else None
-        ctx.step(X_LSTM, [yd, x, wd, rd, bd, hd, cd, gates, ws], [S, B, I, H, rev, D * B * H, H, ws_bytes])
+        params = LstmStep(S=S, B=B, I=I, H=H, reverse=rev, y_step_stride=D * B * H, y_batch_stride=H,
+                          workspace_bytes=ws_bytes)
+        ctx.step(Op.LSTM, [yd, x, wd, rd, bd, hd, cd, gates, ws], params.words())
 
 
 RULES = {"LSTM": {7: lower_lstm}}

@@ -6,13 +6,23 @@ from __future__ import annotations
 import numpy as np
 
 from engine.ir import NUMPY_TO_ONNX
-from engine.ops.common import X_ARGMAX, X_CUMSUM, X_LAYERNORM, X_REDUCE, X_SOFTMAX, normalize_axis
-from engine.plan import LoweringContext
+from engine.kernels.abi import AxisStep, Op, Reduce
+from engine.lowering import LoweringContext
+from engine.ops.common import normalize_axis
+from engine.ops.data import emit_fill
 
-REDUCE = {"ReduceSum": 0, "ReduceMean": 1, "ReduceMax": 2, "ReduceMin": 3, "ReduceProd": 4,
-          "ReduceSumSquare": 5, "ReduceL1": 6, "ReduceL2": 7, "ReduceLogSum": 8, "ReduceLogSumExp": 9}
+REDUCE = {"ReduceSum": Reduce.SUM, "ReduceMean": Reduce.MEAN, "ReduceMax": Reduce.MAX, "ReduceMin": Reduce.MIN,
+          "ReduceProd": Reduce.PROD, "ReduceSumSquare": Reduce.SUM_SQUARE, "ReduceL1": Reduce.L1,
+          "ReduceL2": Reduce.L2, "ReduceLogSum": Reduce.LOG_SUM, "ReduceLogSumExp": Reduce.LOG_SUM_EXP}
 # First opset where the op takes axes as an input instead of an attribute.
 AXES_INPUT_SINCE = {"ReduceSum": 13}
+
+
+def axis_step(x, axis: int, flag0: int, flag1: int) -> AxisStep:
+    """The [outer, n, inner] view of x around `axis` with the op's two flags
+    (aie_axis_step: ArgMax/ArgMin, CumSum, CumProd, TopK)."""
+    return AxisStep(dtype=NUMPY_TO_ONNX[x.dtype], outer=int(np.prod(x.shape[:axis], dtype=np.int64)), n=x.shape[axis],
+                    inner=int(np.prod(x.shape[axis + 1:], dtype=np.int64)), flag0=flag0, flag1=flag1)
 
 
 def emit_reduce(ctx, out, x, op: int, reduced: list[int]) -> None:
@@ -27,7 +37,7 @@ def emit_reduce(ctx, out, x, op: int, reduced: list[int]) -> None:
         else:
             shape.append(d)
             red.append(r)
-    ctx.step(X_REDUCE, [out, x], [op, NUMPY_TO_ONNX[x.dtype], len(shape), *shape, *red])
+    ctx.step(Op.REDUCE, [out, x], [op, NUMPY_TO_ONNX[x.dtype], len(shape), *shape, *red])
 
 
 def lower_reduce(ctx: LoweringContext) -> None:
@@ -52,8 +62,6 @@ def lower_reduce(ctx: LoweringContext) -> None:
         [n for d, n in enumerate(x.shape) if d not in axes]
     out = ctx.out(0, shape, x.dtype)
     if x.size == 0:
-        from engine.ops.data import emit_fill
-
         init = {0: 0, 1: np.nan, 2: -np.inf, 3: np.inf, 4: 1, 5: 0, 6: 0, 7: 0, 8: -np.inf, 9: -np.inf}[op]
         if x.dtype.kind != "f" and op in (2, 3):
             init = np.iinfo(x.dtype).min if op == 2 else np.iinfo(x.dtype).max
@@ -74,7 +82,7 @@ def lower_softmax(ctx: LoweringContext) -> None:
         n, inner = x.shape[axis], int(np.prod(x.shape[axis + 1:], dtype=np.int64))
     else:  # opset < 13: softmax over the flattened trailing block
         outer, n, inner = int(np.prod(x.shape[:axis], dtype=np.int64)), int(np.prod(x.shape[axis:], dtype=np.int64)), 1
-    ctx.step(X_SOFTMAX, [out, x], [outer, n, inner, 1 if ctx.node.op == "LogSoftmax" else 0])
+    ctx.step(Op.SOFTMAX, [out, x], [outer, n, inner, 1 if ctx.node.op == "LogSoftmax" else 0])
 
 
 def lower_layernorm(ctx: LoweringContext) -> None:
@@ -89,7 +97,7 @@ def lower_layernorm(ctx: LoweringContext) -> None:
             raise ctx.unsupported(f"{what} of shape {v.shape} does not cover the normalised block {x.shape[axis:]}")
     out = ctx.out(0, x.shape, np.float32)
     if out.size:
-        ctx.step(X_LAYERNORM, [out, x, scale, bias], [x.size // n, n], [ctx.attr("epsilon", 1e-5)])
+        ctx.step(Op.LAYERNORM, [out, x, scale, bias], [x.size // n, n], [ctx.attr("epsilon", 1e-5)])
 
 
 def lower_argmax(ctx: LoweringContext) -> None:
@@ -107,9 +115,8 @@ def lower_argmax(ctx: LoweringContext) -> None:
         return
     if x.shape[axis] == 0:
         raise ctx.unsupported("ArgMax over an empty axis")
-    ctx.step(X_ARGMAX, [out, x], [NUMPY_TO_ONNX[x.dtype], int(np.prod(x.shape[:axis], dtype=np.int64)), x.shape[axis],
-                                  int(np.prod(x.shape[axis + 1:], dtype=np.int64)), ctx.attr("select_last_index", 0),
-                                  1 if ctx.node.op == "ArgMin" else 0])
+    ctx.step(Op.ARGMAX, [out, x], axis_step(x, axis, ctx.attr("select_last_index", 0),
+                                            1 if ctx.node.op == "ArgMin" else 0).words())
 
 
 def lower_cumsum(ctx: LoweringContext) -> None:
@@ -118,16 +125,14 @@ def lower_cumsum(ctx: LoweringContext) -> None:
     axis = normalize_axis(int(ctx.const(1, "axis").reshape(-1)[0]), x.rank, ctx)
     out = ctx.out(0, x.shape, x.dtype)
     if out.size:
-        ctx.step(X_CUMSUM, [out, x], [NUMPY_TO_ONNX[x.dtype], int(np.prod(x.shape[:axis], dtype=np.int64)),
-                                      x.shape[axis], int(np.prod(x.shape[axis + 1:], dtype=np.int64)),
-                                      ctx.attr("exclusive", 0), ctx.attr("reverse", 0)])
+        ctx.step(Op.CUMSUM, [out, x], axis_step(x, axis, ctx.attr("exclusive", 0), ctx.attr("reverse", 0)).words())
 
 
 RULES = {name: {1: lower_reduce} for name in REDUCE}
 RULES.update({"Softmax": {1: lower_softmax}, "LogSoftmax": {1: lower_softmax},
-              "LayerNormalization": {1: lower_layernorm}, "ArgMax": {1: lower_argmax}, "ArgMin": {1: lower_argmax},
+              "ArgMax": {1: lower_argmax}, "ArgMin": {1: lower_argmax},
               "CumSum": {11: lower_cumsum}})
 ATTRS = {name: {"axes", "keepdims", "noop_with_empty_axes"} for name in REDUCE}
-ATTRS.update({"Softmax": {"axis"}, "LogSoftmax": {"axis"}, "LayerNormalization": {"axis", "epsilon", "stash_type"},
+ATTRS.update({"Softmax": {"axis"}, "LogSoftmax": {"axis"},
               "ArgMax": {"axis", "keepdims", "select_last_index"}, "ArgMin": {"axis", "keepdims", "select_last_index"},
               "CumSum": {"exclusive", "reverse"}})

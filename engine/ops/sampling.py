@@ -1,13 +1,13 @@
-"""GridSample over 2-D images (one executor step, kernels/exec/ext_sample.c)
+"""GridSample over 2-D images (one executor step, kernels/exec/grid_sample.c)
 and AffineGrid (a constant base grid times theta on the batched SGEMM)."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from engine.kernels.abi import GridSampleStep, Op
+from engine.lowering import LoweringContext
 from engine.ops.compose import Composer, const
-from engine.ops.exec_ext import X_GRID_SAMPLE
-from engine.plan import LoweringContext
 
 # opset 16 spelled the modes bilinear / bicubic; opset 20 linear / cubic.
 MODES = {"nearest": 0, "linear": 1, "bilinear": 1, "cubic": 2, "bicubic": 2}
@@ -32,8 +32,9 @@ def lower_grid_sample(ctx: LoweringContext) -> None:
         return
     if H * W == 0:
         raise ctx.unsupported(f"sampling an empty image {x.shape}")
-    ctx.step(X_GRID_SAMPLE, [out, x, grid], [N, C, H, W, OH, OW, MODES[mode], PADDING[pad],
-                                            int(bool(ctx.attr("align_corners", 0)))])
+    params = GridSampleStep(N=N, C=C, H=H, W=W, OH=OH, OW=OW, mode=MODES[mode], padding=PADDING[pad],
+                            align_corners=int(bool(ctx.attr("align_corners", 0))))
+    ctx.step(Op.GRID_SAMPLE, [out, x, grid], params.words())
 
 
 def _base_grid(sizes, align: int) -> np.ndarray:

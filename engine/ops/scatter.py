@@ -8,21 +8,22 @@ from __future__ import annotations
 import numpy as np
 
 from engine.ir import NUMPY_TO_ONNX
+from engine.kernels.abi import Op, ScatterReduction
+from engine.lowering import LoweringContext
 from engine.ops.common import ALL, normalize_axis
 from engine.ops.data import emit_copy
-from engine.ops.exec_ext import SCATTER_REDUCTION, X_GATHER_ND, X_SCATTER_ELEMENTS, X_SCATTER_ND
-from engine.plan import LoweringContext
 
 _REDUCIBLE = (np.float32, np.float64, np.int32, np.int64)
 
 
 def _reduction(ctx, data) -> int:
     name = ctx.attr("reduction", "none")
-    if name not in SCATTER_REDUCTION:
-        raise ctx.unsupported(f"reduction={name!r} (supported: {', '.join(SCATTER_REDUCTION)})")
+    if name.upper() not in ScatterReduction.__members__:
+        names = ", ".join(m.lower() for m in ScatterReduction.__members__)
+        raise ctx.unsupported(f"reduction={name!r} (supported: {names})")
     if name != "none":
         ctx.require_dtype(data, _REDUCIBLE, f"data (reduction {name})")
-    return SCATTER_REDUCTION[name]
+    return ScatterReduction[name.upper()]
 
 
 def lower_scatter_elements(ctx: LoweringContext) -> None:
@@ -38,7 +39,7 @@ def lower_scatter_elements(ctx: LoweringContext) -> None:
     out = ctx.out(0, data.shape, data.dtype)
     emit_copy(ctx, out, data)
     if idx.size:
-        ctx.step(X_SCATTER_ELEMENTS, [out, idx, upd],
+        ctx.step(Op.SCATTER_ELEMENTS, [out, idx, upd],
                  [data.dtype.itemsize, NUMPY_TO_ONNX[data.dtype], red, data.rank, *idx.shape, *data.shape, axis,
                   NUMPY_TO_ONNX[idx.dtype]])
 
@@ -56,7 +57,7 @@ def lower_scatter_nd(ctx: LoweringContext) -> None:
     emit_copy(ctx, out, data)
     n_tuples = int(np.prod(idx.shape[:-1], dtype=np.int64))
     if n_tuples and out.size:
-        ctx.step(X_SCATTER_ND, [out, idx, upd],
+        ctx.step(Op.SCATTER_ND, [out, idx, upd],
                  [data.dtype.itemsize, NUMPY_TO_ONNX[data.dtype], red, n_tuples, k, data.rank, *data.shape])
 
 
@@ -74,7 +75,7 @@ def lower_gather_nd(ctx: LoweringContext) -> None:
         return
     n_batch = int(np.prod(data.shape[:b], dtype=np.int64))
     per = int(np.prod(idx.shape[b:-1], dtype=np.int64))
-    ctx.step(X_GATHER_ND, [out, data, idx],
+    ctx.step(Op.GATHER_ND, [out, data, idx],
              [data.dtype.itemsize, n_batch, per, k, int(np.prod(data.shape[b:], dtype=np.int64)),
               int(np.prod(data.shape[b + k:], dtype=np.int64)), *data.shape[b:b + k]])
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.ir import NUMPY_TO_ONNX
+from engine.kernels.abi import Op
+from engine.lowering import LoweringContext
 from engine.ops.common import normalize_axis
-from engine.ops.exec_ext import X_TOPK
-from engine.plan import LoweringContext
+from engine.ops.reduce import axis_step
 
 
 def lower_topk(ctx: LoweringContext) -> None:
@@ -28,11 +28,8 @@ def lower_topk(ctx: LoweringContext) -> None:
     idx = ctx.out(1, shape, np.int64)
     if vals.size == 0:
         return
-    outer = int(np.prod(x.shape[:axis], dtype=np.int64))
-    inner = int(np.prod(x.shape[axis + 1:], dtype=np.int64))
     # sorted=0 leaves the order unspecified; sorted output is one valid order.
-    ctx.step(X_TOPK, [vals, idx, x, ctx.temp((n,), np.int64)],
-             [NUMPY_TO_ONNX[x.dtype], outer, n, inner, k, ctx.attr("largest", 1)])
+    ctx.step(Op.TOPK, [vals, idx, x, ctx.temp((n,), np.int64)], axis_step(x, axis, k, ctx.attr("largest", 1)).words())
 
 
 RULES = {"TopK": {1: lower_topk}}

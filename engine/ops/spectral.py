@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from engine.ir import ONNX_TO_NUMPY
+from engine.lowering import LoweringContext
 from engine.ops.common import ALL, normalize_axis
 from engine.ops.compose import Composer, const, ints
-from engine.plan import LoweringContext
 
 
 def _window(ctx: LoweringContext, terms) -> None:

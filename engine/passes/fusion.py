@@ -18,29 +18,28 @@ from __future__ import annotations
 import numpy as np
 
 from engine.ir import Graph, Node
+from engine.kernels.abi import Unary
 from engine.passes.rewrite import single_consumer
-from engine.ops.common import (ACT_CLIP, ACT_GELU, ACT_HARDSIGMOID, ACT_HARDSWISH, ACT_LEAKY_RELU, ACT_RELU,
-                               ACT_SIGMOID, ACT_SILU, ACT_TANH)
 
 
 def _activation(node: Node, inits) -> tuple[int, float, float] | None:
     if node.op == "Relu":
-        return ACT_RELU, 0.0, 0.0
+        return Unary.RELU, 0.0, 0.0
     if node.op == "Sigmoid":
-        return ACT_SIGMOID, 0.0, 0.0
+        return Unary.SIGMOID, 0.0, 0.0
     if node.op == "Tanh":
-        return ACT_TANH, 0.0, 0.0
+        return Unary.TANH, 0.0, 0.0
     if node.op == "HardSwish":
-        return ACT_HARDSWISH, 0.0, 0.0
+        return Unary.HARDSWISH, 0.0, 0.0
     if node.op == "HardSigmoid":
-        return ACT_HARDSIGMOID, node.attrs.get("alpha", 0.2), node.attrs.get("beta", 0.5)
+        return Unary.HARDSIGMOID, node.attrs.get("alpha", 0.2), node.attrs.get("beta", 0.5)
     if node.op == "LeakyRelu":
-        return ACT_LEAKY_RELU, node.attrs.get("alpha", 0.01), 0.0
+        return Unary.LEAKY_RELU, node.attrs.get("alpha", 0.01), 0.0
     if node.op == "Gelu" and node.attrs.get("approximate", "none") == "none":
-        return ACT_GELU, 0.0, 0.0
+        return Unary.GELU, 0.0, 0.0
     if node.op == "Clip":
         if "min" in node.attrs or "max" in node.attrs:
-            return ACT_CLIP, node.attrs.get("min", -np.inf), node.attrs.get("max", np.inf)
+            return Unary.CLIP, node.attrs.get("min", -np.inf), node.attrs.get("max", np.inf)
         bounds = []
         for i, default in ((1, -np.inf), (2, np.inf)):
             name = node.inputs[i] if len(node.inputs) > i else ""
@@ -50,7 +49,7 @@ def _activation(node: Node, inits) -> tuple[int, float, float] | None:
                 bounds.append(float(inits[name].reshape(-1)[0]))
             else:
                 return None
-        return ACT_CLIP, bounds[0], bounds[1]
+        return Unary.CLIP, bounds[0], bounds[1]
     return None
 
 
@@ -107,7 +106,7 @@ def fuse_silu(graph: Graph) -> Graph:
                 or mul is None or mul.op != "Mul" or sorted(mul.inputs) != sorted([x, sig.outputs[0]]) \
                 or len(users) != 2 or x in outputs or id(prod) in drop:
             continue
-        prod.attrs["_act"], prod.attrs["_p0"], prod.attrs["_p1"] = ACT_SILU, 0.0, 0.0
+        prod.attrs["_act"], prod.attrs["_p0"], prod.attrs["_p1"] = Unary.SILU, 0.0, 0.0
         prod.outputs = [mul.outputs[0]]
         drop.update((id(sig), id(mul)))
     graph.nodes = [n for n in graph.nodes if id(n) not in drop]
@@ -168,7 +167,7 @@ def fuse_gelu(graph: Graph) -> Graph:
                 chain = [scale, erf, add, half, last]
         if chain is None or any(id(n) in drop for n in chain):
             continue
-        prod.attrs["_act"], prod.attrs["_p0"], prod.attrs["_p1"] = ACT_GELU, 0.0, 0.0
+        prod.attrs["_act"], prod.attrs["_p0"], prod.attrs["_p1"] = Unary.GELU, 0.0, 0.0
         prod.outputs = [chain[-1].outputs[0]]
         drop.update(id(n) for n in chain)
     graph.nodes = [n for n in graph.nodes if id(n) not in drop]

@@ -138,22 +138,22 @@ static inline __m256 aie_clamp_avx2(__m256 x, float lo, float hi) {
 
 static inline __m256 aie_act_avx2(int act, __m256 x, float p0, float p1) {
     switch (act) {
-    case AIE_ACT_RELU: return _mm256_max_ps(_mm256_setzero_ps(), x);
-    case AIE_ACT_CLIP: return aie_clamp_avx2(x, p0, p1);
-    case AIE_ACT_GELU: return aie_gelu_avx2(x);
-    case AIE_ACT_GELU_TANH: return aie_gelu_tanh_avx2(x);
-    case AIE_ACT_SIGMOID: return aie_sigmoid_avx2(x);
-    case AIE_ACT_SILU: return aie_silu_avx2(x);
-    case AIE_ACT_HARDSWISH:
+    case AIE_U_RELU: return _mm256_max_ps(_mm256_setzero_ps(), x);
+    case AIE_U_CLIP: return aie_clamp_avx2(x, p0, p1);
+    case AIE_U_GELU: return aie_gelu_avx2(x);
+    case AIE_U_GELU_TANH: return aie_gelu_tanh_avx2(x);
+    case AIE_U_SIGMOID: return aie_sigmoid_avx2(x);
+    case AIE_U_SILU: return aie_silu_avx2(x);
+    case AIE_U_HARDSWISH:
         return _mm256_mul_ps(x, aie_clamp_avx2(_mm256_fmadd_ps(x, _mm256_set1_ps(1.0f / 6.0f),
                                                                  _mm256_set1_ps(0.5f)), 0.0f, 1.0f));
-    case AIE_ACT_HARDSIGMOID:
+    case AIE_U_HARDSIGMOID:
         return aie_clamp_avx2(_mm256_fmadd_ps(x, _mm256_set1_ps(p0), _mm256_set1_ps(p1)), 0.0f, 1.0f);
-    case AIE_ACT_LEAKY_RELU: {
+    case AIE_U_LEAKY_RELU: {
         __m256 neg = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
         return _mm256_blendv_ps(x, _mm256_mul_ps(x, _mm256_set1_ps(p0)), neg);
     }
-    case AIE_ACT_TANH: return aie_tanh_avx2(x);
+    case AIE_U_TANH: return aie_tanh_avx2(x);
     default: return x;
     }
 }
@@ -161,7 +161,7 @@ static inline __m256 aie_act_avx2(int act, __m256 x, float p0, float p1) {
 /* Apply an activation in place to n floats; the tail goes through a
  * zero-padded stack buffer (AVX2 has no cheap masked float load/store). */
 static inline void aie_act_row_avx2(float *x, int64_t n, int act, float p0, float p1) {
-    if (act == AIE_ACT_NONE) return;
+    if (act == AIE_U_IDENTITY) return;
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, aie_act_avx2(act, _mm256_loadu_ps(x + i), p0, p1));
     if (i < n) {

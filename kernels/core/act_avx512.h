@@ -138,29 +138,29 @@ static inline __m512 aie_clamp_avx512(__m512 x, float lo, float hi) {
 
 static inline __m512 aie_act_avx512(int act, __m512 x, float p0, float p1) {
     switch (act) {
-    case AIE_ACT_RELU: return _mm512_max_ps(_mm512_setzero_ps(), x);
-    case AIE_ACT_CLIP: return aie_clamp_avx512(x, p0, p1);
-    case AIE_ACT_GELU: return aie_gelu_avx512(x);
-    case AIE_ACT_GELU_TANH: return aie_gelu_tanh_avx512(x);
-    case AIE_ACT_SIGMOID: return aie_sigmoid_avx512(x);
-    case AIE_ACT_SILU: return aie_silu_avx512(x);
-    case AIE_ACT_HARDSWISH:
+    case AIE_U_RELU: return _mm512_max_ps(_mm512_setzero_ps(), x);
+    case AIE_U_CLIP: return aie_clamp_avx512(x, p0, p1);
+    case AIE_U_GELU: return aie_gelu_avx512(x);
+    case AIE_U_GELU_TANH: return aie_gelu_tanh_avx512(x);
+    case AIE_U_SIGMOID: return aie_sigmoid_avx512(x);
+    case AIE_U_SILU: return aie_silu_avx512(x);
+    case AIE_U_HARDSWISH:
         return _mm512_mul_ps(x, aie_clamp_avx512(_mm512_fmadd_ps(x, _mm512_set1_ps(1.0f / 6.0f),
                                                                  _mm512_set1_ps(0.5f)), 0.0f, 1.0f));
-    case AIE_ACT_HARDSIGMOID:
+    case AIE_U_HARDSIGMOID:
         return aie_clamp_avx512(_mm512_fmadd_ps(x, _mm512_set1_ps(p0), _mm512_set1_ps(p1)), 0.0f, 1.0f);
-    case AIE_ACT_LEAKY_RELU: {
+    case AIE_U_LEAKY_RELU: {
         __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
         return _mm512_mask_mul_ps(x, neg, x, _mm512_set1_ps(p0));
     }
-    case AIE_ACT_TANH: return aie_tanh_avx512(x);
+    case AIE_U_TANH: return aie_tanh_avx512(x);
     default: return x;
     }
 }
 
 /* Apply an activation in place to n floats; the tail uses a masked load. */
 static inline void aie_act_row_avx512(float *x, int64_t n, int act, float p0, float p1) {
-    if (act == AIE_ACT_NONE) return;
+    if (act == AIE_U_IDENTITY) return;
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, aie_act_avx512(act, _mm512_loadu_ps(x + i), p0, p1));
     if (i < n) {

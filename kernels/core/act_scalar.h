@@ -17,8 +17,8 @@
  * expf and erff are not tested on their own here (only through the above).
  * NaN in gives NaN out; +-Inf give the mathematical limits.
  */
-#ifndef AIE_ACT_SCALAR_H
-#define AIE_ACT_SCALAR_H
+#ifndef AIE_U_SCALAR_H
+#define AIE_U_SCALAR_H
 
 #include <stdint.h>
 #include <string.h>
@@ -203,27 +203,27 @@ static inline float aie_hardswishf_s(float x) { return x * aie_clampf_s(x * (1.0
 static inline float aie_reluf_s(float x) { return x < 0 ? 0.0f : x; } /* NaN passes */
 static inline float aie_leaky_reluf_s(float x, float slope) { return x < 0 ? x * slope : x; }
 
-/* One activation (aie_activation) with its parameters p0/p1. */
+/* One epilogue activation (AIE_U_*, AIE_UF_EPI) with its parameters p0/p1. */
 static inline float aie_act_s(int act, float x, float p0, float p1) {
     switch (act) {
-    case AIE_ACT_RELU: return aie_reluf_s(x);
-    case AIE_ACT_CLIP: return aie_clampf_s(x, p0, p1);
-    case AIE_ACT_GELU: return aie_geluf_s(x);
-    case AIE_ACT_GELU_TANH: return aie_gelu_tanhf_s(x);
-    case AIE_ACT_SIGMOID: return aie_sigmoidf_s(x);
-    case AIE_ACT_SILU: return aie_siluf_s(x);
-    case AIE_ACT_HARDSWISH: return aie_hardswishf_s(x);
-    case AIE_ACT_HARDSIGMOID: return aie_hardsigmoidf_s(x, p0, p1);
-    case AIE_ACT_LEAKY_RELU: return aie_leaky_reluf_s(x, p0);
-    case AIE_ACT_TANH: return aie_tanhf_s(x);
+    case AIE_U_RELU: return aie_reluf_s(x);
+    case AIE_U_CLIP: return aie_clampf_s(x, p0, p1);
+    case AIE_U_GELU: return aie_geluf_s(x);
+    case AIE_U_GELU_TANH: return aie_gelu_tanhf_s(x);
+    case AIE_U_SIGMOID: return aie_sigmoidf_s(x);
+    case AIE_U_SILU: return aie_siluf_s(x);
+    case AIE_U_HARDSWISH: return aie_hardswishf_s(x);
+    case AIE_U_HARDSIGMOID: return aie_hardsigmoidf_s(x, p0, p1);
+    case AIE_U_LEAKY_RELU: return aie_leaky_reluf_s(x, p0);
+    case AIE_U_TANH: return aie_tanhf_s(x);
     default: return x;
     }
 }
 
 /* Apply an activation in place to n floats (switch hoisted out of the loop). */
 static inline void aie_act_row_s(float *x, int64_t n, int act, float p0, float p1) {
-    if (act == AIE_ACT_NONE) return;
+    if (act == AIE_U_IDENTITY) return;
     for (int64_t i = 0; i < n; i++) x[i] = aie_act_s(act, x[i], p0, p1);
 }
 
-#endif /* AIE_ACT_SCALAR_H */
+#endif /* AIE_U_SCALAR_H */

@@ -71,12 +71,12 @@ static inline __attribute__((always_inline)) void cd_tile(const int MR_, const i
         }
     }
 
-    const int act = ep ? ep->act : AIE_ACT_NONE;
+    const int act = ep ? ep->act : AIE_U_IDENTITY;
     /* ReLU is clip(0, +inf); x86 max/min return the second operand on NaN,
      * so a NaN accumulator stays NaN (as in the GEMM epilogue). */
-    const int clamp = act == AIE_ACT_RELU || act == AIE_ACT_CLIP;
-    vf lo = vf_set1(act == AIE_ACT_CLIP ? ep->p0 : 0.0f);
-    vf hi = vf_set1(act == AIE_ACT_CLIP ? ep->p1 : __builtin_inff());
+    const int clamp = act == AIE_U_RELU || act == AIE_U_CLIP;
+    vf lo = vf_set1(act == AIE_U_CLIP ? ep->p0 : 0.0f);
+    vf hi = vf_set1(act == AIE_U_CLIP ? ep->p1 : __builtin_inff());
 #pragma GCC unroll 32
     for (int i = 0; i < MR_; i++) {
 #pragma GCC unroll 16
@@ -96,7 +96,7 @@ static inline __attribute__((always_inline)) void cd_tile(const int MR_, const i
         }
     }
     const int ncols = n < NV_ * VL ? n : NV_ * VL;
-    if (act != AIE_ACT_NONE && !clamp)
+    if (act != AIE_U_IDENTITY && !clamp)
         for (int i = 0; i < MR_; i++) act_row(c + i * ldc, ncols, act, ep->p0, ep->p1);
 }
 

@@ -50,7 +50,7 @@ int aie_conv_check_call(const aie_conv2d_params *p, const float *x, const void *
         return aie_fail(AIE_EINVAL, "%s: ep->bias must be NULL (pass the bias as the `bias` argument)", op);
     int rc = aie_conv_pack_header_check(packed_w, p, kind, op);
     if (rc) return rc;
-    *e = (aie_epilogue){NULL, AIE_BIAS_NONE, AIE_ACT_NONE, 0.f, 0.f};
+    *e = (aie_epilogue){NULL, AIE_BIAS_NONE, AIE_U_IDENTITY, 0.f, 0.f};
     if (ep) {
         e->act = ep->act;
         e->p0 = ep->p0;

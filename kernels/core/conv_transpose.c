@@ -137,7 +137,7 @@ static void convt_gather_task(void *ctx, int64_t task, int64_t ntasks) {
         /* bias + activation on the finished output row, vectorised (the
          * per-ISA GEMM epilogue; a scalar SiLU here cost more than the GEMM) */
         float *row = c->y + (c->n * c->P + oh) * c->Q * K;
-        if (c->bias || c->ep->act != AIE_ACT_NONE)
+        if (c->bias || c->ep->act != AIE_U_IDENTITY)
             c->kt->epilogue(row, K, c->Q, K, c->bias, NULL, c->ep->act, c->ep->p0, c->ep->p1);
     }
 }
@@ -161,7 +161,7 @@ int aie_conv_transpose2d(const aie_conv2d_params *p, const float *x, const void 
     float *col = (float *)ws;
     void *gws = ws + col_bytes(p);
     const size_t gws_size = need - AIE_ALIGN - col_bytes(p);
-    const aie_epilogue plain = {NULL, AIE_BIAS_NONE, AIE_ACT_NONE, 0.f, 0.f};
+    const aie_epilogue plain = {NULL, AIE_BIAS_NONE, AIE_U_IDENTITY, 0.f, 0.f};
     const int64_t HW = p->H * p->W, Cg = p->C / p->groups, cols = taps_cols(p);
     const char *body = (const char *)packed_w + sizeof *h;
     for (int64_t n = 0; n < p->N; n++) {

@@ -28,9 +28,9 @@ typedef struct {
 
 static size_t dtype_size(int dtype) {
     switch (dtype) {
-    case AIE_DTYPE_F32: case AIE_DTYPE_I32: return 4;
-    case AIE_DTYPE_I64: return 8;
-    case AIE_DTYPE_U8: case AIE_DTYPE_BOOL: return 1;
+    case AIE_DT_F32: case AIE_DT_I32: return 4;
+    case AIE_DT_I64: return 8;
+    case AIE_DT_U8: case AIE_DT_BOOL: return 1;
     default: return 0;
     }
 }
@@ -117,11 +117,11 @@ static void seg_binary(bin_ctx *c, const int64_t *off, int64_t col, int64_t cnt,
     const char *a = c->a + ao * (int64_t)es, *b = c->b + bo * (int64_t)es;
     char *y = c->y + at * (int64_t)es;
     switch (c->dtype) {
-    case AIE_DTYPE_F32: seg_f32(c, (const float *)a, sa, (const float *)b, sb, (float *)y, cnt); break;
-    case AIE_DTYPE_I64:
+    case AIE_DT_F32: seg_f32(c, (const float *)a, sa, (const float *)b, sb, (float *)y, cnt); break;
+    case AIE_DT_I64:
         if (seg_int64_t(c->op, (const int64_t *)a, sa, (const int64_t *)b, sb, (int64_t *)y, cnt, &bad)) note_bad(c, at + bad);
         break;
-    case AIE_DTYPE_I32:
+    case AIE_DT_I32:
         if (seg_int32_t(c->op, (const int32_t *)a, sa, (const int32_t *)b, sb, (int32_t *)y, cnt, &bad)) note_bad(c, at + bad);
         break;
     default: { /* BOOL logic */
@@ -144,8 +144,8 @@ int aie_binary(int op, int dtype, int ndim, const int64_t *shape, const void *a,
     memset(&c, 0, sizeof c);
     if (op < 0 || op >= AIE_BINARY_COUNT) return aie_fail(AIE_EINVAL, "binary: unknown op %d", op);
     int logic = op == AIE_BINARY_AND || op == AIE_BINARY_OR || op == AIE_BINARY_XOR;
-    int ok = logic ? dtype == AIE_DTYPE_BOOL
-                   : (dtype == AIE_DTYPE_F32 || dtype == AIE_DTYPE_I64 || dtype == AIE_DTYPE_I32);
+    int ok = logic ? dtype == AIE_DT_BOOL
+                   : (dtype == AIE_DT_F32 || dtype == AIE_DT_I64 || dtype == AIE_DT_I32);
     if (!ok)
         return aie_fail(AIE_EINVAL, "binary op %d: dtype %d not supported (expected %s)", op, dtype,
                         logic ? "bool" : "float32, int64 or int32");
@@ -193,13 +193,13 @@ static void seg_compare(bin_ctx *c, const int64_t *off, int64_t col, int64_t cnt
     const char *a = c->a + (off[0] + col * sa) * (int64_t)es, *b = c->b + (off[1] + col * sb) * (int64_t)es;
     uint8_t *y = (uint8_t *)c->y + at;
     switch (c->dtype) {
-    case AIE_DTYPE_F32: {
+    case AIE_DT_F32: {
         int vec = (sa == 0 || sa == 1) && (sb == 0 || sb == 1);
         (vec ? aie_vm() : &aie_vm_scalar)->compare(c->op, (const float *)a, sa, (const float *)b, sb, y, cnt);
         break;
     }
-    case AIE_DTYPE_I64: CMP_LOOP(int64_t); break;
-    case AIE_DTYPE_I32: CMP_LOOP(int32_t); break;
+    case AIE_DT_I64: CMP_LOOP(int64_t); break;
+    case AIE_DT_I32: CMP_LOOP(int32_t); break;
     default: CMP_LOOP(uint8_t); break;
     }
 }

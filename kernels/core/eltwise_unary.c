@@ -29,12 +29,12 @@ static void unary_task(void *vctx, int64_t t, int64_t nt) {
 
 int aie_unary(int op, const float *x, float *y, int64_t n, float p0, float p1, int nthreads) {
     aie_ensure_init();
-    if (op < 0 || op >= AIE_UNARY_COUNT) return aie_fail(AIE_EINVAL, "unary: unknown op %d", op);
+    if (!(aie_unary_flags(op) & AIE_UF_VEC)) return aie_fail(AIE_EINVAL, "unary: unknown op %d", op);
     if (n < 0) return aie_fail(AIE_EINVAL, "unary: negative element count %lld", (long long)n);
     if (n > 0 && (!x || !y)) return aie_fail(AIE_EINVAL, "unary: NULL tensor pointer");
     unary_ctx c = {.op = op, .x = x, .y = y, .n = n, .p0 = p0, .p1 = p1, .vm = aie_vm()};
     /* transcendental ops cost ~10x a copy per element: split them sooner */
-    int cheap = op == AIE_UNARY_RELU || op == AIE_UNARY_ABS || op == AIE_UNARY_NEG || op == AIE_UNARY_CLIP;
+    int cheap = op == AIE_U_RELU || op == AIE_U_ABS || op == AIE_U_NEG || op == AIE_U_CLIP;
     c.ntasks = aie_ops_tasks(n, cheap ? 1 : 8, nthreads);
     if (c.ntasks > 0) aie_parallel_for(c.ntasks, aie_ops_threads(nthreads), unary_task, &c);
     return AIE_OK;
@@ -63,9 +63,9 @@ int aie_logical_not(const uint8_t *x, uint8_t *y, int64_t n, int nthreads) {
 
 static double load_as_double(int dt, const void *x, int64_t i) {
     switch (dt) {
-    case AIE_DTYPE_F32: return ((const float *)x)[i];
-    case AIE_DTYPE_I32: return ((const int32_t *)x)[i];
-    case AIE_DTYPE_U8: case AIE_DTYPE_BOOL: return ((const uint8_t *)x)[i];
+    case AIE_DT_F32: return ((const float *)x)[i];
+    case AIE_DT_I32: return ((const int32_t *)x)[i];
+    case AIE_DT_U8: case AIE_DT_BOOL: return ((const uint8_t *)x)[i];
     default: return (double)((const int64_t *)x)[i];
     }
 }
@@ -90,35 +90,35 @@ static void cast_task(void *vctx, int64_t t, int64_t nt) {
     int64_t lo, hi;
     aie_ops_chunk(c->n, t, c->ntasks, &lo, &hi);
     const float *xf = c->x;
-    if (c->src == AIE_DTYPE_F32 && c->dst == AIE_DTYPE_I64) {
+    if (c->src == AIE_DT_F32 && c->dst == AIE_DT_I64) {
         F2I(int64_t, -9223373136366403584.0f, 9223372036854775808.0f)
-    } else if (c->src == AIE_DTYPE_F32 && c->dst == AIE_DTYPE_I32) {
+    } else if (c->src == AIE_DT_F32 && c->dst == AIE_DT_I32) {
         F2I(int32_t, -2147483904.0f, 2147483648.0f)
-    } else if (c->src == AIE_DTYPE_F32 && c->dst == AIE_DTYPE_U8) {
+    } else if (c->src == AIE_DT_F32 && c->dst == AIE_DT_U8) {
         F2I(uint8_t, -1.0f, 256.0f)
-    } else if (c->dst == AIE_DTYPE_BOOL) {
+    } else if (c->dst == AIE_DT_BOOL) {
         for (int64_t i = lo; i < hi; i++) ((uint8_t *)c->y)[i] = load_as_double(c->src, c->x, i) != 0.0;
-    } else if (c->src == AIE_DTYPE_I64 && c->dst != AIE_DTYPE_F32) {
+    } else if (c->src == AIE_DT_I64 && c->dst != AIE_DT_F32) {
         /* integer narrowing wraps (two's complement), as numpy astype */
         const int64_t *xi = c->x;
         for (int64_t i = lo; i < hi; i++) {
-            if (c->dst == AIE_DTYPE_I32) ((int32_t *)c->y)[i] = (int32_t)(uint32_t)(uint64_t)xi[i];
-            else if (c->dst == AIE_DTYPE_U8) ((uint8_t *)c->y)[i] = (uint8_t)(uint64_t)xi[i];
+            if (c->dst == AIE_DT_I32) ((int32_t *)c->y)[i] = (int32_t)(uint32_t)(uint64_t)xi[i];
+            else if (c->dst == AIE_DT_U8) ((uint8_t *)c->y)[i] = (uint8_t)(uint64_t)xi[i];
             else ((int64_t *)c->y)[i] = xi[i];
         }
     } else {
         for (int64_t i = lo; i < hi; i++) {
-            int64_t iv = c->src == AIE_DTYPE_I32 ? ((const int32_t *)c->x)[i]
-                         : (c->src == AIE_DTYPE_U8 || c->src == AIE_DTYPE_BOOL) ? ((const uint8_t *)c->x)[i]
+            int64_t iv = c->src == AIE_DT_I32 ? ((const int32_t *)c->x)[i]
+                         : (c->src == AIE_DT_U8 || c->src == AIE_DT_BOOL) ? ((const uint8_t *)c->x)[i]
                          : 0;
             switch (c->dst) {
-            case AIE_DTYPE_F32:
-                ((float *)c->y)[i] = c->src == AIE_DTYPE_F32 ? xf[i]
-                                     : c->src == AIE_DTYPE_I64 ? (float)((const int64_t *)c->x)[i]
+            case AIE_DT_F32:
+                ((float *)c->y)[i] = c->src == AIE_DT_F32 ? xf[i]
+                                     : c->src == AIE_DT_I64 ? (float)((const int64_t *)c->x)[i]
                                                                : (float)iv;
                 break;
-            case AIE_DTYPE_I64: ((int64_t *)c->y)[i] = iv; break;
-            case AIE_DTYPE_I32: ((int32_t *)c->y)[i] = (int32_t)iv; break;
+            case AIE_DT_I64: ((int64_t *)c->y)[i] = iv; break;
+            case AIE_DT_I32: ((int32_t *)c->y)[i] = (int32_t)iv; break;
             default: ((uint8_t *)c->y)[i] = (uint8_t)iv; break;
             }
         }
@@ -126,8 +126,8 @@ static void cast_task(void *vctx, int64_t t, int64_t nt) {
 }
 
 static int dtype_known(int dt) {
-    return dt == AIE_DTYPE_F32 || dt == AIE_DTYPE_I64 || dt == AIE_DTYPE_I32 || dt == AIE_DTYPE_U8 ||
-           dt == AIE_DTYPE_BOOL;
+    return dt == AIE_DT_F32 || dt == AIE_DT_I64 || dt == AIE_DT_I32 || dt == AIE_DT_U8 ||
+           dt == AIE_DT_BOOL;
 }
 
 int aie_cast(int src_dtype, int dst_dtype, const void *x, void *y, int64_t n, int nthreads) {

@@ -114,9 +114,9 @@ int aie_gemm_check_epilogue(const char *fn, const aie_epilogue *ep) {
     if (ep->bias_kind != AIE_BIAS_NONE && !ep->bias)
         return aie_fail(AIE_EINVAL, "%s: epilogue bias_kind=%s but bias is NULL", fn,
                         ep->bias_kind == AIE_BIAS_COL ? "col" : "row");
-    if (ep->act < AIE_ACT_NONE || ep->act > AIE_ACT_TANH)
-        return aie_fail(AIE_EINVAL, "%s: epilogue act=%d is not an aie_activation (0..%d)", fn, ep->act,
-                        AIE_ACT_TANH);
+    if (ep->act < AIE_U_IDENTITY || ep->act > AIE_U_TANH)
+        return aie_fail(AIE_EINVAL, "%s: epilogue act=%d is not an epilogue activation (0..%d)", fn, ep->act,
+                        AIE_U_TANH);
     return AIE_OK;
 }
 
@@ -234,7 +234,7 @@ static void tile_task(void *ctx, int64_t t, int worker) {
     if (mc <= 0 || n0 >= n1) return;
     float *pa = (float *)(j->a_slots + (size_t)worker * j->a_bytes);
     const aie_epilogue *ep = j->ep;
-    gemm_tile_ep tep = {NULL, NULL, ep ? ep->act : AIE_ACT_NONE, ep ? ep->p0 : 0.f, ep ? ep->p1 : 0.f};
+    gemm_tile_ep tep = {NULL, NULL, ep ? ep->act : AIE_U_IDENTITY, ep ? ep->p0 : 0.f, ep ? ep->p1 : 0.f};
     for (int64_t pc = j->pc0; pc < j->pc1; pc += j->blk.kc) {
         int64_t kc = min64(j->blk.kc, j->K - pc);
         /* beta applies once, on the first K slice; later slices accumulate */
@@ -314,7 +314,7 @@ static void scale_only(const gemm_job *j) {
 }
 
 static int has_work(const aie_epilogue *ep) {
-    return ep && (ep->bias_kind != AIE_BIAS_NONE || ep->act != AIE_ACT_NONE);
+    return ep && (ep->bias_kind != AIE_BIAS_NONE || ep->act != AIE_U_IDENTITY);
 }
 
 /* Shared by aie_sgemm and aie_sgemm_packed once the arguments are valid. */

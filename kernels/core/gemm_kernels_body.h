@@ -47,7 +47,7 @@ GEMM_INLINE void store_vec(float *c, vf acc, int n, vf valpha, float beta, vf vb
 GEMM_INLINE vf tile_ep_vec(vf r, const gemm_tile_ep *ep, int i, int v, int nv, vf lo, vf hi) {
     if (ep->bias_col) r = vf_add(r, nv >= VL ? vf_load(ep->bias_col + v * VL) : vf_loadn(ep->bias_col + v * VL, nv));
     if (ep->bias_row) r = vf_add(r, vf_set1(ep->bias_row[i]));
-    if (ep->act == AIE_ACT_RELU || ep->act == AIE_ACT_CLIP) r = vf_max(lo, vf_min(hi, r));
+    if (ep->act == AIE_U_RELU || ep->act == AIE_U_CLIP) r = vf_max(lo, vf_min(hi, r));
     return r;
 }
 
@@ -92,8 +92,8 @@ static void GEMM_UKERNEL(int64_t kc, const float *restrict pa, const float *rest
     }
     /* ReLU is clip(0, +inf); max/min keep NaN from the accumulator as the
      * separate pass did (x86 max/min return the second operand on NaN). */
-    vf lo = vf_set1(ep->act == AIE_ACT_CLIP ? ep->p0 : 0.0f);
-    vf hi = vf_set1(ep->act == AIE_ACT_CLIP ? ep->p1 : __builtin_inff());
+    vf lo = vf_set1(ep->act == AIE_U_CLIP ? ep->p0 : 0.0f);
+    vf hi = vf_set1(ep->act == AIE_U_CLIP ? ep->p1 : __builtin_inff());
 #pragma GCC unroll 16
     for (int i = 0; i < GEMM_MR; i++) {
         if (i >= m) break;
@@ -109,7 +109,7 @@ static void GEMM_UKERNEL(int64_t kc, const float *restrict pa, const float *rest
             else vf_storen(cp, r, nv);
         }
     }
-    if (ep->act != AIE_ACT_NONE && ep->act != AIE_ACT_RELU && ep->act != AIE_ACT_CLIP)
+    if (ep->act != AIE_U_IDENTITY && ep->act != AIE_U_RELU && ep->act != AIE_U_CLIP)
         for (int i = 0; i < m; i++) act_row(c + i * ldc, n, ep->act, ep->p0, ep->p1);
 }
 

@@ -409,7 +409,7 @@ static int check_packed(const char *fn, const char *magic, const char *packer, c
 }
 
 static int has_work(const aie_epilogue *ep) {
-    return ep && (ep->bias_kind != AIE_BIAS_NONE || ep->act != AIE_ACT_NONE);
+    return ep && (ep->bias_kind != AIE_BIAS_NONE || ep->act != AIE_U_IDENTITY);
 }
 
 int aie_gemm_bf16(int64_t M, int64_t N, int64_t K, const void *A, int a_type, int64_t lda, const void *packed_b,

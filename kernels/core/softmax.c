@@ -49,7 +49,7 @@ static void softmax_cols(const softmax_ctx *c, int64_t o, int64_t j0, int64_t w)
         vm->col_accumulate(AIE_VR_SUM, s, y + k * c->inner, w);
     }
     if (c->log) {
-        vm->unary(AIE_UNARY_LOG, s, s, w, 0.0f, 0.0f);
+        vm->unary(AIE_U_LOG, s, s, w, 0.0f, 0.0f);
         for (int64_t k = 0; k < c->axis; k++) {
             vm->binary(AIE_BINARY_SUB, x + k * c->inner, 1, m, 1, y + k * c->inner, w);
             vm->binary(AIE_BINARY_SUB, y + k * c->inner, 1, s, 1, y + k * c->inner, w);

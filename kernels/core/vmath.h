@@ -26,7 +26,7 @@ typedef enum {
 } aie_vr_op;
 
 typedef struct {
-    /* y[i] = op(x[i]), i < n; aie_unary_op codes; x == y allowed. */
+    /* y[i] = op(x[i]), i < n; AIE_U_* codes with AIE_UF_VEC; x == y allowed. */
     void (*unary)(int op, const float *x, float *y, int64_t n, float p0, float p1);
     /* y[i] = a[i * sa] op b[i * sb] with sa, sb in {0, 1}; aie_binary_op codes
      * ADD..MIN (POW only for scalar b in {0, 0.5, 1, 2, 3, -1}: the driver

@@ -283,16 +283,16 @@ DEFINE_UNARY(u_elu, vsel(u > 0.0f, u, p0 * v_expm1(u)))
 DEFINE_UNARY(u_selu, p1 * vsel(u > 0.0f, u, p0 * v_expm1(u)))
 
 typedef void (*unary_fn)(const float *, float *, int64_t, float, float);
-static const unary_fn unary_table[AIE_UNARY_COUNT] = {
-    [AIE_UNARY_RELU] = u_relu, [AIE_UNARY_LEAKY_RELU] = u_leaky_relu,
-    [AIE_UNARY_SIGMOID] = u_sigmoid, [AIE_UNARY_TANH] = u_tanh, [AIE_UNARY_ERF] = u_erf,
-    [AIE_UNARY_GELU] = u_gelu, [AIE_UNARY_GELU_TANH] = u_gelu_tanh,
-    [AIE_UNARY_HARDSIGMOID] = u_hardsigmoid, [AIE_UNARY_HARDSWISH] = u_hardswish,
-    [AIE_UNARY_SILU] = u_silu, [AIE_UNARY_EXP] = u_exp, [AIE_UNARY_LOG] = u_log,
-    [AIE_UNARY_SQRT] = u_sqrt, [AIE_UNARY_RECIPROCAL] = u_reciprocal, [AIE_UNARY_ABS] = u_abs,
-    [AIE_UNARY_NEG] = u_neg, [AIE_UNARY_CLIP] = u_clip, [AIE_UNARY_FLOOR] = u_floor,
-    [AIE_UNARY_CEIL] = u_ceil, [AIE_UNARY_ROUND] = u_round, [AIE_UNARY_SIGN] = u_sign,
-    [AIE_UNARY_SOFTPLUS] = u_softplus, [AIE_UNARY_ELU] = u_elu, [AIE_UNARY_SELU] = u_selu,
+static const unary_fn unary_table[AIE_U_COUNT] = {
+    [AIE_U_RELU] = u_relu, [AIE_U_LEAKY_RELU] = u_leaky_relu,
+    [AIE_U_SIGMOID] = u_sigmoid, [AIE_U_TANH] = u_tanh, [AIE_U_ERF] = u_erf,
+    [AIE_U_GELU] = u_gelu, [AIE_U_GELU_TANH] = u_gelu_tanh,
+    [AIE_U_HARDSIGMOID] = u_hardsigmoid, [AIE_U_HARDSWISH] = u_hardswish,
+    [AIE_U_SILU] = u_silu, [AIE_U_EXP] = u_exp, [AIE_U_LOG] = u_log,
+    [AIE_U_SQRT] = u_sqrt, [AIE_U_RECIPROCAL] = u_reciprocal, [AIE_U_ABS] = u_abs,
+    [AIE_U_NEG] = u_neg, [AIE_U_CLIP] = u_clip, [AIE_U_FLOOR] = u_floor,
+    [AIE_U_CEIL] = u_ceil, [AIE_U_ROUND] = u_round, [AIE_U_SIGN] = u_sign,
+    [AIE_U_SOFTPLUS] = u_softplus, [AIE_U_ELU] = u_elu, [AIE_U_SELU] = u_selu,
 };
 
 static void vm_unary(int op, const float *x, float *y, int64_t n, float p0, float p1) {

@@ -66,12 +66,12 @@ static void WG_CAT(WG_NAME, _output)(const aie_winograd_args *a, int64_t t0, int
     const aie_conv2d_params *p = a->p;
     const int64_t K = p->K, per_image = a->th * a->tw;
     const aie_epilogue *ep = a->ep;
-    const int act = ep ? ep->act : AIE_ACT_NONE;
+    const int act = ep ? ep->act : AIE_U_IDENTITY;
     /* ReLU and Clip inline (max/min keep a NaN as the GEMM epilogue does);
      * other activations run over each stored pixel row afterwards */
-    const int clamp = act == AIE_ACT_RELU || act == AIE_ACT_CLIP;
-    const vf lo = vf_set1(act == AIE_ACT_CLIP ? ep->p0 : 0.0f);
-    const vf hi = vf_set1(act == AIE_ACT_CLIP ? ep->p1 : __builtin_inff());
+    const int clamp = act == AIE_U_RELU || act == AIE_U_CLIP;
+    const vf lo = vf_set1(act == AIE_U_CLIP ? ep->p0 : 0.0f);
+    const vf hi = vf_set1(act == AIE_U_CLIP ? ep->p1 : __builtin_inff());
     for (int64_t i = 0; i < nt; i++) {
         const int64_t t = t0 + i, n = t / per_image, ti = t % per_image / a->tw, tj = t % a->tw;
         float *out[4];
@@ -106,7 +106,7 @@ static void WG_CAT(WG_NAME, _output)(const aie_winograd_args *a, int64_t t0, int
                 wg_st(out[k] + c, r, nc);
             }
         }
-        if (act != AIE_ACT_NONE && !clamp)
+        if (act != AIE_U_IDENTITY && !clamp)
             for (int k = 0; k < 4; k++)
                 if (out[k]) act_row(out[k], ncols, act, ep->p0, ep->p1);
     }

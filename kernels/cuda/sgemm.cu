@@ -26,19 +26,19 @@ constexpr int THREADS = (BM / TM) * (BN / TN); /* 256 */
 
 __device__ __forceinline__ float act_apply(int act, float x, float p0, float p1) {
     switch (act) {
-    case AIE_ACT_RELU: return x < 0.f ? 0.f : x;
-    case AIE_ACT_CLIP: return x < p0 ? p0 : (x > p1 ? p1 : x);
-    case AIE_ACT_GELU: return 0.5f * x * erfcf(-x * 0.70710678118654752f);
-    case AIE_ACT_GELU_TANH: {
+    case AIE_U_RELU: return x < 0.f ? 0.f : x;
+    case AIE_U_CLIP: return x < p0 ? p0 : (x > p1 ? p1 : x);
+    case AIE_U_GELU: return 0.5f * x * erfcf(-x * 0.70710678118654752f);
+    case AIE_U_GELU_TANH: {
         float u = 0.79788456080286536f * (x + 0.044715f * x * x * x);
         return 0.5f * x * (1.f + tanhf(u));
     }
-    case AIE_ACT_SIGMOID: return 1.f / (1.f + expf(-x));
-    case AIE_ACT_SILU: return x / (1.f + expf(-x));
-    case AIE_ACT_HARDSWISH: return x * fminf(fmaxf(x * (1.f / 6.f) + 0.5f, 0.f), 1.f);
-    case AIE_ACT_HARDSIGMOID: return fminf(fmaxf(p0 * x + p1, 0.f), 1.f);
-    case AIE_ACT_LEAKY_RELU: return x < 0.f ? x * p0 : x;
-    case AIE_ACT_TANH: return tanhf(x);
+    case AIE_U_SIGMOID: return 1.f / (1.f + expf(-x));
+    case AIE_U_SILU: return x / (1.f + expf(-x));
+    case AIE_U_HARDSWISH: return x * fminf(fmaxf(x * (1.f / 6.f) + 0.5f, 0.f), 1.f);
+    case AIE_U_HARDSIGMOID: return fminf(fmaxf(p0 * x + p1, 0.f), 1.f);
+    case AIE_U_LEAKY_RELU: return x < 0.f ? x * p0 : x;
+    case AIE_U_TANH: return tanhf(x);
     default: return x;
     }
 }
@@ -144,8 +144,8 @@ extern "C" int aie_cuda_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, in
         return aie_fail(AIE_EINVAL, "%s: NULL matrix pointer", fn);
     if (ep && ep->bias_kind != AIE_BIAS_NONE && !ep->bias)
         return aie_fail(AIE_EINVAL, "%s: epilogue has a bias kind but bias is NULL", fn);
-    if (ep && (ep->act < AIE_ACT_NONE || ep->act > AIE_ACT_TANH))
-        return aie_fail(AIE_EINVAL, "%s: epilogue act=%d is not an aie_activation", fn, ep->act);
+    if (ep && (ep->act < AIE_U_IDENTITY || ep->act > AIE_U_TANH))
+        return aie_fail(AIE_EINVAL, "%s: epilogue act=%d is not an epilogue activation", fn, ep->act);
     if (M == 0 || N == 0) return AIE_OK;
     if ((M + BM - 1) / BM > 65535)
         return aie_fail(AIE_EINVAL, "%s: M=%lld exceeds the grid limit (%d rows)", fn, (long long)M, 65535 * BM);

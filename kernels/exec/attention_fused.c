@@ -7,11 +7,10 @@
  * serial arithmetic, so the result does not depend on the thread count.
  * t: y [B,H,M,dv], q [B,H,M,dk], kt [B,H,dk,L], v [B,H,L,dv], mask (NULL or
  *    float32 read with strides), workspace.
- * ip: B, H, M, L, dk, dv, mask strides (b, h, row, col), workspace bytes,
- *     tile_rows. fp: alpha. */
+ * ip: aie_attention_step (mask strides b, h, row, col). fp: alpha. */
 #include "aie_gemm.h"
 #include "aie_norm.h"
-#include "exec_ext.h"
+#include "exec_ops.h"
 #include "threadpool.h"
 
 #include <stdint.h>
@@ -56,12 +55,13 @@ static void attn_task(void *vctx, int64_t task, int worker) {
 }
 
 int aie_x_attention(const aie_step_args *a) {
-    const int64_t *ip = a->ip;
-    attn_ctx c = {.q = a->t[1], .kt = a->t[2], .v = a->t[3], .mask = a->t[4], .y = a->t[0], .H = ip[1],
-                  .M = ip[2], .L = ip[3], .dk = ip[4], .dv = ip[5], .ms = {ip[6], ip[7], ip[8], ip[9]},
-                  .tile = ip[11], .alpha = (float)a->fp[0], .rc = AIE_OK};
-    int64_t B = ip[0];
-    size_t ws_bytes = (size_t)ip[10];
+    const aie_attention_step *sp = (const aie_attention_step *)(const void *)a->ip;
+    attn_ctx c = {.q = a->t[1], .kt = a->t[2], .v = a->t[3], .mask = a->t[4], .y = a->t[0], .H = sp->H,
+                  .M = sp->M, .L = sp->L, .dk = sp->dk, .dv = sp->dv,
+                  .ms = {sp->mask_stride_b, sp->mask_stride_h, sp->mask_stride_m, sp->mask_stride_l},
+                  .tile = sp->tile, .alpha = (float)a->fp[0], .rc = AIE_OK};
+    int64_t B = sp->B;
+    size_t ws_bytes = (size_t)sp->workspace_bytes;
     if (B <= 0 || c.H <= 0 || c.M <= 0 || c.L <= 0 || c.dk <= 0 || c.dv <= 0 || c.tile <= 0)
         return aie_fail(AIE_EINVAL, "attention: bad dims B=%lld H=%lld M=%lld L=%lld dk=%lld dv=%lld tile=%lld",
                         (long long)B, (long long)c.H, (long long)c.M, (long long)c.L, (long long)c.dk,

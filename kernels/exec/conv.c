@@ -3,28 +3,18 @@
  * conv/pool chains out in NHWC and packs constant weights once; a weight
  * computed at run time is packed by a CONV_PACK step into the arena first.
  *
- * Conv-family steps carry the 18 int64 fields of aie_conv2d_params in struct
- * order at the start of ip (N, H, W, C, K, R, S, stride_h, stride_w, dil_h,
- * dil_w, pad_top, pad_left, pad_bottom, pad_right, groups, out_pad_h,
- * out_pad_w), so they are copied, not re-parsed. */
+ * Step parameters are read through their aie_*_step structs (aie_ops.def);
+ * the conv family's starts with aie_conv2d_params itself. */
 #include "exec_ops.h"
 
-#include <string.h>
-
-#define CONV_PARAM_WORDS 18
-_Static_assert(sizeof(aie_conv2d_params) == CONV_PARAM_WORDS * sizeof(int64_t),
-               "aie_conv2d_params must be 18 int64 fields");
-
-static void conv_params(aie_conv2d_params *p, const int64_t *ip) { memcpy(p, ip, sizeof *p); }
-
 int aie_x_conv(const aie_step_args *a) {
-    aie_conv2d_params p;
-    conv_params(&p, a->ip);
-    const int64_t *ip = a->ip + CONV_PARAM_WORDS;
-    aie_epilogue ep = {NULL, AIE_BIAS_NONE, (int)ip[0], (float)a->fp[0], (float)a->fp[1]};
+    const aie_conv_step *sp = (const aie_conv_step *)(const void *)a->ip;
+    const aie_conv2d_params p = sp->conv;
+    const size_t wss = (size_t)sp->workspace_bytes;
+    aie_epilogue ep = {NULL, AIE_BIAS_NONE, (int)sp->act, (float)a->fp[0], (float)a->fp[1]};
     const float *x = a->t[1], *res = a->t[4];
     float *y = a->t[0];
-    int rc = aie_conv2d(&p, x, a->t[2], a->t[3], res, &ep, y, a->t[5], (size_t)ip[1], a->nthreads);
+    int rc = aie_conv2d(&p, x, a->t[2], a->t[3], res, &ep, y, a->t[5], wss, a->nthreads);
     if (rc != AIE_ENOMEM || p.N == 1) return rc;
     /* Workaround: aie_conv2d sizes its per-tile GEMM workspace for a full
      * im2col tile, but aie_sgemm_workspace_size is not monotonic in M, so the
@@ -39,38 +29,31 @@ int aie_x_conv(const aie_step_args *a) {
     const int64_t xs = p.H * p.W * p.C, ys = P * Q * p.K;
     for (int64_t n = 0; n < p.N; n++) {
         rc = aie_conv2d(&one, x + n * xs, a->t[2], a->t[3], res ? res + n * ys : NULL, &ep, y + n * ys, a->t[5],
-                        (size_t)ip[1], a->nthreads);
+                        wss, a->nthreads);
         if (rc != AIE_OK) return rc;
     }
     return AIE_OK;
 }
 
 int aie_x_conv_transpose(const aie_step_args *a) {
-    aie_conv2d_params p;
-    conv_params(&p, a->ip);
-    const int64_t *ip = a->ip + CONV_PARAM_WORDS;
-    aie_epilogue ep = {NULL, AIE_BIAS_NONE, (int)ip[0], (float)a->fp[0], (float)a->fp[1]};
-    return aie_conv_transpose2d(&p, a->t[1], a->t[2], a->t[3], &ep, a->t[0], a->t[4], (size_t)ip[1], a->nthreads);
+    const aie_conv_step *sp = (const aie_conv_step *)(const void *)a->ip;
+    aie_epilogue ep = {NULL, AIE_BIAS_NONE, (int)sp->act, (float)a->fp[0], (float)a->fp[1]};
+    return aie_conv_transpose2d(&sp->conv, a->t[1], a->t[2], a->t[3], &ep, a->t[0], a->t[4],
+                                (size_t)sp->workspace_bytes, a->nthreads);
 }
 
-/* t: packed (out), w. ip: params, transposed (0 Conv, 1 ConvTranspose), packed bytes.
- * Packing may allocate a temporary: this step only exists for weights that
+/* t: packed (out), w. Packing may allocate a temporary: this step only exists for weights that
  * are not constants (never on a converted zoo model's path). */
 int aie_x_conv_pack(const aie_step_args *a) {
-    aie_conv2d_params p;
-    conv_params(&p, a->ip);
-    const int64_t *ip = a->ip + CONV_PARAM_WORDS;
-    if (ip[0]) return aie_conv_transpose2d_pack_weights(&p, a->t[1], a->t[0], (size_t)ip[1]);
-    return aie_conv2d_pack_weights(&p, a->t[1], a->t[0], (size_t)ip[1]);
+    const aie_conv_pack_step *sp = (const aie_conv_pack_step *)(const void *)a->ip;
+    if (sp->transposed) return aie_conv_transpose2d_pack_weights(&sp->conv, a->t[1], a->t[0], (size_t)sp->packed_bytes);
+    return aie_conv2d_pack_weights(&sp->conv, a->t[1], a->t[0], (size_t)sp->packed_bytes);
 }
 
-/* t: y, x. ip: kind, N, H, W, C, kh, kw, stride_h, stride_w, dil_h, dil_w,
- * pad_top, pad_left, pad_bottom, pad_right, ceil_mode, count_include_pad. */
+/* t: y, x. */
 int aie_x_pool(const aie_step_args *a) {
-    const int64_t *ip = a->ip;
-    aie_pool2d_params p = {ip[1], ip[2], ip[3], ip[4], ip[5], ip[6], ip[7], ip[8], ip[9], ip[10],
-                           ip[11], ip[12], ip[13], ip[14], (int32_t)ip[15], (int32_t)ip[16]};
-    return aie_pool2d((int)ip[0], &p, a->t[1], a->t[0], a->nthreads);
+    const aie_pool_step *sp = (const aie_pool_step *)(const void *)a->ip;
+    return aie_pool2d((int)sp->kind, &sp->pool, a->t[1], a->t[0], a->nthreads);
 }
 
 /* t: y [N, C], x [N, HW, C]. ip: kind, N, HW, C. */

@@ -117,38 +117,6 @@ static double u_apply(int64_t op, double x, double al, double be) {
     }
 }
 
-/* Executor unary code -> library aie_unary_op (aie_eltwise.h), -1 where the
- * library has no such op (those run through u_apply in double). */
-static int lib_unary(int64_t op) {
-    switch (op) {
-    case AIE_U_RELU: return AIE_UNARY_RELU;
-    case AIE_U_LEAKY_RELU: return AIE_UNARY_LEAKY_RELU;
-    case AIE_U_SIGMOID: return AIE_UNARY_SIGMOID;
-    case AIE_U_TANH: return AIE_UNARY_TANH;
-    case AIE_U_ERF: return AIE_UNARY_ERF;
-    case AIE_U_GELU: return AIE_UNARY_GELU;
-    case AIE_U_GELU_TANH: return AIE_UNARY_GELU_TANH;
-    case AIE_U_HARDSIGMOID: return AIE_UNARY_HARDSIGMOID;
-    case AIE_U_HARDSWISH: return AIE_UNARY_HARDSWISH;
-    case AIE_U_SILU: return AIE_UNARY_SILU;
-    case AIE_U_EXP: return AIE_UNARY_EXP;
-    case AIE_U_LOG: return AIE_UNARY_LOG;
-    case AIE_U_SQRT: return AIE_UNARY_SQRT;
-    case AIE_U_RECIPROCAL: return AIE_UNARY_RECIPROCAL;
-    case AIE_U_ABS: return AIE_UNARY_ABS;
-    case AIE_U_NEG: return AIE_UNARY_NEG;
-    case AIE_U_CLIP: return AIE_UNARY_CLIP;
-    case AIE_U_FLOOR: return AIE_UNARY_FLOOR;
-    case AIE_U_CEIL: return AIE_UNARY_CEIL;
-    case AIE_U_ROUND: return AIE_UNARY_ROUND;
-    case AIE_U_SIGN: return AIE_UNARY_SIGN;
-    case AIE_U_SOFTPLUS: return AIE_UNARY_SOFTPLUS;
-    case AIE_U_ELU: return AIE_UNARY_ELU;
-    case AIE_U_SELU: return AIE_UNARY_SELU;
-    default: return -1;
-    }
-}
-
 typedef struct {
     int64_t op, dtype, n;
     void *o;
@@ -207,9 +175,10 @@ int aie_x_unary(const aie_step_args *a) {
     }
     /* lo > hi: ONNX Clip gives hi (min(max(x, lo), hi)); the library's clip
      * selects lo there, so that corner stays on u_apply. */
-    if (dt == AIE_DT_F32 && lib_unary(op) >= 0 && !(op == AIE_U_CLIP && lo > hi)) {
+    /* Ops without the vector library's flag run through u_apply in double. */
+    if (dt == AIE_DT_F32 && (aie_unary_flags(op) & AIE_UF_VEC) && !(op == AIE_U_CLIP && lo > hi)) {
         /* SELU: the executor passes (alpha, gamma), the library (p0 alpha, p1 gamma) too. */
-        return aie_unary(lib_unary(op), a->t[1], a->t[0], n, (float)lo, (float)hi, a->nthreads);
+        return aie_unary((int)op, a->t[1], a->t[0], n, (float)lo, (float)hi, a->nthreads);
     }
     switch (dt) {
     case AIE_DT_F32:

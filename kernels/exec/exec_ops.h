@@ -1,13 +1,12 @@
 /* Internal: one signature for every executor op (ggml-style), so exec.c
- * dispatches them from one switch. t[] holds resolved tensor pointers (NULL
- * for absent operands), ip/fp the step's parameters, nt/ni/nf their counts. */
+ * dispatches them from one table built from aie_ops.def. t[] holds resolved
+ * tensor pointers (NULL for absent operands), ip/fp the step's parameters,
+ * nt/ni/nf their counts. */
 #ifndef AIE_EXEC_OPS_H
 #define AIE_EXEC_OPS_H
 
 #include "aie_exec.h"
 #include "aie_internal.h"
-
-#define AIE_MAX_RANK 8
 
 typedef struct {
     void **t;
@@ -44,6 +43,16 @@ int aie_x_conv_transpose(const aie_step_args *a);
 int aie_x_conv_pack(const aie_step_args *a);
 int aie_x_global_pool(const aie_step_args *a);
 int aie_x_gemm_packed(const aie_step_args *a);
+int aie_x_bitshift(const aie_step_args *a);
+int aie_x_cumprod(const aie_step_args *a);
+int aie_x_topk(const aie_step_args *a);
+int aie_x_scatter_elements(const aie_step_args *a);
+int aie_x_scatter_nd(const aie_step_args *a);
+int aie_x_gather_nd(const aie_step_args *a);
+int aie_x_grid_sample(const aie_step_args *a);
+int aie_x_rms_norm(const aie_step_args *a);
+int aie_x_attention(const aie_step_args *a);
+size_t aie_attention_workspace(int64_t tile, int64_t L, int64_t dk, int64_t dv, int64_t workers);
 
 /* Size in bytes of a dtype code; 0 when unknown. */
 size_t aie_dtype_size(int64_t dtype);

@@ -31,10 +31,10 @@ int aie_x_gather(const aie_step_args *a) {
 int aie_x_gather_elements(const aie_step_args *a) {
     size_t es = (size_t)a->ip[0];
     int64_t r = a->ip[1];
-    if (r < 1 || r > AIE_MAX_RANK) return aie_fail(AIE_EINVAL, "bad rank %lld", (long long)r);
+    if (r < 1 || r > AIE_MAX_DIMS) return aie_fail(AIE_EINVAL, "bad rank %lld", (long long)r);
     const int64_t *oshape = a->ip + 2, *dshape = a->ip + 2 + r;
     int64_t axis = a->ip[2 + 2 * r], idt = a->ip[3 + 2 * r];
-    int64_t dstr[AIE_MAX_RANK], cnt[AIE_MAX_RANK] = {0}, n = 1;
+    int64_t dstr[AIE_MAX_DIMS], cnt[AIE_MAX_DIMS] = {0}, n = 1;
     dstr[r - 1] = 1;
     for (int64_t d = r - 2; d >= 0; d--) dstr[d] = dstr[d + 1] * dshape[d + 1];
     for (int64_t d = 0; d < r; d++) n *= oshape[d];
@@ -72,11 +72,11 @@ static int64_t pad_src(int64_t i, int64_t begin, int64_t n, int64_t mode) {
 int aie_x_pad(const aie_step_args *a) {
     size_t es = (size_t)a->ip[0];
     int64_t r = a->ip[1];
-    if (r < 1 || r > AIE_MAX_RANK) return aie_fail(AIE_EINVAL, "bad rank %lld", (long long)r);
+    if (r < 1 || r > AIE_MAX_DIMS) return aie_fail(AIE_EINVAL, "bad rank %lld", (long long)r);
     const int64_t *ishape = a->ip + 2, *oshape = a->ip + 2 + r, *begin = a->ip + 2 + 2 * r;
     int64_t mode = a->ip[2 + 3 * r];
     const int64_t *value = &a->ip[3 + 3 * r];
-    int64_t istr[AIE_MAX_RANK], cnt[AIE_MAX_RANK] = {0}, n = 1;
+    int64_t istr[AIE_MAX_DIMS], cnt[AIE_MAX_DIMS] = {0}, n = 1;
     istr[r - 1] = 1;
     for (int64_t d = r - 2; d >= 0; d--) istr[d] = istr[d + 1] * ishape[d + 1];
     for (int64_t d = 0; d < r; d++) n *= oshape[d];

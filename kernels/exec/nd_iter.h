@@ -9,15 +9,15 @@
 typedef struct {
     int rank;
     int nops;
-    int64_t shape[AIE_MAX_RANK];
-    int64_t st[4][AIE_MAX_RANK]; /* element strides per operand */
+    int64_t shape[AIE_MAX_DIMS];
+    int64_t st[4][AIE_MAX_DIMS]; /* element strides per operand */
 } aie_nd;
 
 /* Parse `rank, shape[rank], strides[nops][rank]` from ip; returns the number
  * of words consumed or -1 when the rank is out of range. */
 static inline int64_t aie_nd_parse(aie_nd *nd, const int64_t *ip, int nops) {
     int64_t r = ip[0];
-    if (r < 1 || r > AIE_MAX_RANK) return -1;
+    if (r < 1 || r > AIE_MAX_DIMS) return -1;
     nd->rank = (int)r;
     nd->nops = nops;
     for (int d = 0; d < r; d++) nd->shape[d] = ip[1 + d];

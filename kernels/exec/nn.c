@@ -15,13 +15,14 @@ static int gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, co
 }
 
 int aie_x_matmul(const aie_step_args *a) {
-    const int64_t *ip = a->ip;
-    int64_t M = ip[0], N = ip[1], K = ip[2], ta = ip[3], tb = ip[4], lda = ip[5], ldb = ip[6];
-    int64_t br = ip[9];
-    if (br < 0 || br > AIE_MAX_RANK) return aie_fail(AIE_EINVAL, "bad batch rank %lld", (long long)br);
-    const int64_t *bshape = ip + 10, *sa = ip + 10 + br, *sb = ip + 10 + 2 * br;
-    size_t wss = (size_t)ip[10 + 3 * br];
-    aie_epilogue ep = {a->t[3], a->t[3] ? (int)ip[7] : AIE_BIAS_NONE, (int)ip[8], (float)a->fp[2], (float)a->fp[3]};
+    const aie_matmul_step *sp = (const aie_matmul_step *)(const void *)a->ip;
+    int64_t M = sp->M, N = sp->N, K = sp->K, ta = sp->trans_a, tb = sp->trans_b, lda = sp->lda, ldb = sp->ldb;
+    int64_t br = sp->batch_rank;
+    if (br < 0 || br > AIE_MAX_DIMS) return aie_fail(AIE_EINVAL, "bad batch rank %lld", (long long)br);
+    const int64_t *bshape = sp->batch, *sa = sp->batch + br, *sb = sp->batch + 2 * br;
+    size_t wss = (size_t)sp->workspace_bytes;
+    aie_epilogue ep = {a->t[3], a->t[3] ? (int)sp->bias_kind : AIE_BIAS_NONE, (int)sp->act, (float)a->fp[2],
+                       (float)a->fp[3]};
     float alpha = (float)a->fp[0], beta = (float)a->fp[1];
     int64_t nb = 1;
     for (int64_t d = 0; d < br; d++) nb *= bshape[d];
@@ -44,10 +45,11 @@ int aie_x_matmul(const aie_step_args *a) {
 
 /* C = alpha * op(A) B + beta * C with B packed by aie_sgemm_pack_b. */
 int aie_x_gemm_packed(const aie_step_args *a) {
-    const int64_t *ip = a->ip;
-    aie_epilogue ep = {a->t[3], a->t[3] ? (int)ip[5] : AIE_BIAS_NONE, (int)ip[6], (float)a->fp[2], (float)a->fp[3]};
-    return aie_sgemm_packed((int)ip[3], ip[0], ip[1], ip[2], (float)a->fp[0], a->t[1], ip[4], a->t[2],
-                            (float)a->fp[1], a->t[0], ip[1], &ep, a->t[4], (size_t)ip[7], a->nthreads);
+    const aie_gemm_packed_step *sp = (const aie_gemm_packed_step *)(const void *)a->ip;
+    aie_epilogue ep = {a->t[3], a->t[3] ? (int)sp->bias_kind : AIE_BIAS_NONE, (int)sp->act, (float)a->fp[2],
+                       (float)a->fp[3]};
+    return aie_sgemm_packed((int)sp->trans_a, sp->M, sp->N, sp->K, (float)a->fp[0], a->t[1], sp->lda, a->t[2],
+                            (float)a->fp[1], a->t[0], sp->N, &ep, a->t[4], (size_t)sp->workspace_bytes, a->nthreads);
 }
 
 /* ---- resize ----------------------------------------------------------- */
@@ -76,8 +78,9 @@ static int64_t resize_nearest(int64_t mode, double v, int64_t in) {
 }
 
 int aie_x_resize(const aie_step_args *a) {
-    int64_t outer = a->ip[0], ih = a->ip[1], iw = a->ip[2], oh = a->ip[3], ow = a->ip[4];
-    int64_t mode = a->ip[5], coord = a->ip[6], nearest = a->ip[7], nhwc_c = a->ip[8];
+    const aie_resize_step *sp = (const aie_resize_step *)(const void *)a->ip;
+    int64_t outer = sp->outer, ih = sp->ih, iw = sp->iw, oh = sp->oh, ow = sp->ow;
+    int64_t mode = sp->mode, coord = sp->coord, nearest = sp->nearest, nhwc_c = sp->channels;
     double sh = a->fp[0], sw = a->fp[1], lh = a->fp[2], lw = a->fp[3];
     float *y = a->t[0];
     const float *x = a->t[1];
@@ -119,8 +122,10 @@ int aie_x_resize(const aie_step_args *a) {
 static float sigm(float v) { return 1.f / (1.f + expf(-v)); }
 
 int aie_x_lstm(const aie_step_args *a) {
-    int64_t S = a->ip[0], B = a->ip[1], I = a->ip[2], H = a->ip[3], rev = a->ip[4], ys = a->ip[5], yb = a->ip[6];
-    size_t wss = (size_t)a->ip[7];
+    const aie_lstm_step *sp = (const aie_lstm_step *)(const void *)a->ip;
+    int64_t S = sp->S, B = sp->B, I = sp->I, H = sp->H, rev = sp->reverse, ys = sp->y_step_stride,
+            yb = sp->y_batch_stride;
+    size_t wss = (size_t)sp->workspace_bytes;
     float *y = a->t[0], *h = a->t[5], *c = a->t[6], *g = a->t[7];
     const float *x = a->t[1], *w = a->t[2], *r = a->t[3], *bias = a->t[4];
     void *gws = a->t[8];

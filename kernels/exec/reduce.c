@@ -81,7 +81,7 @@ static void suffix_task(void *vctx, int64_t task, int64_t ntasks) {
 
 int aie_x_reduce(const aie_step_args *a) {
     int64_t op = a->ip[0], dt = a->ip[1], r = a->ip[2];
-    if (r < 1 || r > AIE_MAX_RANK) return aie_fail(AIE_EINVAL, "bad rank %lld", (long long)r);
+    if (r < 1 || r > AIE_MAX_DIMS) return aie_fail(AIE_EINVAL, "bad rank %lld", (long long)r);
     const int64_t *shape = a->ip + 3, *red = a->ip + 3 + r;
     int64_t total = 1, count = 1, first_red = r;
     for (int64_t d = 0; d < r; d++) {
@@ -104,7 +104,7 @@ int aie_x_reduce(const aie_step_args *a) {
     /* General case: one pass over the input with an output-index counter;
      * the accumulators live in the output itself (double where needed would
      * need scratch; float32 accumulation is acceptable for this rare path). */
-    int64_t ostr[AIE_MAX_RANK], cnt[AIE_MAX_RANK] = {0}, on = 1;
+    int64_t ostr[AIE_MAX_DIMS], cnt[AIE_MAX_DIMS] = {0}, on = 1;
     for (int64_t d = r - 1; d >= 0; d--) {
         ostr[d] = red[d] ? 0 : on;
         if (!red[d]) on *= shape[d];
@@ -136,7 +136,8 @@ int aie_x_layernorm(const aie_step_args *a) {
 }
 
 int aie_x_argmax(const aie_step_args *a) {
-    int64_t dt = a->ip[0], outer = a->ip[1], n = a->ip[2], inner = a->ip[3], last = a->ip[4], is_min = a->ip[5];
+    const aie_axis_step *sp = (const aie_axis_step *)(const void *)a->ip;
+    int64_t dt = sp->dtype, outer = sp->outer, n = sp->n, inner = sp->inner, last = sp->flag0, is_min = sp->flag1;
     int64_t *o = a->t[0];
     for (int64_t ou = 0; ou < outer; ou++)
         for (int64_t ii = 0; ii < inner; ii++) {
@@ -153,7 +154,8 @@ int aie_x_argmax(const aie_step_args *a) {
 }
 
 int aie_x_cumsum(const aie_step_args *a) {
-    int64_t dt = a->ip[0], outer = a->ip[1], n = a->ip[2], inner = a->ip[3], excl = a->ip[4], rev = a->ip[5];
+    const aie_axis_step *sp = (const aie_axis_step *)(const void *)a->ip;
+    int64_t dt = sp->dtype, outer = sp->outer, n = sp->n, inner = sp->inner, excl = sp->flag0, rev = sp->flag1;
     for (int64_t ou = 0; ou < outer; ou++)
         for (int64_t ii = 0; ii < inner; ii++) {
             double acc = 0;

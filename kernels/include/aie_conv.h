@@ -51,23 +51,15 @@
 #include <stdint.h>
 
 #include "aie_gemm.h" /* aie_epilogue */
+#include "aie_ops.h"  /* aie_conv2d_params */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-typedef struct {
-    int64_t N, H, W, C;            /* input, NHWC */
-    int64_t K;                     /* output channels */
-    int64_t R, S;                  /* kernel height, width */
-    int64_t stride_h, stride_w;    /* >= 1 */
-    int64_t dil_h, dil_w;          /* >= 1 */
-    int64_t pad_top, pad_left, pad_bottom, pad_right; /* >= 0 */
-    int64_t groups;                /* >= 1, divides C and K */
-    /* ConvTranspose only (ignored by aie_conv2d): extra rows/cols added at
-     * the bottom/right of the output, each < its stride or dilation. */
-    int64_t out_pad_h, out_pad_w;
-} aie_conv2d_params;
+/* aie_conv2d_params (aie_ops.def): N, H, W, C (input, NHWC), K (output
+ * channels), R, S (kernel), stride_h/w, dil_h/w (>= 1), pad_top/left/bottom/
+ * right (>= 0), groups (divides C and K), out_pad_h/w (ConvTranspose only). */
 
 /* Output spatial size (P rows, Q cols). AIE_EINVAL, with the reason, on bad
  * params (non-positive stride, groups not dividing C and K, a window larger

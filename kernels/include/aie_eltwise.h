@@ -45,49 +45,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "aie_ops.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define AIE_MAX_DIMS 8
-
-/* Element types, numbered as onnx.TensorProto.DataType (as aie_exec.h's
- * AIE_DT_*) so converter codes pass through. bool is one byte, 0 or 1. */
-typedef enum {
-    AIE_DTYPE_F32 = 1,
-    AIE_DTYPE_U8 = 2,
-    AIE_DTYPE_I32 = 6,
-    AIE_DTYPE_I64 = 7,
-    AIE_DTYPE_BOOL = 9
-} aie_dtype;
-
-typedef enum {
-    AIE_UNARY_RELU = 0,
-    AIE_UNARY_LEAKY_RELU,   /* p0 = alpha */
-    AIE_UNARY_SIGMOID,
-    AIE_UNARY_TANH,
-    AIE_UNARY_ERF,
-    AIE_UNARY_GELU,         /* exact: x/2 * (1 + erf(x/sqrt(2))) */
-    AIE_UNARY_GELU_TANH,    /* x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))) */
-    AIE_UNARY_HARDSIGMOID,  /* max(0, min(1, p0*x + p1)) */
-    AIE_UNARY_HARDSWISH,    /* x * max(0, min(1, x/6 + 1/2)) */
-    AIE_UNARY_SILU,         /* x * sigmoid(x) */
-    AIE_UNARY_EXP,
-    AIE_UNARY_LOG,
-    AIE_UNARY_SQRT,
-    AIE_UNARY_RECIPROCAL,
-    AIE_UNARY_ABS,
-    AIE_UNARY_NEG,
-    AIE_UNARY_CLIP,         /* min(max(x, p0), p1); NaN stays NaN */
-    AIE_UNARY_FLOOR,
-    AIE_UNARY_CEIL,
-    AIE_UNARY_ROUND,        /* half to even */
-    AIE_UNARY_SIGN,
-    AIE_UNARY_SOFTPLUS,     /* log(1 + exp(x)) */
-    AIE_UNARY_ELU,          /* x > 0 ? x : p0 * (exp(x) - 1) */
-    AIE_UNARY_SELU,         /* p1 * (x > 0 ? x : p0 * (exp(x) - 1)) */
-    AIE_UNARY_COUNT
-} aie_unary_op;
+/* AIE_MAX_DIMS, the dtype codes (AIE_DT_*) and the unary ops (AIE_U_*): aie_ops.h. */
 
 typedef enum {
     AIE_BINARY_ADD = 0,
@@ -113,7 +77,8 @@ typedef enum {
     AIE_CMP_COUNT
 } aie_compare_op;
 
-/* y[i] = op(x[i]) on n contiguous float32 (x == y allowed). */
+/* y[i] = op(x[i]) on n contiguous float32 (x == y allowed); op: an AIE_U_*
+ * code with the AIE_UF_VEC flag (aie_unary_flags). */
 int aie_unary(int op, const float *x, float *y, int64_t n, float p0, float p1, int nthreads);
 
 /* y = a op b with broadcasting. dtype: F32, I64 or I32 (AND/OR/XOR: BOOL).

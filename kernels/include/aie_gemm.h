@@ -16,32 +16,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "aie_ops.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-typedef enum {
-    AIE_ACT_NONE = 0,
-    AIE_ACT_RELU = 1,
-    AIE_ACT_CLIP = 2,        /* min(max(x, lo), hi) */
-    AIE_ACT_GELU = 3,        /* exact (erf) */
-    AIE_ACT_GELU_TANH = 4,
-    AIE_ACT_SIGMOID = 5,
-    AIE_ACT_SILU = 6,
-    AIE_ACT_HARDSWISH = 7,
-    AIE_ACT_HARDSIGMOID = 8, /* max(0, min(1, alpha*x + beta)) with p0=alpha, p1=beta */
-    AIE_ACT_LEAKY_RELU = 9,  /* p0 = slope */
-    AIE_ACT_TANH = 10
-} aie_activation;
-
 typedef enum { AIE_BIAS_NONE = 0, AIE_BIAS_COL = 1, AIE_BIAS_ROW = 2 } aie_bias_kind;
 
-typedef struct {
-    const float *bias;      /* NULL or length N (COL) / M (ROW) */
-    int bias_kind;          /* aie_bias_kind */
-    int act;                /* aie_activation */
-    float p0, p1;           /* activation parameters (clip lo/hi, slope, ...) */
-} aie_epilogue;
+/* aie_epilogue (aie_ops.def): bias, bias_kind, act (an AIE_U_* code with
+ * AIE_UF_EPI, 0 = none), p0, p1 (activation parameters). */
 
 /* Bytes of workspace aie_sgemm needs for these sizes and thread count. */
 size_t aie_sgemm_workspace_size(int64_t M, int64_t N, int64_t K, int nthreads);

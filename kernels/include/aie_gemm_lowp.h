@@ -64,15 +64,8 @@ int aie_gemm_bf16(int64_t M, int64_t N, int64_t K, const void *A, int a_type, in
 
 typedef enum { AIE_QOUT_S32 = 0, AIE_QOUT_F32 = 1, AIE_QOUT_U8 = 2 } aie_qout_kind;
 
-typedef struct {
-    int out;                   /* aie_qout_kind: the type of C */
-    float a_scale;             /* F32, U8 */
-    const float *b_scale;      /* F32, U8: length N (per output channel) */
-    float y_scale;             /* U8: > 0 */
-    int32_t y_zero;            /* U8: 0..255 */
-    const int32_t *bias_s32;   /* U8: NULL or length N, added to acc before scaling */
-    const aie_epilogue *ep;    /* F32: NULL or the fp32 bias/activation */
-} aie_qepilogue;
+/* aie_qepilogue (aie_ops.def): out (aie_qout_kind), a_scale, b_scale[N],
+ * y_scale, y_zero, bias_s32[N], ep (the fp32 epilogue). */
 
 size_t aie_gemm_s8_packed_b_size(int64_t K, int64_t N);
 /* Packs op(B) (K x N int8; stored N x K when trans_b) and its column sums. */

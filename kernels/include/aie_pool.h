@@ -28,21 +28,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "aie_ops.h" /* aie_pool2d_params */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 typedef enum { AIE_POOL_MAX = 0, AIE_POOL_AVG = 1 } aie_pool_kind;
 
-typedef struct {
-    int64_t N, H, W, C;            /* input, NHWC */
-    int64_t kh, kw;                /* window */
-    int64_t stride_h, stride_w;    /* >= 1 */
-    int64_t dil_h, dil_w;          /* >= 1 */
-    int64_t pad_top, pad_left, pad_bottom, pad_right; /* >= 0 */
-    int32_t ceil_mode;             /* 0 floor, 1 ceil */
-    int32_t count_include_pad;     /* avg only */
-} aie_pool2d_params;
+/* aie_pool2d_params (aie_ops.def): N, H, W, C (input, NHWC), kh, kw, stride_h/w,
+ * dil_h/w, pad_top/left/bottom/right, ceil_mode, count_include_pad (avg). */
 
 int aie_pool2d_output_shape(const aie_pool2d_params *p, int64_t *P, int64_t *Q);
 /* kind: aie_pool_kind. y: N x P x Q x C. */

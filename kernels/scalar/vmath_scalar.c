@@ -28,35 +28,35 @@ static float hardsigmoid(float x, float alpha, float beta) {
 static float unary1(int op, float x, float p0, float p1) {
     double d = x;
     switch (op) {
-    case AIE_UNARY_RELU: return x < 0.0f ? 0.0f : x;
-    case AIE_UNARY_LEAKY_RELU: return x < 0.0f ? x * p0 : x;
-    case AIE_UNARY_SIGMOID: return (float)sigmoid_d(d);
-    case AIE_UNARY_TANH: return (float)tanh(d); /* glibc tanhf is off by up to 2 ulp */
-    case AIE_UNARY_ERF: return erff(x);
-    case AIE_UNARY_GELU: return isnan(x) ? x : gated(x, 0.5 * erfc(-d * M_SQRT1_2));
-    case AIE_UNARY_GELU_TANH: {
+    case AIE_U_RELU: return x < 0.0f ? 0.0f : x;
+    case AIE_U_LEAKY_RELU: return x < 0.0f ? x * p0 : x;
+    case AIE_U_SIGMOID: return (float)sigmoid_d(d);
+    case AIE_U_TANH: return (float)tanh(d); /* glibc tanhf is off by up to 2 ulp */
+    case AIE_U_ERF: return erff(x);
+    case AIE_U_GELU: return isnan(x) ? x : gated(x, 0.5 * erfc(-d * M_SQRT1_2));
+    case AIE_U_GELU_TANH: {
         if (isnan(x)) return x;
         double c = d < -20.0 ? -20.0 : (d > 20.0 ? 20.0 : d);
         /* 0.5 (1 + tanh z) = sigmoid(2z): no cancellation for x < 0 */
         return gated(x, sigmoid_d(2.0 * 0.7978845608028654 * (c + 0.044715 * c * c * c)));
     }
-    case AIE_UNARY_HARDSIGMOID: return hardsigmoid(x, p0, p1);
-    case AIE_UNARY_HARDSWISH: return isnan(x) ? x : gated(x, hardsigmoid(x, 1.0f / 6.0f, 0.5f));
-    case AIE_UNARY_SILU: return isnan(x) ? x : gated(x, sigmoid_d(d));
-    case AIE_UNARY_EXP: return expf(x);
-    case AIE_UNARY_LOG: return logf(x);
-    case AIE_UNARY_SQRT: return sqrtf(x);
-    case AIE_UNARY_RECIPROCAL: return 1.0f / x;
-    case AIE_UNARY_ABS: return fabsf(x);
-    case AIE_UNARY_NEG: return -x;
-    case AIE_UNARY_CLIP: { float t = x < p0 ? p0 : x; return t > p1 ? p1 : t; } /* min(max(x, lo), hi) */
-    case AIE_UNARY_FLOOR: return floorf(x);
-    case AIE_UNARY_CEIL: return ceilf(x);
-    case AIE_UNARY_ROUND: return nearbyintf(x); /* default rounding: half to even */
-    case AIE_UNARY_SIGN: return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : x);
-    case AIE_UNARY_SOFTPLUS: return x > 20.0f ? x : (float)log1p(exp(d));
-    case AIE_UNARY_ELU: return x > 0.0f ? x : (float)(p0 * expm1(d));
-    case AIE_UNARY_SELU: return (float)(p1 * (x > 0.0f ? d : p0 * expm1(d)));
+    case AIE_U_HARDSIGMOID: return hardsigmoid(x, p0, p1);
+    case AIE_U_HARDSWISH: return isnan(x) ? x : gated(x, hardsigmoid(x, 1.0f / 6.0f, 0.5f));
+    case AIE_U_SILU: return isnan(x) ? x : gated(x, sigmoid_d(d));
+    case AIE_U_EXP: return expf(x);
+    case AIE_U_LOG: return logf(x);
+    case AIE_U_SQRT: return sqrtf(x);
+    case AIE_U_RECIPROCAL: return 1.0f / x;
+    case AIE_U_ABS: return fabsf(x);
+    case AIE_U_NEG: return -x;
+    case AIE_U_CLIP: { float t = x < p0 ? p0 : x; return t > p1 ? p1 : t; } /* min(max(x, lo), hi) */
+    case AIE_U_FLOOR: return floorf(x);
+    case AIE_U_CEIL: return ceilf(x);
+    case AIE_U_ROUND: return nearbyintf(x); /* default rounding: half to even */
+    case AIE_U_SIGN: return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : x);
+    case AIE_U_SOFTPLUS: return x > 20.0f ? x : (float)log1p(exp(d));
+    case AIE_U_ELU: return x > 0.0f ? x : (float)(p0 * expm1(d));
+    case AIE_U_SELU: return (float)(p1 * (x > 0.0f ? d : p0 * expm1(d)));
     default: return NAN;
     }
 }

@@ -20,27 +20,27 @@ typedef struct {
     {N, H, W, C, K, R, S, sh, sw, dh, dw, pt, pl, pb, pr, g, 0, 0}
 
 static const conv_case CASES[] = {
-    {"3x3 pad1", P(1, 7, 7, 3, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), AIE_ACT_NONE, 0},
-    {"3x3 s2 asym pads + relu", P(2, 17, 17, 17, 31, 3, 3, 2, 2, 1, 1, 0, 1, 2, 1, 1), AIE_ACT_RELU, 0},
-    {"5x5 s3 d2", P(1, 17, 17, 31, 17, 5, 5, 3, 3, 2, 2, 2, 2, 2, 2, 1), AIE_ACT_NONE, 0},
-    {"stem 7x7 s2", P(1, 33, 33, 3, 16, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, 1), AIE_ACT_RELU, 0},
-    {"1x1 gemm + residual", P(2, 7, 7, 17, 31, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1), AIE_ACT_RELU, 1},
-    {"1x1 s2", P(1, 17, 17, 16, 32, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1), AIE_ACT_NONE, 0},
-    {"group 2", P(1, 7, 7, 6, 10, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2), AIE_ACT_NONE, 1},
-    {"depthwise 3x3 + clip + residual", P(1, 17, 17, 31, 31, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 31), AIE_ACT_CLIP, 1},
-    {"depthwise s2 d2 asym", P(2, 17, 17, 17, 17, 3, 3, 2, 2, 2, 2, 2, 1, 0, 2, 17), AIE_ACT_HARDSWISH, 0},
-    {"depthwise 5x5 C40", P(1, 7, 7, 40, 40, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, 40), AIE_ACT_NONE, 0},
-    {"depthwise 7x7 H3", P(1, 3, 3, 3, 3, 7, 7, 1, 1, 1, 1, 3, 3, 3, 3, 3), AIE_ACT_NONE, 0},
+    {"3x3 pad1", P(1, 7, 7, 3, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), AIE_U_IDENTITY, 0},
+    {"3x3 s2 asym pads + relu", P(2, 17, 17, 17, 31, 3, 3, 2, 2, 1, 1, 0, 1, 2, 1, 1), AIE_U_RELU, 0},
+    {"5x5 s3 d2", P(1, 17, 17, 31, 17, 5, 5, 3, 3, 2, 2, 2, 2, 2, 2, 1), AIE_U_IDENTITY, 0},
+    {"stem 7x7 s2", P(1, 33, 33, 3, 16, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, 1), AIE_U_RELU, 0},
+    {"1x1 gemm + residual", P(2, 7, 7, 17, 31, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1), AIE_U_RELU, 1},
+    {"1x1 s2", P(1, 17, 17, 16, 32, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1), AIE_U_IDENTITY, 0},
+    {"group 2", P(1, 7, 7, 6, 10, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2), AIE_U_IDENTITY, 1},
+    {"depthwise 3x3 + clip + residual", P(1, 17, 17, 31, 31, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 31), AIE_U_CLIP, 1},
+    {"depthwise s2 d2 asym", P(2, 17, 17, 17, 17, 3, 3, 2, 2, 2, 2, 2, 1, 0, 2, 17), AIE_U_HARDSWISH, 0},
+    {"depthwise 5x5 C40", P(1, 7, 7, 40, 40, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, 40), AIE_U_IDENTITY, 0},
+    {"depthwise 7x7 H3", P(1, 3, 3, 3, 3, 7, 7, 1, 1, 1, 1, 3, 3, 3, 3, 3), AIE_U_IDENTITY, 0},
     /* rows long enough for the direct kernel's tiles (14 pixels on AVX-512):
      * ragged ends, borders on both sides, strides, dilation, asymmetric pads */
-    {"direct 3x3 W31 + residual", P(1, 6, 31, 17, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), AIE_ACT_RELU, 1},
-    {"direct stem 7x7 s2 W45", P(1, 21, 45, 3, 64, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, 1), AIE_ACT_RELU, 0},
-    {"direct 3x3 s2 d(1,2) asym", P(2, 9, 47, 5, 33, 3, 3, 2, 2, 1, 2, 0, 3, 2, 1, 1), AIE_ACT_HARDSWISH, 1},
-    {"direct 3x3 W9 half tiles", P(1, 5, 9, 9, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), AIE_ACT_CLIP, 0},
-    {"direct 1x5 big pads", P(1, 3, 30, 4, 7, 1, 5, 1, 1, 1, 1, 2, 4, 0, 3, 1), AIE_ACT_NONE, 1},
-    {"direct narrow 3x3 s2 K16", P(1, 9, 75, 3, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1), AIE_ACT_HARDSWISH, 1},
-    {"3x3 asym pads N2 (winograd too)", P(2, 9, 11, 19, 37, 3, 3, 1, 1, 1, 1, 2, 0, 1, 2, 1), AIE_ACT_HARDSWISH, 1},
-    {"direct 1x1 s1 one flat row", P(3, 5, 7, 19, 45, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1), AIE_ACT_RELU, 1},
+    {"direct 3x3 W31 + residual", P(1, 6, 31, 17, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), AIE_U_RELU, 1},
+    {"direct stem 7x7 s2 W45", P(1, 21, 45, 3, 64, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, 1), AIE_U_RELU, 0},
+    {"direct 3x3 s2 d(1,2) asym", P(2, 9, 47, 5, 33, 3, 3, 2, 2, 1, 2, 0, 3, 2, 1, 1), AIE_U_HARDSWISH, 1},
+    {"direct 3x3 W9 half tiles", P(1, 5, 9, 9, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), AIE_U_CLIP, 0},
+    {"direct 1x5 big pads", P(1, 3, 30, 4, 7, 1, 5, 1, 1, 1, 1, 2, 4, 0, 3, 1), AIE_U_IDENTITY, 1},
+    {"direct narrow 3x3 s2 K16", P(1, 9, 75, 3, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1), AIE_U_HARDSWISH, 1},
+    {"3x3 asym pads N2 (winograd too)", P(2, 9, 11, 19, 37, 3, 3, 1, 1, 1, 1, 2, 0, 1, 2, 1), AIE_U_HARDSWISH, 1},
+    {"direct 1x1 s1 one flat row", P(3, 5, 7, 19, 45, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1), AIE_U_RELU, 1},
 };
 
 /* Every case runs under both general algorithms; the direct one falls back
@@ -52,9 +52,9 @@ static int g_winograd = 0;
 
 static double act_ref(double v, int act) {
     switch (act) {
-    case AIE_ACT_RELU: return v < 0 ? 0 : v;
-    case AIE_ACT_CLIP: return v < 0 ? 0 : (v > 6 ? 6 : v);
-    case AIE_ACT_HARDSWISH: {
+    case AIE_U_RELU: return v < 0 ? 0 : v;
+    case AIE_U_CLIP: return v < 0 ? 0 : (v > 6 ? 6 : v);
+    case AIE_U_HARDSWISH: {
         double t = v / 6 + 0.5;
         return v * (t < 0 ? 0 : (t > 1 ? 1 : t));
     }

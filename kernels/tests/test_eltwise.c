@@ -14,17 +14,17 @@
 
 static double ref_unary(int op, double x, double p0, double p1) {
     switch (op) {
-    case AIE_UNARY_EXP: return exp(x);
-    case AIE_UNARY_LOG: return log(x);
-    case AIE_UNARY_TANH: return tanh(x);
-    case AIE_UNARY_SIGMOID: return 1.0 / (1.0 + exp(-x));
-    case AIE_UNARY_ERF: return erf(x);
-    case AIE_UNARY_GELU: return 0.5 * x * erfc(-x / sqrt(2.0));
-    case AIE_UNARY_GELU_TANH: return x / (1.0 + exp(-2.0 * 0.7978845608028654 * (x + 0.044715 * x * x * x)));
-    case AIE_UNARY_SILU: return x / (1.0 + exp(-x));
-    case AIE_UNARY_SOFTPLUS: return log1p(exp(x));
-    case AIE_UNARY_ELU: return x > 0 ? x : p0 * expm1(x);
-    case AIE_UNARY_SELU: return p1 * (x > 0 ? x : p0 * expm1(x));
+    case AIE_U_EXP: return exp(x);
+    case AIE_U_LOG: return log(x);
+    case AIE_U_TANH: return tanh(x);
+    case AIE_U_SIGMOID: return 1.0 / (1.0 + exp(-x));
+    case AIE_U_ERF: return erf(x);
+    case AIE_U_GELU: return 0.5 * x * erfc(-x / sqrt(2.0));
+    case AIE_U_GELU_TANH: return x / (1.0 + exp(-2.0 * 0.7978845608028654 * (x + 0.044715 * x * x * x)));
+    case AIE_U_SILU: return x / (1.0 + exp(-x));
+    case AIE_U_SOFTPLUS: return log1p(exp(x));
+    case AIE_U_ELU: return x > 0 ? x : p0 * expm1(x);
+    case AIE_U_SELU: return p1 * (x > 0 ? x : p0 * expm1(x));
     default: return NAN;
     }
 }
@@ -48,20 +48,20 @@ typedef struct {
 } accuracy_case;
 
 static const accuracy_case cases[] = {
-    {AIE_UNARY_EXP, "exp", -104, 89, 1.5, 0, 0},
-    {AIE_UNARY_LOG, "log", 1e-30, 1e30, 1.5, 0, 0},
-    {AIE_UNARY_TANH, "tanh", -10, 10, 2.5, 0, 0},
-    {AIE_UNARY_SIGMOID, "sigmoid", -88, 88, 2.5, 0, 0},
-    {AIE_UNARY_ERF, "erf", -4.5, 4.5, 2.5, 0, 0},
-    {AIE_UNARY_GELU, "gelu", -14, 10, 5.0, 0, 0},
-    {AIE_UNARY_GELU_TANH, "gelu_tanh", -1, 10, 4.0, 0, 0},
+    {AIE_U_EXP, "exp", -104, 89, 1.5, 0, 0},
+    {AIE_U_LOG, "log", 1e-30, 1e30, 1.5, 0, 0},
+    {AIE_U_TANH, "tanh", -10, 10, 2.5, 0, 0},
+    {AIE_U_SIGMOID, "sigmoid", -88, 88, 2.5, 0, 0},
+    {AIE_U_ERF, "erf", -4.5, 4.5, 2.5, 0, 0},
+    {AIE_U_GELU, "gelu", -14, 10, 5.0, 0, 0},
+    {AIE_U_GELU_TANH, "gelu_tanh", -1, 10, 4.0, 0, 0},
     /* below -1 the float32 rounding of the tanh argument z (|z| up to 80)
      * is amplified by exp: ~2|z| ulp, inherent to the float32 formula */
-    {AIE_UNARY_GELU_TANH, "gelu_tanh", -10, -1, 200.0, 0, 0},
-    {AIE_UNARY_SILU, "silu", -80, 80, 3.0, 0, 0},
-    {AIE_UNARY_SOFTPLUS, "softplus", -20, 80, 3.0, 0, 0},
-    {AIE_UNARY_ELU, "elu", -20, 20, 3.0, 1.0f, 0},
-    {AIE_UNARY_SELU, "selu", -20, 20, 3.0, 1.67326319217681884765625f, 1.05070102214813232421875f},
+    {AIE_U_GELU_TANH, "gelu_tanh", -10, -1, 200.0, 0, 0},
+    {AIE_U_SILU, "silu", -80, 80, 3.0, 0, 0},
+    {AIE_U_SOFTPLUS, "softplus", -20, 80, 3.0, 0, 0},
+    {AIE_U_ELU, "elu", -20, 20, 3.0, 1.0f, 0},
+    {AIE_U_SELU, "selu", -20, 20, 3.0, 1.67326319217681884765625f, 1.05070102214813232421875f},
 };
 
 static void fill_range(float *x, int n, double lo, double hi, uint64_t seed, int log_scale) {
@@ -82,7 +82,7 @@ static void test_accuracy(aie_isa isa) {
     float *x = malloc(sizeof(float) * (NPTS + NSPEC)), *y = malloc(sizeof(float) * (NPTS + NSPEC));
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         const accuracy_case *c = &cases[k];
-        fill_range(x, NPTS, c->lo, c->hi, 11 + k, c->op == AIE_UNARY_LOG);
+        fill_range(x, NPTS, c->lo, c->hi, 11 + k, c->op == AIE_U_LOG);
         memcpy(x + NPTS, specials, sizeof specials);
         int n = NPTS + NSPEC;
         KT_CHECK(aie_unary(c->op, x, y, n, c->p0, c->p1, 1) == AIE_OK, "%s", aie_last_error());
@@ -106,9 +106,9 @@ static void test_accuracy(aie_isa isa) {
 
 /* Ops with one exact answer: every ISA must agree with scalar bit for bit. */
 static void test_exact_ops(aie_isa isa) {
-    static const int ops[] = {AIE_UNARY_RELU, AIE_UNARY_LEAKY_RELU, AIE_UNARY_ABS, AIE_UNARY_NEG, AIE_UNARY_SQRT,
-                              AIE_UNARY_RECIPROCAL, AIE_UNARY_CLIP, AIE_UNARY_FLOOR, AIE_UNARY_CEIL, AIE_UNARY_ROUND,
-                              AIE_UNARY_SIGN, AIE_UNARY_HARDSIGMOID, AIE_UNARY_HARDSWISH};
+    static const int ops[] = {AIE_U_RELU, AIE_U_LEAKY_RELU, AIE_U_ABS, AIE_U_NEG, AIE_U_SQRT,
+                              AIE_U_RECIPROCAL, AIE_U_CLIP, AIE_U_FLOOR, AIE_U_CEIL, AIE_U_ROUND,
+                              AIE_U_SIGN, AIE_U_HARDSIGMOID, AIE_U_HARDSWISH};
     int n = 1023 + NSPEC;
     float *x = malloc(sizeof(float) * n), *y0 = malloc(sizeof(float) * n), *y1 = malloc(sizeof(float) * n);
     kt_fill(x, 1023, 5);
@@ -127,7 +127,7 @@ static void test_exact_ops(aie_isa isa) {
                  bad < 0 ? 0.0 : x[bad], bad < 0 ? 0.0 : y0[bad], bad < 0 ? 0.0 : y1[bad]);
     }
     aie_set_isa(AIE_ISA_SCALAR);
-    aie_unary(AIE_UNARY_ROUND, x, y0, 5, 0, 0, 1);
+    aie_unary(AIE_U_ROUND, x, y0, 5, 0, 0, 1);
     KT_CHECK(y0[1] == 2.0f && y0[2] == -2.0f && y0[3] == 0.0f && y0[4] == 2.0f, "round is not half-to-even");
     free(x);
     free(y0);
@@ -146,7 +146,7 @@ static void test_broadcast(aie_isa isa) {
     int64_t shape[3] = {A0, B1, C2}, sa[3] = {C2, 0, 1}, sb[3] = {0, C2, 1};
     for (int op = AIE_BINARY_ADD; op <= AIE_BINARY_MIN; op++) {
         if (op == AIE_BINARY_POW) continue;
-        KT_CHECK(aie_binary(op, AIE_DTYPE_F32, 3, shape, a, sa, b, sb, y, 2) == AIE_OK, "%s", aie_last_error());
+        KT_CHECK(aie_binary(op, AIE_DT_F32, 3, shape, a, sa, b, sb, y, 2) == AIE_OK, "%s", aie_last_error());
         int bad = 0;
         for (int i = 0; i < A0; i++)
             for (int j = 0; j < B1; j++)
@@ -164,7 +164,7 @@ static void test_broadcast(aie_isa isa) {
                 }
         KT_CHECK(bad == 0, "%s broadcast binary op %d: %d wrong elements", aie_isa_name(isa), op, bad);
     }
-    KT_CHECK(aie_compare(AIE_CMP_LT, AIE_DTYPE_F32, 3, shape, a, sa, b, sb, m, 1) == AIE_OK, "%s", aie_last_error());
+    KT_CHECK(aie_compare(AIE_CMP_LT, AIE_DT_F32, 3, shape, a, sa, b, sb, m, 1) == AIE_OK, "%s", aie_last_error());
     int bad = 0;
     for (int i = 0; i < A0; i++)
         for (int j = 0; j < B1; j++)
@@ -185,11 +185,11 @@ static void test_broadcast(aie_isa isa) {
 static void test_errors(void) {
     int64_t shape[1] = {3}, s1[1] = {1};
     int64_t a[3] = {1, 2, 3}, b[3] = {1, 0, 1}, y[3];
-    KT_CHECK(aie_binary(AIE_BINARY_DIV, AIE_DTYPE_I64, 1, shape, a, s1, b, s1, y, 1) == AIE_EINVAL, "int /0 accepted");
+    KT_CHECK(aie_binary(AIE_BINARY_DIV, AIE_DT_I64, 1, shape, a, s1, b, s1, y, 1) == AIE_EINVAL, "int /0 accepted");
     KT_CHECK(strstr(aie_last_error(), "element 1") != NULL, "message: %s", aie_last_error());
     float f[2] = {1.5f, NAN};
     int64_t out[2];
-    KT_CHECK(aie_cast(AIE_DTYPE_F32, AIE_DTYPE_I64, f, out, 2, 1) == AIE_EINVAL, "cast of NaN accepted");
+    KT_CHECK(aie_cast(AIE_DT_F32, AIE_DT_I64, f, out, 2, 1) == AIE_EINVAL, "cast of NaN accepted");
     KT_CHECK(aie_unary(99, f, f, 2, 0, 0, 1) == AIE_EINVAL, "unknown op accepted");
 }
 

@@ -53,8 +53,8 @@ int main(void) {
     KT_CHECK(aie_exec_runner_collect(r, msg, sizeof msg) == AIE_OK, "collect: %s", msg);
 
     /* a failing run: its status and message come back through collect */
-    const int64_t bad_step[AIE_STEP_WORDS] = {987654, 0, 0, 0, 0, 0, 0, 0};
-    const aie_exec_plan bad = {1, bad_step, 0, NULL, NULL, NULL, NULL};
+    const aie_step_record bad_step = {.op = 987654};
+    const aie_exec_plan bad = {1, &bad_step.op, 0, NULL, NULL, NULL, NULL};
     KT_CHECK(aie_exec_runner_submit(r, &bad, NULL, NULL, NULL, NULL, 1) == AIE_OK, "submit bad");
     KT_CHECK(wait_signal(fd) == 1, "no signal for the failing run");
     int rc = aie_exec_runner_collect(r, msg, sizeof msg);

@@ -136,7 +136,7 @@ static void test_epilogues(void) {
     kt_fill(bias, 128, 77);
     static const int64_t shapes[][3] = {{33, 45, 29}, {3, 70, 40}, {1, 17, 5}};
     for (int s = 0; s < 3; s++)
-        for (int act = AIE_ACT_NONE; act <= AIE_ACT_TANH; act++)
+        for (int act = AIE_U_IDENTITY; act <= AIE_U_TANH; act++)
             for (int bk = AIE_BIAS_NONE; bk <= AIE_BIAS_ROW; bk++) {
                 gemm_case g = {.ta = act & 1, .tb = (act >> 1) & 1, .M = shapes[s][0], .N = shapes[s][1],
                                .K = shapes[s][2], .alpha = 1.5f, .beta = bk == 2 ? 0.5f : 0.0f, .pad = 1,
@@ -144,8 +144,8 @@ static void test_epilogues(void) {
                 g.ep.bias = bk ? bias : NULL;
                 g.ep.bias_kind = bk;
                 g.ep.act = act;
-                g.ep.p0 = act == AIE_ACT_CLIP ? -0.3f : act == AIE_ACT_HARDSIGMOID ? 0.2f : 0.1f;
-                g.ep.p1 = act == AIE_ACT_CLIP ? 0.4f : 0.5f;
+                g.ep.p0 = act == AIE_U_CLIP ? -0.3f : act == AIE_U_HARDSIGMOID ? 0.2f : 0.1f;
+                g.ep.p1 = act == AIE_U_CLIP ? 0.4f : 0.5f;
                 check_case(&g, 500u + (uint64_t)(act * 3 + bk));
             }
 }
@@ -174,7 +174,7 @@ static void test_stream(void) {
     for (int s = 0; s < 4; s++) {
         gemm_case g = {.ta = s & 1, .M = shapes[s][0], .N = shapes[s][1], .K = shapes[s][2], .alpha = 0.75f,
                        .beta = s == 1 ? 0.5f : 0.0f, .pad = s == 2 ? 3 : 0, .threads = 1 + s % 2};
-        if (s == 3) g.ep = (aie_epilogue){.bias = bias, .bias_kind = AIE_BIAS_COL, .act = AIE_ACT_GELU};
+        if (s == 3) g.ep = (aie_epilogue){.bias = bias, .bias_kind = AIE_BIAS_COL, .act = AIE_U_GELU};
         check_case(&g, 800u + (uint64_t)s);
     }
     const gemm_kernels *kt = aie_gemm_kernels_for(aie_selected_isa());
@@ -203,7 +203,7 @@ static void test_determinism(void) {
     kt_fill(bias, 1050, 77);
     for (int s = 0; s < 5; s++) {
         gemm_case g = {.M = shapes[s][0], .N = shapes[s][1], .K = shapes[s][2], .alpha = 1.0f, .beta = 0.0f};
-        if (s == 3) g.ep = (aie_epilogue){.bias = bias, .bias_kind = AIE_BIAS_COL, .act = AIE_ACT_RELU};
+        if (s == 3) g.ep = (aie_epilogue){.bias = bias, .bias_kind = AIE_BIAS_COL, .act = AIE_U_RELU};
         size_t n = (size_t)(g.M * g.N);
         float *r1 = kt_xmalloc(n * sizeof(float)), *r2 = kt_xmalloc(n * sizeof(float)), *r3 = kt_xmalloc(n * sizeof(float));
         g.threads = 1;
@@ -224,7 +224,7 @@ static void test_determinism(void) {
  * the micro-kernel applies on its accumulators (ReLU, clip): NaN must
  * survive them as it does the separate pass. */
 static void test_nan_inf(void) {
-    const aie_epilogue relu = {.act = AIE_ACT_RELU}, clip = {.act = AIE_ACT_CLIP, .p0 = -1.0f, .p1 = 1.0f};
+    const aie_epilogue relu = {.act = AIE_U_RELU}, clip = {.act = AIE_U_CLIP, .p0 = -1.0f, .p1 = 1.0f};
     const aie_epilogue *eps[3] = {NULL, &relu, &clip};
     for (int small = 0; small < 2; small++)
         for (int e = 0; e < 3; e++) {

@@ -68,7 +68,7 @@ static void test_bf16_case(const aie_level *levels, int nlevels, int64_t M, int6
         memcpy(&u, &r, 4);
         Ab[x] = (uint16_t)(u >> 16);
     }
-    aie_epilogue ep = {bias, AIE_BIAS_COL, AIE_ACT_RELU, 0.f, 0.f};
+    aie_epilogue ep = {bias, AIE_BIAS_COL, AIE_U_RELU, 0.f, 0.f};
     size_t psz = aie_gemm_bf16_packed_b_size(K, N);
     void *packed = kt_xmalloc(psz);
     KT_CHECK(aie_gemm_bf16_pack_b(0, K, N, B, N, packed, psz) == AIE_OK, "bf16 pack: %s", aie_last_error());
@@ -170,7 +170,7 @@ static void test_s8_case(const aie_level *levels, int nlevels, const s8_case *c)
     float *Cf = kt_xmalloc((size_t)(M * ldc) * sizeof(float));
     uint8_t *Cu = kt_xmalloc((size_t)(M * ldc)), *Cu0 = kt_xmalloc((size_t)(M * ldc));
     float *Cf0 = kt_xmalloc((size_t)(M * ldc) * sizeof(float));
-    aie_epilogue ep = {fbias, AIE_BIAS_COL, AIE_ACT_NONE, 0.f, 0.f};
+    aie_epilogue ep = {fbias, AIE_BIAS_COL, AIE_U_IDENTITY, 0.f, 0.f};
     for (int li = 0; li < nlevels; li++) {
         aie_set_level(levels[li]);
         for (int threads = 1; threads <= 3; threads += 2) {

@@ -1,4 +1,4 @@
-"""The executor's extension ops (kernels/exec/exec_ext.h): ScatterElements,
+"""Executor ops (kernels/exec/topk_scatter.c, bitshift_cumprod.c, grid_sample.c): ScatterElements,
 ScatterND, GatherND, TopK, BitShift (and BitCast), CumProd, GridSample (with
 AffineGrid, which feeds it in real models), against onnx.reference; an
 out-of-range index is a clean error at run time, not a wild write."""

@@ -1,6 +1,6 @@
 """Plan-time compositions against onnx.reference: RNN, GRU,
-CausalConvWithState, LinearAttention (engine.ops.recurrent_ext), Einsum
-(engine.ops.einsum), LpPool (engine.ops.pooling_ext)."""
+CausalConvWithState, LinearAttention (engine.ops.recurrent_unrolled), Einsum
+(engine.ops.einsum), LpPool (engine.ops.lp_pool)."""
 
 from __future__ import annotations
 

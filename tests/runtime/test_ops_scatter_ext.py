@@ -1,4 +1,4 @@
-"""Col2Im, MaxUnpool, TensorScatter (engine.ops.scatter_ext) against
+"""Col2Im, MaxUnpool, TensorScatter (engine.ops.scatter_composed) against
 onnx.reference."""
 
 from __future__ import annotations

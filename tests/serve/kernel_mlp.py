@@ -27,11 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.kernels._lib import check, lib
-
-
-class _Epilogue(ctypes.Structure):
-    _fields_ = [("bias", ctypes.c_void_p), ("bias_kind", ctypes.c_int), ("act", ctypes.c_int),
-                ("p0", ctypes.c_float), ("p1", ctypes.c_float)]
+from engine.kernels.abi import Epilogue as _Epilogue
+from engine.kernels.abi import Unary
 
 
 @dataclass(frozen=True)
@@ -114,7 +111,7 @@ class MLPSession:
             m, k = x.shape
             n = w.shape[1]
             y = np.empty((m, n), np.float32)
-            ep = _Epilogue(b.ctypes.data, 1, 1 if i < len(self.layers) - 1 else 0, 0.0, 0.0)
+            ep = _Epilogue(b.ctypes.data, 1, Unary.RELU if i < len(self.layers) - 1 else Unary.IDENTITY, 0.0, 0.0)
             size = self._ws(m, n, k, self.threads)
             ws = np.empty(max(1, size), np.uint8)
             check(self._sgemm(0, 0, m, n, k, 1.0, x.ctypes.data, k, w.ctypes.data, n, 0.0, y.ctypes.data, n,

@@ -3,7 +3,7 @@
  * denormalise, round (nearest: half to even), fold out-of-range coordinates
  * by the padding mode, then separable nearest / linear / cubic (Keys,
  * a = -0.75) taps whose indices are padded the same way. */
-#include "exec_ext.h"
+#include "exec_ops.h"
 
 #include <math.h>
 
@@ -66,8 +66,9 @@ static int gs_taps(double x, int64_t mode, int64_t len, int64_t pad, double lo, 
 }
 
 int aie_x_grid_sample(const aie_step_args *a) {
-    int64_t N = a->ip[0], C = a->ip[1], H = a->ip[2], W = a->ip[3], OH = a->ip[4], OW = a->ip[5];
-    int64_t mode = a->ip[6], pad = a->ip[7], align = a->ip[8];
+    const aie_grid_sample_step *sp = (const aie_grid_sample_step *)(const void *)a->ip;
+    int64_t N = sp->N, C = sp->C, H = sp->H, W = sp->W, OH = sp->OH, OW = sp->OW;
+    int64_t mode = sp->mode, pad = sp->padding, align = sp->align_corners;
     float *y = a->t[0];
     const float *x = a->t[1], *grid = a->t[2];
     const int64_t dims[2] = {H, W};

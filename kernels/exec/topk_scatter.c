@@ -1,7 +1,7 @@
 /* Extension indexing ops: TopK, ScatterElements, ScatterND, GatherND.
  * Every index is checked against the data shape at run time: an
  * out-of-range index is an error, never an out-of-bounds access. */
-#include "exec_ext.h"
+#include "exec_ops.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +47,8 @@ static int topk_cmp(const void *pa, const void *pb, void *ctx) {
 }
 
 int aie_x_topk(const aie_step_args *a) {
-    int64_t dt = a->ip[0], outer = a->ip[1], n = a->ip[2], inner = a->ip[3], k = a->ip[4], largest = a->ip[5];
+    const aie_axis_step *sp = (const aie_axis_step *)(const void *)a->ip;
+    int64_t dt = sp->dtype, outer = sp->outer, n = sp->n, inner = sp->inner, k = sp->flag0, largest = sp->flag1;
     size_t es = aie_dtype_size(dt);
     if (!(dt == AIE_DT_F32 || dt == AIE_DT_F64 || dt == AIE_DT_I32 || dt == AIE_DT_I64))
         return aie_fail(AIE_EINVAL, "topk: dtype %lld", (long long)dt);
@@ -104,10 +105,10 @@ static int scatter_one(void *dst, const void *src, int64_t dt, int64_t red, size
 int aie_x_scatter_elements(const aie_step_args *a) {
     size_t es = (size_t)a->ip[0];
     int64_t dt = a->ip[1], red = a->ip[2], r = a->ip[3];
-    if (r < 1 || r > AIE_MAX_RANK) return aie_fail(AIE_EINVAL, "scatter_elements: bad rank %lld", (long long)r);
+    if (r < 1 || r > AIE_MAX_DIMS) return aie_fail(AIE_EINVAL, "scatter_elements: bad rank %lld", (long long)r);
     const int64_t *ishape = a->ip + 4, *dshape = a->ip + 4 + r;
     int64_t axis = a->ip[4 + 2 * r], idt = a->ip[5 + 2 * r];
-    int64_t dstr[AIE_MAX_RANK], cnt[AIE_MAX_RANK] = {0}, n = 1;
+    int64_t dstr[AIE_MAX_DIMS], cnt[AIE_MAX_DIMS] = {0}, n = 1;
     dstr[r - 1] = 1;
     for (int64_t d = r - 2; d >= 0; d--) dstr[d] = dstr[d + 1] * dshape[d + 1];
     for (int64_t d = 0; d < r; d++) n *= ishape[d];
@@ -134,7 +135,7 @@ int aie_x_scatter_elements(const aie_step_args *a) {
 int aie_x_scatter_nd(const aie_step_args *a) {
     size_t es = (size_t)a->ip[0];
     int64_t dt = a->ip[1], red = a->ip[2], nt = a->ip[3], k = a->ip[4], r = a->ip[5];
-    if (r < 1 || r > AIE_MAX_RANK || k < 1 || k > r) return aie_fail(AIE_EINVAL, "scatter_nd: bad rank/k");
+    if (r < 1 || r > AIE_MAX_DIMS || k < 1 || k > r) return aie_fail(AIE_EINVAL, "scatter_nd: bad rank/k");
     const int64_t *dshape = a->ip + 6;
     int64_t slice = 1;
     for (int64_t d = k; d < r; d++) slice *= dshape[d];
@@ -162,7 +163,7 @@ int aie_x_scatter_nd(const aie_step_args *a) {
 int aie_x_gather_nd(const aie_step_args *a) {
     size_t es = (size_t)a->ip[0];
     int64_t nb = a->ip[1], per = a->ip[2], k = a->ip[3], bstride = a->ip[4], slice = a->ip[5];
-    if (k < 0 || k > AIE_MAX_RANK) return aie_fail(AIE_EINVAL, "gather_nd: bad index depth");
+    if (k < 0 || k > AIE_MAX_DIMS) return aie_fail(AIE_EINVAL, "gather_nd: bad index depth");
     const int64_t *dims = a->ip + 6;
     char *out = a->t[0];
     const char *data = a->t[1];

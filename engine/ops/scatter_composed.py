@@ -10,8 +10,8 @@ import itertools
 
 import numpy as np
 
+from engine.lowering import LoweringContext
 from engine.ops.compose import Composer, const, ints
-from engine.plan import LoweringContext
 
 
 def _col2im_positions(image, block, dil, pads, strides):

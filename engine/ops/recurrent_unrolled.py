@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.lowering import LoweringContext
 from engine.ops.compose import Composer, const, ints, wanted
-from engine.plan import LoweringContext
 
 _DEFAULT_ACTS = {"RNN": ["tanh"], "GRU": ["sigmoid", "tanh"]}
 _GATES = {"RNN": 1, "GRU": 3}

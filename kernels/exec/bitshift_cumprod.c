@@ -1,6 +1,6 @@
 /* Extension element-wise ops: BitShift (broadcasting) and CumProd.
  * Scalar loops: these are rare ops, correctness first. */
-#include "exec_ext.h"
+#include "exec_ops.h"
 #include "nd_iter.h"
 
 /* T: the element type, U: its unsigned twin. As the ONNX reference: a shift
@@ -77,8 +77,9 @@ int aie_x_bitshift(const aie_step_args *a) {
     } while (0)
 
 int aie_x_cumprod(const aie_step_args *a) {
-    int64_t dt = a->ip[0], outer = a->ip[1], n = a->ip[2], inner = a->ip[3];
-    int64_t exclusive = a->ip[4], reverse = a->ip[5];
+    const aie_axis_step *sp = (const aie_axis_step *)(const void *)a->ip;
+    int64_t dt = sp->dtype, outer = sp->outer, n = sp->n, inner = sp->inner;
+    int64_t exclusive = sp->flag0, reverse = sp->flag1;
     switch (dt) {
     case AIE_DT_F32: CUMPROD_LOOP(float, float); break;
     case AIE_DT_F64: CUMPROD_LOOP(double, double); break;

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.lowering import LoweringContext
 from engine.ops.compose import Composer
-from engine.plan import LoweringContext
 
 _POOL_ATTRS = ("auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "strides")
 
