@@ -31,8 +31,11 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("model files", ("engine.onnx_import", "engine.aie_format")),
     ("kernel bindings", ("engine.kernels",)),
     ("arenas and packing", ("engine.arena", "engine.packing")),
-    ("plans", ("engine.plan",)),
+    ("plan runs", ("engine.plan_run",)),
+    ("lowering context", ("engine.lowering",)),
+    ("plan packing", ("engine.plan_pack",)),
     ("op lowerings", ("engine.ops",)),
+    ("plans", ("engine.plan",)),
     ("graph passes", ("engine.passes",)),
     ("runtime", ("engine.session", "engine.runtime")),
     ("conversion", ("engine.convert", "engine.quantize")),
@@ -65,13 +68,6 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("engine.commands.serve", "engine.arena"): "CLI start-up",
 }
 
-# TEMPORARY (issue #11, item 1 "vocab" owns these files and removes their
-# function-level imports and the engine.ops <-> engine.plan and
-# engine.kernels <-> engine.kernels.gemm cycles): their imports inside
-# functions are neither checked nor part of the cycle check. The lead deletes
-# this list when merging that work.
-PENDING_VOCAB = ("engine/ops/", "engine/plan.py", "engine/kernels/")
-
 
 def module_name(path: Path) -> str:
     parts = list(path.relative_to(REPO).with_suffix("").parts)
@@ -81,11 +77,6 @@ def module_name(path: Path) -> str:
 
 
 MODULES = {module_name(p): p for p in sorted(ENGINE.rglob("*.py"))}
-
-
-def pending(path: Path) -> bool:
-    rel = path.relative_to(REPO).as_posix()
-    return any(rel == p or rel.startswith(p) for p in PENDING_VOCAB)
 
 
 def resolve(module: str, path: Path, node: ast.ImportFrom | ast.Import) -> list[str]:
@@ -135,7 +126,7 @@ def edges() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {m: set() for m in MODULES}
     for module, path in MODULES.items():
         for name, _, lazy in imports(path):
-            if internal(name) and name != module and not (lazy and pending(path)):
+            if internal(name) and name != module:
                 graph[module].add(name)
     return graph
 
@@ -149,7 +140,7 @@ def test_imports_point_down():
     for module, path in MODULES.items():
         level, own = component(module)
         for name, line, lazy in imports(path):
-            if not internal(name) or (lazy and (pending(path) or (module, name) in LAZY_IMPORTS)):
+            if not internal(name) or (lazy and (module, name) in LAZY_IMPORTS):
                 continue
             target = component(name)
             assert target is not None, f"{path}:{line}: {name} is not an engine module"
@@ -161,7 +152,7 @@ def test_imports_point_down():
 
 def test_no_imports_inside_functions():
     lazy = [f"{path.relative_to(REPO)}:{line}: {name}"
-            for module, path in MODULES.items() if not pending(path)
+            for module, path in MODULES.items()
             for name, line, inside in imports(path) if inside and (module, name) not in LAZY_IMPORTS]
     assert not lazy, ("imports inside functions (move them to the top, or name an optional dependency in "
                       "LAZY_IMPORTS with the reason):\n" + "\n".join(lazy))
