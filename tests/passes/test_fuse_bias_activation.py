@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from engine.ops.common import ACT_CLIP, ACT_GELU, ACT_LEAKY_RELU, ACT_RELU
+from engine.kernels.abi import Unary
 from engine.passes.fusion import fuse_bias_activation
 from tests.passes.graph_check import assert_computes_same, graph_of, if_reading, model, ops
 
@@ -37,15 +37,15 @@ def test_matmul_add_relu_takes_bias_and_activation(tmp_path):
     m = _matmul_then([helper.make_node("Add", ["h", "B"], ["hb"]), helper.make_node("Relu", ["hb"], ["y"])], {"B": B})
     g = fuse_bias_activation(graph_of(m))
     assert ops(g) == {"MatMul": 1}
-    assert g.nodes[0].attrs["_act"] == ACT_RELU and g.nodes[0].attrs["_bias"] == 1
+    assert g.nodes[0].attrs["_act"] == Unary.RELU and g.nodes[0].attrs["_bias"] == 1
     assert_computes_same(m, g, tmp_path)
 
 
 @pytest.mark.parametrize("act, attrs, code, p0, p1", [
-    ("Relu", {}, ACT_RELU, 0.0, 0.0),
-    ("LeakyRelu", {"alpha": 0.2}, ACT_LEAKY_RELU, 0.2, 0.0),
-    ("Clip", {"bounds": (-0.5, 0.75)}, ACT_CLIP, -0.5, 0.75),
-    ("Gelu", {}, ACT_GELU, 0.0, 0.0),
+    ("Relu", {}, Unary.RELU, 0.0, 0.0),
+    ("LeakyRelu", {"alpha": 0.2}, Unary.LEAKY_RELU, 0.2, 0.0),
+    ("Clip", {"bounds": (-0.5, 0.75)}, Unary.CLIP, -0.5, 0.75),
+    ("Gelu", {}, Unary.GELU, 0.0, 0.0),
 ])
 def test_activation_moves_into_the_epilogue(tmp_path, act, attrs, code, p0, p1):
     inits = {}
@@ -68,7 +68,7 @@ def test_conv_relu_fuses(tmp_path):
     m = model([helper.make_node("Conv", ["x", "w"], ["h"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["h"], ["y"])],
               {"x": [1, 3, 6, 6]}, {"y": [1, 4, 6, 6]}, {"w": w})
     g = fuse_bias_activation(graph_of(m))
-    assert ops(g) == {"Conv": 1} and g.nodes[0].attrs["_act"] == ACT_RELU
+    assert ops(g) == {"Conv": 1} and g.nodes[0].attrs["_act"] == Unary.RELU
     assert_computes_same(m, g, tmp_path)
 
 

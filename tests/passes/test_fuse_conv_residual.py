@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from engine.ops.common import ACT_RELU
+from engine.kernels.abi import Unary
 from engine.passes.fusion import fuse_bias_activation, fuse_conv_residual
 from engine.passes.layout import to_kernel_layout
 from tests.passes.graph_check import assert_computes_same, graph_of, model, ops
@@ -36,7 +36,7 @@ def test_conv_add_activation_becomes_one_conv(tmp_path, relu, skip_first):
     g = fuse_conv_residual(to_kernel_layout(graph_of(m)))
     assert ops(g)["Add"] == 0 and ops(g)["Relu"] == 0 and ops(g)["Conv"] == 1
     conv = next(n for n in g.nodes if n.op == "Conv")
-    assert len(conv.inputs) == 5 and conv.inputs[4] and conv.attrs.get("_act") == (ACT_RELU if relu else None)
+    assert len(conv.inputs) == 5 and conv.inputs[4] and conv.attrs.get("_act") == (Unary.RELU if relu else None)
     assert_computes_same(m, g, tmp_path)
 
 

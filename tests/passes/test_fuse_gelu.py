@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from engine.ops.common import ACT_GELU
+from engine.kernels.abi import Unary
 from engine.passes.fusion import fuse_gelu
 from tests.passes.graph_check import assert_computes_same, graph_of, if_reading, model, ops
 
@@ -44,7 +44,7 @@ def _gelu_model(*, scale="div", order="half_first", root2=np.sqrt(2.0), producer
 def test_erf_gelu_after_matmul_fuses(tmp_path, scale, order):
     m = _gelu_model(scale=scale, order=order)
     g = fuse_gelu(graph_of(m))
-    assert ops(g) == {"MatMul": 1} and g.nodes[0].attrs["_act"] == ACT_GELU and g.nodes[0].outputs == ["y"]
+    assert ops(g) == {"MatMul": 1} and g.nodes[0].attrs["_act"] == Unary.GELU and g.nodes[0].outputs == ["y"]
     assert_computes_same(m, g, tmp_path)
 
 

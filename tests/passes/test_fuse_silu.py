@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from engine.ops.common import ACT_SILU
+from engine.kernels.abi import Unary
 from engine.passes.fusion import fuse_silu
 from tests.passes.graph_check import assert_computes_same, graph_of, if_reading, model, ops
 
@@ -25,7 +25,7 @@ def _silu(h="h", mul_order=("h", "s")):
 def test_silu_after_matmul_fuses(tmp_path, order):
     m = model([helper.make_node("MatMul", ["x", "W"], ["h"]), *_silu(mul_order=order)], *IO, {"W": W})
     g = fuse_silu(graph_of(m))
-    assert ops(g) == {"MatMul": 1} and g.nodes[0].attrs["_act"] == ACT_SILU and g.nodes[0].outputs == ["y"]
+    assert ops(g) == {"MatMul": 1} and g.nodes[0].attrs["_act"] == Unary.SILU and g.nodes[0].outputs == ["y"]
     assert_computes_same(m, g, tmp_path)
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from engine.ops.common import ACT_RELU
+from engine.kernels.abi import Unary
 from engine.passes.fusion import fuse_bias_activation
 from engine.passes.gemm_conv import gemm_as_pointwise_conv
 from tests.passes.graph_check import assert_computes_same, graph_of, model, ops
@@ -44,7 +44,7 @@ def test_eligible_gemm_becomes_pointwise_conv(tmp_path, variant):
 def test_fused_activation_moves_to_the_conv(tmp_path):
     m = _gemm(relu=True)
     g = gemm_as_pointwise_conv(fuse_bias_activation(graph_of(m)))
-    assert ops(g) == {"Reshape": 2, "Conv": 1} and g.nodes[1].attrs["_act"] == ACT_RELU
+    assert ops(g) == {"Reshape": 2, "Conv": 1} and g.nodes[1].attrs["_act"] == Unary.RELU
     assert_computes_same(m, g, tmp_path)
 
 
