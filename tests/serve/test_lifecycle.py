@@ -215,9 +215,11 @@ def test_second_signal_forces_exit(serve_factory, run_gate, mlp_file):
 
 @pytest.mark.parametrize("engine, expected", [
     ({"models": [{"name": "m", "path": "missing.npz"}]}, "model 'm'"),
-    ({"models": [{"name": "m", "path": "x.npz", "max_batch": 4}]}, "unknown key 'max_batch'"),
+    ({"models": [{"name": "m", "path": "x.npz", "max_batch": 4}]},
+     "engine.models[0].max_batch: unknown key (did you mean 'max_batch_size'?)"),
     ({"models": []}, "no models listed"),
-    ({"http_port": 70000, "models": [{"name": "m", "path": "x.npz"}]}, "engine.http_port: port must be 1..65535"),
+    ({"http_port": 70000, "models": [{"name": "m", "path": "x.npz"}]},
+     "engine.http_port: out of range: 70000 is greater than the maximum 65535"),
 ], ids=["load", "unknown-key", "no-models", "port"])
 def test_startup_errors_are_one_line_and_exit_1(tmp_path, engine, expected):
     assert expected in startup_error(tmp_path, {"http_port": 18999, "binary_port": None, **engine})

@@ -72,10 +72,10 @@ def test_the_smoke_shape_is_planned_before_ready_and_the_first_request_builds_no
                      "ratio": round(first[name] / steady[name], 2)} for name in first}
     record_property("first_request", json.dumps(report))
     print(f"\nfirst request vs steady median: {report}")
-    # The plan build was the cold server's first-request cost (hundreds of ms
-    # against ~0.1 ms of compute); what is left of the warm one is the first
-    # connection's, not a plan's.
-    assert first["warm"] < first["cold"], report
+    # What the first request costs against the steady state is a benchmark
+    # figure (benchmarks/bench_first_request.py), not an assertion: on a shared
+    # host one request's time says nothing. The plan counts above are the
+    # observable proof that the warm server's first request built nothing.
 
 
 def test_a_reload_plans_the_new_version_before_it_serves(serve_factory, zoo_mlp, tmp_path):
