@@ -6,7 +6,7 @@
  * per-pixel loop for padded columns and other kernel sizes. */
 #include <immintrin.h>
 
-#include "act_avx2.h"
+#include "vf_avx2.h"
 #include "conv_kernels.h"
 
 /* Lane mask with the first `n` (0..8) lanes on, for maskload/maskstore. */
@@ -39,7 +39,7 @@ static inline __m256 dw_pixel(const aie_dwconv_args *a, int64_t n, int64_t h0, i
 static inline void dw_store(const aie_dwconv_args *a, int64_t o, int full, __m256i m, __m256 acc) {
     const aie_epilogue *ep = a->ep;
     if (a->residual) acc = _mm256_add_ps(acc, load8(a->residual + o, full, m));
-    acc = aie_act_avx2(ep->act, acc, ep->p0, ep->p1);
+    acc = vmf_act(ep->act, acc, ep->p0, ep->p1);
     if (full)
         _mm256_storeu_ps(a->y + o, acc);
     else

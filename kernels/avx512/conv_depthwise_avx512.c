@@ -8,7 +8,7 @@
  * kernel sizes take the generic per-pixel loop. */
 #include <immintrin.h>
 
-#include "act_avx512.h"
+#include "vf_avx512.h"
 #include "conv_kernels.h"
 
 static inline __mmask16 lanes16(int64_t n) { return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1); }
@@ -34,7 +34,7 @@ static inline __m512 dw_pixel(const aie_dwconv_args *a, int64_t n, int64_t h0, i
 static inline void dw_store(const aie_dwconv_args *a, int64_t o, __mmask16 m, __m512 acc) {
     const aie_epilogue *ep = a->ep;
     if (a->residual) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(m, a->residual + o));
-    _mm512_mask_storeu_ps(a->y + o, m, aie_act_avx512(ep->act, acc, ep->p0, ep->p1));
+    _mm512_mask_storeu_ps(a->y + o, m, vmf_act(ep->act, acc, ep->p0, ep->p1));
 }
 
 /* A 3x3 output row; kernel rows [r0, r1) fall inside the image. */

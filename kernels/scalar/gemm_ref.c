@@ -4,7 +4,6 @@
  * workspace). Tests compare every optimised path against it; it is not used
  * on any production path.
  */
-#include "act_scalar.h"
 #include "gemm_internal.h"
 
 int aie_sgemm_naive(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
@@ -22,7 +21,7 @@ int aie_sgemm_naive(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, f
             if (beta != 0.0f) c += beta * C[i * ldc + j];
             if (ep && ep->bias_kind == AIE_BIAS_COL) c += ep->bias[j];
             if (ep && ep->bias_kind == AIE_BIAS_ROW) c += ep->bias[i];
-            if (ep) c = aie_act_s(ep->act, c, ep->p0, ep->p1);
+            if (ep) c = aie_act_scalar(ep->act, c, ep->p0, ep->p1);
             C[i * ldc + j] = c;
         }
     return AIE_OK;

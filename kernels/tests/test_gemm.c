@@ -7,7 +7,6 @@
  */
 #include <string.h>
 
-#include "act_scalar.h"
 #include "aie_kernels.h"
 #include "gemm_internal.h"
 #include "kernel_test.h"
@@ -82,7 +81,7 @@ static double run_case(const gemm_case *g, uint64_t seed, float *out_copy) {
             if (g->ep.bias_kind == AIE_BIAS_ROW) ref += g->ep.bias[i], scale += fabs(g->ep.bias[i]);
             /* the activation is applied to the float result; its own accuracy is
              * tested in test_act.c, here the GEMM error passes through it */
-            double want = aie_act_s(g->ep.act, (float)ref, g->ep.p0, g->ep.p1);
+            double want = aie_act_scalar(g->ep.act, (float)ref, g->ep.p0, g->ep.p1);
             double err = fabs(C[i * ldc + j] - want) / scale;
             if (!(err <= worst)) worst = err; /* NaN counts as the worst */
         }
