@@ -1,7 +1,7 @@
 /* Internal: the per-ISA direct kernels behind aie_conv.h / aie_pool.h and
  * the pieces their drivers share (not installed). Each kernel has a scalar
  * reference (scalar/) and avx2/avx512 variants with the same signature; the
- * drivers pick one through a table indexed by aie_selected_isa(). */
+ * drivers pick one through the dispatch table (kernel_table.h). */
 #ifndef AIE_CONV_KERNELS_H
 #define AIE_CONV_KERNELS_H
 
