@@ -13,8 +13,9 @@
 typedef __m512 vf;
 typedef __mmask16 vm; /* lane mask: bits set where a comparison holds */
 #define VL 16
+#define VF_MASK_FREE 1 /* masked loads/stores cost what full ones do */
 
-static inline __mmask16 lanes(int n) { return (__mmask16)((1u << n) - 1u); }
+static inline __mmask16 lanes(int n) { return (__mmask16)((1u << n) - 1u); } /* n <= 16 */
 static inline vf vf_zero(void) { return _mm512_setzero_ps(); }
 static inline vf vf_set1(float x) { return _mm512_set1_ps(x); }
 static inline vf vf_load(const float *p) { return _mm512_loadu_ps(p); }

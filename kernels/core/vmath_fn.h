@@ -228,20 +228,17 @@ VMF_FN vf vmf_softplus(vf x) {
 
 /* alpha x + beta in two roundings, as numpy and ONNX's float definition. */
 VMF_FN vf vmf_hardsigmoid(vf x, float alpha, float beta) {
-    vf h = vf_add(vf_mul(x, vmf_c(alpha)), vmf_c(beta));
-    h = vf_sel(vf_lt(h, vf_zero()), vf_zero(), h);
-    return vf_sel(vf_gt(h, vmf_c(1.0f)), vmf_c(1.0f), h);
+    return vf_min(vmf_c(1.0f), vf_max(vf_zero(), vf_add(vf_mul(x, vmf_c(alpha)), vmf_c(beta))));
 }
 VMF_FN vf vmf_hardswish(vf x) {
     return vf_sel(vf_isnan(x), x, vmf_gated(x, vmf_hardsigmoid(x, 1.0f / 6.0f, 0.5f)));
 }
-VMF_FN vf vmf_relu(vf x) { return vf_sel(vf_lt(x, vf_zero()), vf_zero(), x); } /* NaN passes */
+/* vf_min/vf_max return their second operand when either is NaN or both are
+ * zeros (x86 semantics, kept by vf_scalar.h): NaN and -0 pass through. */
+VMF_FN vf vmf_relu(vf x) { return vf_max(vf_zero(), x); }
 VMF_FN vf vmf_leaky_relu(vf x, float slope) { return vf_sel(vf_lt(x, vf_zero()), vf_mul(x, vmf_c(slope)), x); }
 /* ONNX Clip is min(max(x, lo), hi): with lo > hi every output is hi; NaN passes. */
-VMF_FN vf vmf_clip(vf x, float lo, float hi) {
-    vf t = vf_sel(vf_lt(x, vmf_c(lo)), vmf_c(lo), x);
-    return vf_sel(vf_gt(t, vmf_c(hi)), vmf_c(hi), t);
-}
+VMF_FN vf vmf_clip(vf x, float lo, float hi) { return vf_min(vmf_c(hi), vf_max(vmf_c(lo), x)); }
 VMF_FN vf vmf_elu(vf x, float alpha) { return vf_sel(vf_gt(x, vf_zero()), x, vf_mul(vmf_c(alpha), vmf_expm1(x))); }
 VMF_FN vf vmf_selu(vf x, float alpha, float gamma) { return vf_mul(vmf_c(gamma), vmf_elu(x, alpha)); }
 VMF_FN vf vmf_sign(vf x) {

@@ -23,6 +23,9 @@ VMF_FN vf vf_add(vf a, vf b) { return __fadd_rn(a, b); }
 VMF_FN vf vf_sub(vf a, vf b) { return __fsub_rn(a, b); }
 VMF_FN vf vf_div(vf a, vf b) { return __fdiv_rn(a, b); }
 VMF_FN vf vf_fma_rn(vf a, vf b, vf c) { return __fmaf_rn(a, b, c); }
+/* x86 min/max semantics (the second operand when either is NaN), as the CPU */
+VMF_FN vf vf_min(vf a, vf b) { return a < b ? a : b; }
+VMF_FN vf vf_max(vf a, vf b) { return a > b ? a : b; }
 VMF_FN vf vf_neg(vf a) { return -a; }
 VMF_FN vf vf_abs(vf a) { return fabsf(a); }
 VMF_FN vf vf_copysign(vf mag, vf s) { return copysignf(mag, s); }
