@@ -13,6 +13,7 @@
 #include "conv_pack.h"
 #include "conv_winograd.h"
 #include "gemm_internal.h"
+#include "kernel_table.h"
 #include "threadpool.h"
 
 int aie_conv_check_params(const aie_conv2d_params *p, const char *op) {
@@ -199,15 +200,7 @@ static void dw_task(void *ctx, int64_t task, int worker) {
     (void)worker;
     int64_t rows = a->p->N * a->P;
     int64_t r0 = task * d->rows_per_task, r1 = r0 + d->rows_per_task < rows ? r0 + d->rows_per_task : rows;
-    static const aie_dwconv_fn table[AIE_ISA_COUNT] = {
-        aie_dwconv_rows_scalar,
-#ifdef AIE_HAVE_X86
-        aie_dwconv_rows_avx2, aie_dwconv_rows_avx512,
-#else
-        aie_dwconv_rows_scalar, aie_dwconv_rows_scalar,
-#endif
-    };
-    if (r0 < r1) table[aie_selected_isa()](a, r0, r1);
+    if (r0 < r1) aie_kernels()->dwconv(a, r0, r1);
 }
 
 int aie_conv2d(const aie_conv2d_params *p, const float *x, const void *packed_w, const float *bias,

@@ -12,6 +12,7 @@
 
 #include "conv_direct.h"
 #include "gemm_internal.h"
+#include "kernel_table.h"
 #include "threadpool.h"
 
 /* Scratch rows per border tap: the largest tile height of any ISA, so a
@@ -24,15 +25,6 @@ int aie_conv2d_set_algo(int algo) {
     int old = g_algo;
     if (algo >= AIE_CONV_ALGO_AUTO && algo <= AIE_CONV_ALGO_DIRECT) g_algo = algo;
     return old;
-}
-
-const aie_conv_direct_kernel *aie_conv_direct_kernel_for(aie_isa isa) {
-#ifdef AIE_HAVE_X86
-    if (isa == AIE_ISA_AVX512) return &aie_conv_direct_avx512;
-    if (isa == AIE_ISA_AVX2) return &aie_conv_direct_avx2;
-#endif
-    (void)isa;
-    return &aie_conv_direct_scalar;
 }
 
 static int is_pointwise_s1(const aie_conv2d_params *p) {
@@ -54,9 +46,10 @@ static const aie_conv_direct_shape *shape_for(const aie_conv_direct_kernel *k, c
 /* Rows shorter than half a tile leave too few independent FMA chains (and
  * there the implicit GEMM, whose tiles span output rows, does better). */
 int aie_conv_direct_possible(const aie_conv2d_params *p, int64_t Q) {
-    const aie_conv_direct_kernel *k = aie_conv_direct_kernel_for(aie_selected_isa());
+    const aie_kernel_table_entry *kt = aie_kernels();
+    const aie_conv_direct_kernel *k = kt->conv_direct;
     return p->groups == 1 && row_pixels(p, Q) >= (k->wide.mr + 1) / 2 && p->R * p->S <= AIE_CONV_DIRECT_MAX_TAPS &&
-           k->nr == aie_gemm_kernels_for(aie_selected_isa())->nr;
+           k->nr == kt->sgemm->nr;
 }
 
 /* Where the direct kernel beats implicit GEMM: see AIE_CONV_DIRECT_MAX_ROWS. */
@@ -201,7 +194,7 @@ int aie_conv_direct_run(const aie_conv2d_params *p, int64_t P, int64_t Q, const 
     if (!workspace || workspace_size < need)
         return aie_fail(AIE_ENOMEM, "conv2d: workspace of %zu bytes, need %zu (aie_conv2d_workspace_size)",
                         workspace ? workspace_size : 0, need);
-    const aie_conv_direct_kernel *kern = aie_conv_direct_kernel_for(aie_selected_isa());
+    const aie_conv_direct_kernel *kern = aie_kernels()->conv_direct;
     const aie_conv_direct_shape *k = shape_for(kern, p, Q);
     /* A 1x1 stride-1 conv is one row of N*H*W pixels: its tiles run on
      * across image rows and images. */

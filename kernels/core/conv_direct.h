@@ -18,8 +18,6 @@
 /* The direct kernel can run these params (groups == 1, output rows of at
  * least half a wide tile, at most AIE_CONV_DIRECT_MAX_TAPS taps) under the
  * selected ISA. */
-/* The tile kernels of an ISA (scalar where it is not compiled in). */
-const aie_conv_direct_kernel *aie_conv_direct_kernel_for(aie_isa isa);
 int aie_conv_direct_possible(const aie_conv2d_params *p, int64_t Q);
 /* ... and aie_conv2d will use it (the automatic choice or the forced algo). */
 int aie_conv_direct_chosen(const aie_conv2d_params *p, int64_t Q);

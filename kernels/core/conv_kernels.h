@@ -1,13 +1,12 @@
 /* Internal: the per-ISA direct kernels behind aie_conv.h / aie_pool.h and
  * the pieces their drivers share (not installed). Each kernel has a scalar
  * reference (scalar/) and avx2/avx512 variants with the same signature; the
- * drivers pick one through a table indexed by aie_selected_isa(). */
+ * drivers pick one through the dispatch table (kernel_table.h). */
 #ifndef AIE_CONV_KERNELS_H
 #define AIE_CONV_KERNELS_H
 
 #include <math.h>
 
-#include "act_scalar.h" /* the GEMM epilogue's activations: one definition per ISA */
 #include "aie_internal.h"
 
 /* Depthwise conv (groups == C == K) over output rows [row0, row1) of the
@@ -146,11 +145,8 @@ static inline aie_window aie_pool_window(int64_t o, int64_t stride, int64_t pad_
     return w;
 }
 
-/* Epilogue row helper: v[i] = act(v[i] + residual[i]) for n floats, scalar. */
-static inline void aie_act_row_scalar(float *v, const float *residual, int64_t n, const aie_epilogue *ep) {
-    if (residual)
-        for (int64_t i = 0; i < n; i++) v[i] += residual[i];
-    aie_act_row_s(v, n, ep->act, ep->p0, ep->p1);
-}
+/* Epilogue row helper: v[i] = act(v[i] + residual[i]) for n floats, scalar
+ * (scalar/act_scalar.c: vmath_fn.h at one lane). */
+void aie_act_row_scalar(float *v, const float *residual, int64_t n, const aie_epilogue *ep);
 
 #endif

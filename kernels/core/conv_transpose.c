@@ -17,6 +17,7 @@
 #include "conv_kernels.h"
 #include "conv_pack.h"
 #include "gemm_internal.h"
+#include "kernel_table.h"
 
 int aie_conv_transpose2d_output_shape(const aie_conv2d_params *p, int64_t *P, int64_t *Q) {
     int rc = aie_conv_check_params(p, "conv_transpose2d");
@@ -171,7 +172,7 @@ int aie_conv_transpose2d(const aie_conv2d_params *p, const float *x, const void 
                                   &plain, gws, gws_size, nt);
             if (rc) return rc;
         }
-        convt_ctx c = {p, P, Q, n, col, bias, &e, aie_gemm_kernels_for(aie_selected_isa()), y};
+        convt_ctx c = {p, P, Q, n, col, bias, &e, aie_kernels()->sgemm, y};
         aie_parallel_for(P < nt ? P : nt, nt, convt_gather_task, &c);
     }
     return AIE_OK;

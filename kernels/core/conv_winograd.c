@@ -26,6 +26,7 @@
 #include "conv_direct.h"
 #include "conv_winograd.h"
 #include "gemm_internal.h"
+#include "kernel_table.h"
 #include "threadpool.h"
 
 #define WG_XI 16
@@ -35,19 +36,10 @@
 /* Widest weight panel of any ISA (AVX-512: 32). */
 #define WG_NR_MAX 32
 
-static const aie_winograd_kernel *transforms_for(aie_isa isa) {
-#ifdef AIE_HAVE_X86
-    if (isa == AIE_ISA_AVX512) return &aie_winograd_avx512;
-    if (isa == AIE_ISA_AVX2) return &aie_winograd_avx2;
-#endif
-    (void)isa;
-    return &aie_winograd_scalar;
-}
-
 int aie_conv_winograd_possible(const aie_conv2d_params *p) {
     return p->R == 3 && p->S == 3 && p->stride_h == 1 && p->stride_w == 1 && p->dil_h == 1 && p->dil_w == 1 &&
            p->groups == 1 &&
-           aie_conv_direct_kernel_for(aie_selected_isa())->nr == aie_gemm_kernels_for(aie_selected_isa())->nr;
+           aie_kernels()->conv_direct->nr == aie_kernels()->sgemm->nr;
 }
 
 /* Tiles per block: a multiple of the widest tile height, V within WG_V_BYTES. */
@@ -157,7 +149,7 @@ int aie_conv_winograd_run(const aie_conv2d_params *p, int64_t P, int64_t Q, cons
     if (!workspace || workspace_size < need)
         return aie_fail(AIE_ENOMEM, "conv2d: workspace of %zu bytes, need %zu (aie_conv2d_workspace_size)",
                         workspace ? workspace_size : 0, need);
-    const aie_conv_direct_kernel *kern = aie_conv_direct_kernel_for(aie_selected_isa());
+    const aie_conv_direct_kernel *kern = aie_kernels()->conv_direct;
     const int64_t th = (P + 1) / 2, tw = (Q + 1) / 2, ntiles = p->N * th * tw, T = tiles_per_block(p);
     const int64_t nblocks = (ntiles + T - 1) / T, npanels = (p->K + kern->nr - 1) / kern->nr;
     /* ~4 tasks per thread: tile blocks first, then parts of the output
@@ -170,7 +162,7 @@ int aie_conv_winograd_run(const aie_conv2d_params *p, int64_t P, int64_t Q, cons
     parts = (npanels + per_part - 1) / per_part;
     wg_ctx d = {
         .a = {p, P, Q, th, tw, x, bias, residual, ep, y},
-        .tr = transforms_for(aie_selected_isa()),
+        .tr = aie_kernels()->winograd,
         .k = &kern->wide, .nr = kern->nr,
         .ntiles = ntiles, .T = T, .parts = parts, .panels_per_part = per_part,
         .body = body, .xi_bytes = xi_bytes,

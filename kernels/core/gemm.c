@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "gemm_internal.h"
+#include "kernel_table.h"
 
 /* Below ~0.5 MFLOP per thread the wake-up of a pool worker (a few us) costs
  * more than the work it would take over. */
@@ -392,7 +393,7 @@ int aie_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float a
     if (rc == AIE_OK) rc = aie_gemm_check_matrix(fn, "B", B, trans_b ? N : K, trans_b ? K : N, ldb, trans_b);
     if (rc != AIE_OK) return rc;
     gemm_job j = {
-        .kt = aie_gemm_kernels_for(aie_selected_isa()),
+        .kt = aie_kernels()->sgemm,
         .trans_a = trans_a != 0,
         .trans_b = trans_b != 0,
         .M = M, .N = N, .K = K,
@@ -439,7 +440,7 @@ int aie_sgemm_pack_b(int trans_b, int64_t K, int64_t N, const float *B, int64_t 
     int rc = aie_gemm_check_pack_b("aie_sgemm_pack_b", "aie_sgemm_packed_b_size", trans_b, K, N, B, ldb, packed,
                                    packed_size, aie_sgemm_packed_b_size(K, N));
     if (rc != AIE_OK) return rc;
-    const gemm_kernels *kt = aie_gemm_kernels_for(aie_selected_isa());
+    const gemm_kernels *kt = aie_kernels()->sgemm;
     packed_b_header h;
     memset(&h, 0, sizeof h);
     memcpy(h.magic, PACKED_MAGIC, sizeof PACKED_MAGIC);
@@ -479,7 +480,7 @@ int aie_sgemm_packed(int trans_a, int64_t M, int64_t N, int64_t K, float alpha, 
     if (rc != AIE_OK) return aie_init();
     rc = check_common(fn, M, N, K, trans_a, A, lda, C, ldc, ep);
     if (rc != AIE_OK) return rc;
-    const gemm_kernels *kt = aie_gemm_kernels_for(aie_selected_isa());
+    const gemm_kernels *kt = aie_kernels()->sgemm;
     rc = check_packed_b(fn, kt, packed_b, K, N);
     if (rc != AIE_OK) return rc;
     gemm_job j = {
@@ -507,7 +508,7 @@ int aie_sgemm_packed_implicit_a(int64_t M, int64_t N, int64_t K, gemm_pack_a_fn 
     if (!pack_a) return aie_fail(AIE_EINVAL, "%s: pack_a is NULL", fn);
     rc = aie_gemm_check_matrix(fn, "C", C, M, N, ldc, 0);
     if (rc == AIE_OK) rc = aie_gemm_check_epilogue(fn, ep);
-    const gemm_kernels *kt = aie_gemm_kernels_for(aie_selected_isa());
+    const gemm_kernels *kt = aie_kernels()->sgemm;
     if (rc == AIE_OK) rc = check_packed_b(fn, kt, packed_b, K, N);
     if (rc != AIE_OK) return rc;
     gemm_job j = {

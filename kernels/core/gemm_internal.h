@@ -148,10 +148,5 @@ void aie_gemm_plan_tiles(int64_t M, int64_t N, int64_t mc, int64_t mr, int64_t n
 int aie_workspace_layout(const char *fn, const char *size_fn, void *workspace, size_t workspace_size, size_t shared,
                          size_t slot, int64_t M, int64_t N, int64_t K, char **base, int *nt);
 
-/* Naive reference (scalar/gemm_ref.c): the same contract as aie_sgemm with
- * double accumulation, no blocking, no workspace. For tests. */
-int aie_sgemm_naive(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-                    int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
-                    const aie_epilogue *ep);
 
 #endif /* AIE_GEMM_INTERNAL_H */

@@ -8,7 +8,7 @@
  *   vf_zero/vf_set1/vf_load/vf_loadn/vf_store/vf_storen/vf_fma/vf_mul/
  *   vf_add/vf_hsum               static inline wrappers (loadn/storen touch
  *                                only the first n lanes, 0 <= n <= VL)
- *   act_row(x, n, act, p0, p1)   the matching act_*.h row function
+ *   act_row(x, n, act, p0, p1)   the activation row of vmath_fn.h (via the vf header)
  *   GEMM_MR, GEMM_NV             micro-tile: MR rows x NV vectors (NR = NV*VL)
  *   GEMM_UKERNEL                 its name, e.g. ukernel_avx512_14x32
  *   GEMM_SMALL_NV_1..8           vectors per row block in the small-M kernel

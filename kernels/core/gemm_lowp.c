@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "gemm_lowp_internal.h"
+#include "kernel_table.h"
 
 /* Blocking. Measured on Sapphire Rapids (AMX): a 32 x 32 block runs ~3x
  * faster with its operands in L1 than streaming all of K from L2. So K is cut
@@ -378,7 +379,7 @@ static int pack_common(const char *fn, const char *size_fn, const char *magic, i
 int aie_gemm_bf16_pack_b(int trans_b, int64_t K, int64_t N, const float *B, int64_t ldb, void *packed,
                          size_t packed_size) {
     return pack_common("aie_gemm_bf16_pack_b", "aie_gemm_bf16_packed_b_size", BF16_MAGIC, LOWP_KCHUNK_BF16,
-                       aie_gemm_bf16_packed_b_size(K, N), aie_kernel_table(aie_selected_level())->bf16->pack_b, trans_b, K, N, B, ldb, packed,
+                       aie_gemm_bf16_packed_b_size(K, N), aie_kernels()->bf16->pack_b, trans_b, K, N, B, ldb, packed,
                        packed_size);
 }
 
@@ -388,7 +389,7 @@ int aie_gemm_s8_pack_b(int trans_b, int64_t K, int64_t N, const int8_t *B, int64
         return aie_fail(AIE_EINVAL, "aie_gemm_s8_pack_b: K=%lld is above %d, where int32 sums could overflow",
                         (long long)K, AIE_GEMM_S8_MAX_K);
     return pack_common("aie_gemm_s8_pack_b", "aie_gemm_s8_packed_b_size", S8_MAGIC, LOWP_KCHUNK_S8,
-                       aie_gemm_s8_packed_b_size(K, N), aie_kernel_table(aie_selected_level())->s8->pack_b, trans_b, K, N, B, ldb, packed,
+                       aie_gemm_s8_packed_b_size(K, N), aie_kernels()->s8->pack_b, trans_b, K, N, B, ldb, packed,
                        packed_size);
 }
 
@@ -427,7 +428,7 @@ int aie_gemm_bf16(int64_t M, int64_t N, int64_t K, const void *A, int a_type, in
     if (rc == AIE_OK) rc = check_packed(fn, BF16_MAGIC, "aie_gemm_bf16_pack_b", packed_b, K, N);
     if (rc != AIE_OK || M == 0 || N == 0) return rc;
     lowp_job j = {
-        .kt = aie_kernel_table(aie_selected_level()),
+        .kt = aie_kernels(),
         .M = M, .N = N, .K = K, .kp = AIE_ROUND_UP(K, LOWP_KCHUNK_BF16),
         .A = A, .a_type = a_type, .lda = lda,
         .bpanels = (const char *)packed_b + sizeof(lowp_header),
@@ -481,7 +482,7 @@ int aie_gemm_u8s8(int64_t M, int64_t N, int64_t K, const uint8_t *A, int64_t lda
     const char *panels = (const char *)packed_b + sizeof(lowp_header);
     lowp_job j = {
         .s8 = 1,
-        .kt = aie_kernel_table(aie_selected_level()),
+        .kt = aie_kernels(),
         .M = M, .N = N, .K = K, .kp = kp,
         .A = A, .lda = lda,
         .bpanels = panels,

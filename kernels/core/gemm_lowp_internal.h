@@ -64,18 +64,6 @@ typedef struct {
     lowp_thread_fn begin, end;
 } lowp_s8_kernels;
 
-/* THE dispatch table: which kernel every GEMM runs at a level. One entry per
- * level, filled once at start-up from the CPU features (core/kernel_table.c);
- * everything else reads it through aie_kernel_table(). */
-typedef struct {
-    aie_level level;
-    const gemm_kernels *sgemm; /* fp32: the level's vector ISA */
-    const lowp_bf16_kernels *bf16;
-    const lowp_s8_kernels *s8;
-} aie_kernel_table_entry;
-
-/* The entry of a level (of the selected one: aie_kernel_table(aie_selected_level())). */
-const aie_kernel_table_entry *aie_kernel_table(aie_level level);
 
 /* Packing (core/gemm_lowp.c): the same for every path. */
 void aie_lowp_pack_b_bf16(int trans_b, int64_t K, int64_t N, const void *B, int64_t ldb, void *panels);

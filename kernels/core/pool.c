@@ -1,24 +1,7 @@
 /* Pooling driver: validates params, computes the ONNX output shape, splits
  * output rows over threads and calls the selected ISA's kernel. */
 #include "conv_kernels.h"
-
-static const aie_pool_fn pool_table[AIE_ISA_COUNT] = {
-    aie_pool_rows_scalar,
-#ifdef AIE_HAVE_X86
-    aie_pool_rows_avx2, aie_pool_rows_avx512,
-#else
-    aie_pool_rows_scalar, aie_pool_rows_scalar,
-#endif
-};
-
-static const aie_gpool_fn gpool_table[AIE_ISA_COUNT] = {
-    aie_gpool_scalar,
-#ifdef AIE_HAVE_X86
-    aie_gpool_avx2, aie_gpool_avx512,
-#else
-    aie_gpool_scalar, aie_gpool_scalar,
-#endif
-};
+#include "kernel_table.h"
 
 static int64_t pool_out(int64_t in, int64_t pb, int64_t pe, int64_t k, int64_t dil, int64_t stride, int ceil_mode) {
     const int64_t span = (k - 1) * dil + 1, room = in + pb + pe - span;
@@ -55,7 +38,7 @@ int aie_pool2d_output_shape(const aie_pool2d_params *p, int64_t *P, int64_t *Q) 
 static void pool_task(void *ctx, int64_t task, int64_t ntasks) {
     const aie_pool_args *a = ctx;
     const int64_t rows = a->p->N * a->P, r0 = rows * task / ntasks, r1 = rows * (task + 1) / ntasks;
-    if (r0 < r1) pool_table[aie_selected_isa()](a, r0, r1);
+    if (r0 < r1) aie_kernels()->pool(a, r0, r1);
 }
 
 static int threads_for(int64_t work, int nthreads) {
@@ -89,7 +72,7 @@ typedef struct {
 static void gpool_task(void *ctx, int64_t task, int64_t ntasks) {
     const gpool_ctx *g = ctx;
     const int64_t n0 = g->N * task / ntasks, n1 = g->N * (task + 1) / ntasks;
-    if (n0 < n1) gpool_table[aie_selected_isa()](g->kind, g->HW, g->C, g->x, g->y, n0, n1);
+    if (n0 < n1) aie_kernels()->gpool(g->kind, g->HW, g->C, g->x, g->y, n0, n1);
 }
 
 int aie_global_pool(int kind, int64_t N, int64_t HW, int64_t C, const float *x, float *y, int nthreads) {

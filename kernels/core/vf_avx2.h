@@ -8,9 +8,10 @@
 
 #include <immintrin.h>
 
-#include "act_avx2.h"
+#include <stdint.h>
 
 typedef __m256 vf;
+typedef __m256 vm; /* lane mask: all-ones lanes where a comparison holds */
 #define VL 8
 
 /* lanes(n): the first n of 8 lanes set, read from a sliding window. */
@@ -34,6 +35,42 @@ static inline float vf_hsum(vf v) {
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
 }
-#define act_row aie_act_row_avx2
+
+/* The rest serves vmath_fn.h (the operations of vf_scalar.h, lane-wise). */
+static inline vf vf_div(vf a, vf b) { return _mm256_div_ps(a, b); }
+static inline vf vf_fma_rn(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
+static inline vf vf_neg(vf a) { return _mm256_xor_ps(a, _mm256_set1_ps(-0.0f)); }
+static inline vf vf_abs(vf a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a); }
+static inline vf vf_copysign(vf mag, vf s) {
+    __m256 sign = _mm256_set1_ps(-0.0f);
+    return _mm256_or_ps(_mm256_andnot_ps(sign, mag), _mm256_and_ps(sign, s));
+}
+static inline vf vf_sqrt(vf a) { return _mm256_sqrt_ps(a); }
+static inline vf vf_floor(vf a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
+static inline vf vf_ceil(vf a) { return _mm256_round_ps(a, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC); }
+static inline vf vf_round(vf a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+static inline vm vf_lt(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
+static inline vm vf_le(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_LE_OQ); }
+static inline vm vf_gt(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_GT_OQ); }
+static inline vm vf_eq(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_EQ_OQ); }
+static inline vm vf_isnan(vf a) { return _mm256_cmp_ps(a, a, _CMP_UNORD_Q); }
+static inline vm vm_and(vm a, vm b) { return _mm256_and_ps(a, b); }
+static inline vm vm_or(vm a, vm b) { return _mm256_or_ps(a, b); }
+static inline vf vf_sel(vm m, vf a, vf b) { return _mm256_blendv_ps(b, a, m); }
+static inline vf vf_scale2n(vf e, vf n) {
+    __m256i ni = _mm256_cvttps_epi32(_mm256_andnot_ps(vf_isnan(n), n)), bias = _mm256_set1_epi32(127);
+    __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
+    __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+    __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+    return _mm256_mul_ps(_mm256_mul_ps(e, s1), s2);
+}
+static inline vf vf_frexp(vf x, vf *e) {
+    __m256i b = _mm256_castps_si256(x);
+    *e = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(b, 23), _mm256_set1_epi32(126)));
+    b = _mm256_or_si256(_mm256_and_si256(b, _mm256_set1_epi32(0x007fffff)), _mm256_set1_epi32(0x3f000000));
+    return _mm256_castsi256_ps(b);
+}
+
+#include "vmath_fn.h"
 
 #endif

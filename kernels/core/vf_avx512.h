@@ -8,12 +8,14 @@
 
 #include <immintrin.h>
 
-#include "act_avx512.h"
+#include <stdint.h>
 
 typedef __m512 vf;
+typedef __mmask16 vm; /* lane mask: bits set where a comparison holds */
 #define VL 16
+#define VF_MASK_FREE 1 /* masked loads/stores cost what full ones do */
 
-static inline __mmask16 lanes(int n) { return (__mmask16)((1u << n) - 1u); }
+static inline __mmask16 lanes(int n) { return (__mmask16)((1u << n) - 1u); } /* n <= 16 */
 static inline vf vf_zero(void) { return _mm512_setzero_ps(); }
 static inline vf vf_set1(float x) { return _mm512_set1_ps(x); }
 static inline vf vf_load(const float *p) { return _mm512_loadu_ps(p); }
@@ -27,6 +29,42 @@ static inline vf vf_sub(vf a, vf b) { return _mm512_sub_ps(a, b); }
 static inline vf vf_min(vf a, vf b) { return _mm512_min_ps(a, b); }
 static inline vf vf_max(vf a, vf b) { return _mm512_max_ps(a, b); }
 static inline float vf_hsum(vf v) { return _mm512_reduce_add_ps(v); }
-#define act_row aie_act_row_avx512
+
+/* The rest serves vmath_fn.h (the operations of vf_scalar.h, lane-wise). */
+static inline vf vf_div(vf a, vf b) { return _mm512_div_ps(a, b); }
+static inline vf vf_fma_rn(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
+static inline vf vf_neg(vf a) { return _mm512_xor_ps(a, _mm512_set1_ps(-0.0f)); }
+static inline vf vf_abs(vf a) { return _mm512_andnot_ps(_mm512_set1_ps(-0.0f), a); }
+static inline vf vf_copysign(vf mag, vf s) {
+    __m512 sign = _mm512_set1_ps(-0.0f);
+    return _mm512_or_ps(_mm512_andnot_ps(sign, mag), _mm512_and_ps(sign, s));
+}
+static inline vf vf_sqrt(vf a) { return _mm512_sqrt_ps(a); }
+static inline vf vf_floor(vf a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
+static inline vf vf_ceil(vf a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC); }
+static inline vf vf_round(vf a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+static inline vm vf_lt(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
+static inline vm vf_le(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_LE_OQ); }
+static inline vm vf_gt(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ); }
+static inline vm vf_eq(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ); }
+static inline vm vf_isnan(vf a) { return _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q); }
+static inline vm vm_and(vm a, vm b) { return (vm)(a & b); }
+static inline vm vm_or(vm a, vm b) { return (vm)(a | b); }
+static inline vf vf_sel(vm m, vf a, vf b) { return _mm512_mask_blend_ps(m, b, a); }
+static inline vf vf_scale2n(vf e, vf n) {
+    __m512i ni = _mm512_cvttps_epi32(_mm512_maskz_mov_ps((__mmask16)~vf_isnan(n), n)), bias = _mm512_set1_epi32(127);
+    __m512i n1 = _mm512_srai_epi32(ni, 1), n2 = _mm512_sub_epi32(ni, n1);
+    __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, bias), 23));
+    __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, bias), 23));
+    return _mm512_mul_ps(_mm512_mul_ps(e, s1), s2);
+}
+static inline vf vf_frexp(vf x, vf *e) {
+    __m512i b = _mm512_castps_si512(x);
+    *e = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_srli_epi32(b, 23), _mm512_set1_epi32(126)));
+    b = _mm512_or_si512(_mm512_and_si512(b, _mm512_set1_epi32(0x007fffff)), _mm512_set1_epi32(0x3f000000));
+    return _mm512_castsi512_ps(b);
+}
+
+#include "vmath_fn.h"
 
 #endif

@@ -3,9 +3,11 @@
  * kernels (internal). Every op family is a driver in core/ (shape handling,
  * broadcasting, threading) that calls these contiguous-array primitives
  * through one table per ISA:
- *   scalar/vmath_scalar.c  the reference: plain C and libm, one element at a time
+ *   scalar/vmath_scalar.c  plain C, one element at a time
  *   avx2/vmath_avx2.c      core/vmath_simd.h instantiated for 8 lanes
  *   avx512/vmath_avx512.c  core/vmath_simd.h instantiated for 16 lanes
+ * The unary ops of all three are core/vmath_unary_body.h over core/vmath_fn.h
+ * (one math, the same bits on every ISA).
  * aie_vm() returns the table of the ISA selected now (aie_selected_isa()).
  */
 #ifndef AIE_VMATH_H

@@ -1,17 +1,6 @@
-/* Picks the vmath table of the selected ISA, and the task-splitting rules
- * every elementwise/reduction/layout driver shares. */
+/* The task-splitting rules every elementwise/reduction/layout driver
+ * shares (the vmath table itself comes from kernel_table.c: aie_vm()). */
 #include "vmath.h"
-
-const aie_vm_table *aie_vm(void) {
-#if defined(AIE_HAVE_X86)
-    switch (aie_selected_isa()) {
-    case AIE_ISA_AVX512: return &aie_vm_avx512;
-    case AIE_ISA_AVX2: return &aie_vm_avx2;
-    default: break;
-    }
-#endif
-    return &aie_vm_scalar;
-}
 
 int aie_ops_threads(int nthreads) {
     int n = nthreads > 0 ? nthreads : aie_threads_get();

@@ -1,35 +1,11 @@
 /*
- * SIMD inner loops of the elementwise / reduction / normalisation kernels,
- * written once with GCC vector extensions and instantiated per ISA:
- * avx2/vmath_avx2.c (8 lanes) and avx512/vmath_avx512.c (16 lanes) define
- *   VW            lanes per vector
- *   VM_TABLE      the aie_vm_table to define
- *   V_FMA(a,b,c)  a*b + c, one rounding
- *   V_ROUND(x)    round half to even;  V_FLOOR(x), V_CEIL(x), V_SQRT(x)
- * and then include this file. The compiler lowers the vector arithmetic to
- * the ISA of the including object (the Makefile's per-object flags).
- *
- * Math functions (accuracy measured by kernels/tests/test_eltwise.c, stated
- * in include/aie_eltwise.h):
- *   exp    Cephes expf: n = round(x log2 e), r = x - n ln2 (ln2 split in two
- *          so n*LN2_HI is exact), exp(r) = 1 + r + r^2 P(r); 2^n applied as
- *          two factors so results down to the smallest denormal are right.
- *   log    Cephes logf: x = m 2^e with m in [sqrt(1/2), sqrt(2)), log(m) by
- *          a degree-9 polynomial in m - 1.
- *   tanh   Cephes tanhf: x + x^3 T(x^2) below 0.625, 1 - 2/(exp(2|x|) + 1) above.
- *   erf    |x| <= 0.921875: x + x P(x^2); above: 1 - exp(Q(|x|)), Q ~ log erfc.
- *          P, Q: least-squares fits on 6000 Chebyshev nodes in double,
- *          coefficients rounded to float one at a time (highest degree
- *          first) with the rest refitted, so the rounding is absorbed.
- *   gelu   |x| <= 1.3037 (= 0.921875 sqrt 2): x/2 (1 + erf(x/sqrt 2)); above,
- *          through erfc(|x|/sqrt 2) = exp(-x^2/2) exp(G(|x| - 3)) (G fitted
- *          as P and Q on [1.3037, 5.66]; x^2 split exactly with an FMA so the
- *          large exponent loses nothing), and for |x| > 5.66 through
- *          erfc(|x|/sqrt 2) exp(x^2/2) |x| = H(1/x^2) (fitted on [5.66, 20]):
- *          no 1 + erf cancellation in the negative tail.
- *   expm1  Taylor to x^11 for |x| < 0.69 (truncation < 2^-27), exp(x) - 1 above.
- * Products x * gate(x) (silu, gelu, hardswish) return a signed zero when the
- * gate is exactly 0, so f(-inf) is the limit 0, not inf * 0 = NaN.
+ * SIMD inner loops of the binary, compare, reduction and normalisation
+ * kernels, written once with GCC vector extensions over the ISA's vf type
+ * and instantiated per ISA: avx2/vmath_avx2.c (vf_avx2.h, 8 lanes) and
+ * avx512/vmath_avx512.c (vf_avx512.h, 16 lanes) include their vf header,
+ * define VM_TABLE (the aie_vm_table to define) and include this file. The
+ * unary ops and their math are vmath_unary_body.h / vmath_fn.h, shared with
+ * the scalar table and the GEMM/conv epilogues.
  */
 #include <math.h>
 #include <string.h>
@@ -37,7 +13,7 @@
 #include "aie_eltwise.h"
 #include "vmath.h"
 
-typedef float vf __attribute__((vector_size(VW * 4)));
+#define VW VL
 typedef int32_t vi __attribute__((vector_size(VW * 4)));
 typedef uint32_t vu __attribute__((vector_size(VW * 4)));
 typedef int8_t vs8 __attribute__((vector_size(VW)));
@@ -59,245 +35,10 @@ static inline void vstore_n(float *p, vf v, int64_t m) {
 }
 static inline vf vsel(vi m, vf a, vf b) { return (vf)((m & (vi)a) | (~m & (vi)b)); }
 static inline vf vabs(vf x) { return (vf)((vu)x & 0x7fffffffu); }
-static inline vf vcopysign(vf mag, vf s) { return (vf)(((vu)mag & 0x7fffffffu) | ((vu)s & 0x80000000u)); }
 static inline vf vmaxn(vf a, vf b) { return vsel((a > b) | (a != a), a, b); } /* NaN-propagating */
 static inline vf vminn(vf a, vf b) { return vsel((a < b) | (a != a), a, b); }
-/* x * g, but a signed zero when g == 0 (the limit of x * gate(x) at -inf). */
-static inline vf vgated(vf x, vf g) { return vsel(g == 0.0f, vcopysign(vset1(0.0f), x), x * g); }
 
-static inline vf v_exp(vf x) {
-    vf xc = vsel(x < -104.0f, vset1(-104.0f), x);
-    xc = vsel(xc > 89.0f, vset1(89.0f), xc);
-    vf n = V_ROUND(xc * 1.44269504088896341f);
-    vf r = V_FMA(n, vset1(-0.693359375f), xc);
-    r = V_FMA(n, vset1(2.12194440e-4f), r);
-    vf p = vset1(1.9875691500e-4f);
-    p = V_FMA(p, r, vset1(1.3981999507e-3f));
-    p = V_FMA(p, r, vset1(8.3334519073e-3f));
-    p = V_FMA(p, r, vset1(4.1665795894e-2f));
-    p = V_FMA(p, r, vset1(1.6666665459e-1f));
-    p = V_FMA(p, r, vset1(5.0000001201e-1f));
-    vf e = V_FMA(p, r * r, r) + 1.0f;
-    vi ni = __builtin_convertvector(vsel(n != n, vset1(0.0f), n), vi);
-    vi n1 = ni >> 1, n2 = ni - n1;
-    vf s1 = (vf)((vu)(n1 + 127) << 23), s2 = (vf)((vu)(n2 + 127) << 23);
-    e = e * s1 * s2;
-    return vsel(x != x, x, e);
-}
-
-static inline vf v_log(vf x) {
-    vi sub = (x < 1.17549435e-38f) & (x > 0.0f);
-    vf xs = vsel(sub, x * 8388608.0f, x); /* 2^23: denormals become normal */
-    vu bits = (vu)xs;
-    vf e = __builtin_convertvector((vi)(bits >> 23) - 126, vf) - vsel(sub, vset1(23.0f), vset1(0.0f));
-    vf m = (vf)((bits & 0x007fffffu) | 0x3f000000u); /* [0.5, 1) */
-    vi lo = m < 0.707106781186547524f;
-    e = vsel(lo, e - 1.0f, e);
-    vf f = vsel(lo, m + m - 1.0f, m - 1.0f);
-    vf z = f * f;
-    vf p = vset1(7.0376836292e-2f);
-    p = V_FMA(p, f, vset1(-1.1514610310e-1f));
-    p = V_FMA(p, f, vset1(1.1676998740e-1f));
-    p = V_FMA(p, f, vset1(-1.2420140846e-1f));
-    p = V_FMA(p, f, vset1(1.4249322787e-1f));
-    p = V_FMA(p, f, vset1(-1.6668057665e-1f));
-    p = V_FMA(p, f, vset1(2.0000714765e-1f));
-    p = V_FMA(p, f, vset1(-2.4999993993e-1f));
-    p = V_FMA(p, f, vset1(3.3333331174e-1f));
-    vf y = p * z * f;
-    y = V_FMA(e, vset1(-2.12194440e-4f), y);
-    y = V_FMA(z, vset1(-0.5f), y);
-    vf r = f + y;
-    r = V_FMA(e, vset1(0.693359375f), r);
-    r = vsel(x == 0.0f, vset1(-INFINITY), r);
-    r = vsel(x < 0.0f, vset1(NAN), r);
-    r = vsel(x == INFINITY, x, r);
-    return vsel(x != x, x, r);
-}
-
-/* exp(-|x|) never overflows, so sigmoid(x) for x << 0 reaches the denormals
- * (e / (1 + e)) instead of 1 / (1 + inf) = 0. */
-static inline vf v_sigmoid(vf x) {
-    vf e = v_exp(-vabs(x));
-    return vsel(x < 0.0f, e, vset1(1.0f)) / (1.0f + e);
-}
-
-static inline vf v_tanh(vf x) {
-    vf ax = vabs(x);
-    vf z = x * x;
-    vf p = vset1(-5.70498872745e-3f);
-    p = V_FMA(p, z, vset1(2.06390887954e-2f));
-    p = V_FMA(p, z, vset1(-5.37397155531e-2f));
-    p = V_FMA(p, z, vset1(1.33314422036e-1f));
-    p = V_FMA(p, z, vset1(-3.33332819422e-1f));
-    vf small = V_FMA(p * z, x, x);
-    vf large = vcopysign(1.0f - 2.0f / (v_exp(ax + ax) + 1.0f), x);
-    return vsel(ax < 0.625f, small, large);
-}
-
-/* erf(x) for |x| <= 0.921875 as x + x P(x^2). */
-static inline vf v_erf_small(vf x) {
-    vf s = x * x;
-    vf p = vset1(-0.0006024183821864426f);
-    p = V_FMA(p, s, vset1(0.005000815726816654f));
-    p = V_FMA(p, s, vset1(-0.02677290514111519f));
-    p = V_FMA(p, s, vset1(0.11282037943601608f));
-    p = V_FMA(p, s, vset1(-0.3761252462863922f));
-    p = V_FMA(p, s, vset1(0.12837916612625122f));
-    return V_FMA(x, p, x);
-}
-
-static inline vf v_erf(vf x) {
-    vf t = vabs(x);
-    vf tc = vsel(t > 4.0f, vset1(4.0f), t); /* erf(4) rounds to 1 in float */
-    vf q = vset1(1.6131018583109835e-06f);
-    q = V_FMA(q, tc, vset1(-4.557118518278003e-05f));
-    q = V_FMA(q, tc, vset1(0.0005926017183810472f));
-    q = V_FMA(q, tc, vset1(-0.004739417694509029f));
-    q = V_FMA(q, tc, vset1(0.026362380012869835f));
-    q = V_FMA(q, tc, vset1(-0.10997404158115387f));
-    q = V_FMA(q, tc, vset1(-0.6319416761398315f));
-    q = V_FMA(q, tc, vset1(-1.1301639080047607f));
-    q = V_FMA(q, tc, vset1(0.00030256659374572337f));
-    vf big = vcopysign(1.0f - v_exp(q), x);
-    return vsel(t <= 0.921875f, v_erf_small(x), big); /* NaN: big, NaN through exp */
-}
-
-/* erfc(|x| / sqrt 2) = k * e for |x| >= 1.3037 (see the top of the file),
- * returned as two factors: e = exp(-x^2/2) may be tiny, and multiplying the
- * O(1) factors in first keeps the final product out of the denormal range. */
-static inline vf v_erfc_scaled(vf ax, vf *e) {
-    vf v = vsel(ax > 20.0f, vset1(20.0f), ax); /* erfc(20/sqrt 2) underflows to 0 */
-    vf w = v - 3.0f;
-    vf g = vset1(1.0077375378614306e-07f);
-    g = V_FMA(g, w, vset1(-1.6081841067716596e-06f));
-    g = V_FMA(g, w, vset1(1.4894620107952505e-05f));
-    g = V_FMA(g, w, vset1(-0.00011331205314490944f));
-    g = V_FMA(g, w, vset1(0.0007886888342909515f));
-    g = V_FMA(g, w, vset1(-0.005244940984994173f));
-    g = V_FMA(g, w, vset1(0.03527963161468506f));
-    g = V_FMA(g, w, vset1(-0.2830986976623535f));
-    g = V_FMA(g, w, vset1(-1.4145790338516235f));
-    vf iv = 1.0f / v, i2 = iv * iv;
-    vf h = vset1(45.191959381103516f);
-    h = V_FMA(h, i2, vset1(-11.010546684265137f));
-    h = V_FMA(h, i2, vset1(2.3823769092559814f));
-    h = V_FMA(h, i2, vset1(-0.7978275418281555f));
-    h = V_FMA(h, i2, vset1(0.797884464263916f));
-    vf k = vsel(v > 5.66f, h * iv, v_exp(g));
-    vf hi = v * v, lo = V_FMA(v, v, -hi); /* v^2 = hi + lo exactly */
-    *e = v_exp(hi * -0.5f);
-    return k * (1.0f - 0.5f * lo);
-}
-
-static inline vf v_gelu(vf x) {
-    vf ax = vabs(x), e;
-    vf mid = 0.5f * x * (1.0f + v_erf_small(x * 0.70710678118654752f));
-    vf k = v_erfc_scaled(ax, &e);
-    vf neg = vsel(e == 0.0f, vcopysign(vset1(0.0f), x), (x * 0.5f * k) * e);
-    vf tail = vsel(x < 0.0f, neg, x * (1.0f - 0.5f * k * e));
-    vf r = vsel(ax <= 1.3037f, mid, tail);
-    return vsel(x != x, x, r);
-}
-
-static inline vf v_gelu_tanh(vf x) {
-    /* 1 + tanh(z) = 2 sigmoid(2z): no cancellation for x < 0 */
-    vf xc = vsel(x < -20.0f, vset1(-20.0f), x);
-    xc = vsel(xc > 20.0f, vset1(20.0f), xc);
-    vf z2 = xc * V_FMA(vset1(0.0713548162726f), xc * xc, vset1(1.5957691216057308f));
-    return vsel(x != x, x, vgated(x, v_sigmoid(z2)));
-}
-
-static inline vf v_expm1(vf x) {
-    vf p = vset1(2.505210838544172e-08f); /* 1/11! */
-    p = V_FMA(p, x, vset1(2.755731922398589e-07f));
-    p = V_FMA(p, x, vset1(2.7557319223985893e-06f));
-    p = V_FMA(p, x, vset1(2.48015873015873e-05f));
-    p = V_FMA(p, x, vset1(0.0001984126984126984f));
-    p = V_FMA(p, x, vset1(0.001388888888888889f));
-    p = V_FMA(p, x, vset1(0.008333333333333333f));
-    p = V_FMA(p, x, vset1(0.041666666666666664f));
-    p = V_FMA(p, x, vset1(0.16666666666666666f));
-    p = V_FMA(p, x, vset1(0.5f));
-    vf small = V_FMA(p, x * x, x);
-    return vsel(vabs(x) < 0.69f, small, v_exp(x) - 1.0f);
-}
-
-static inline vf v_softplus(vf x) {
-    vf y = v_exp(vsel(x > 20.0f, vset1(0.0f), x));
-    vf u = 1.0f + y;
-    /* log1p(y) = log(u) * y / (u - 1): cancels the rounding of 1 + y */
-    vf l = vsel(u == 1.0f, y, v_log(u) * (y / (u - 1.0f)));
-    return vsel(x > 20.0f, x, l);
-}
-
-static inline vf v_hardsigmoid(vf x, float alpha, float beta) {
-    vf h = x * alpha + beta;
-    h = vsel(h < 0.0f, vset1(0.0f), h);
-    return vsel(h > 1.0f, vset1(1.0f), h);
-}
-
-/* ---- unary ---------------------------------------------------------- */
-
-#define DEFINE_UNARY(NAME, EXPR)                                                        \
-    static void NAME(const float *x, float *y, int64_t n, float p0, float p1) {         \
-        int64_t i = 0;                                                                  \
-        for (; i + VW <= n; i += VW) {                                                  \
-            vf u = vload(x + i);                                                        \
-            vstore(y + i, (EXPR));                                                      \
-        }                                                                               \
-        if (i < n) {                                                                    \
-            vf u = vload_n(x + i, n - i, 1.0f);                                         \
-            vstore_n(y + i, (EXPR), n - i);                                             \
-        }                                                                               \
-    }
-
-DEFINE_UNARY(u_relu, vsel(u < 0.0f, vset1(0.0f), u))
-DEFINE_UNARY(u_leaky_relu, vsel(u < 0.0f, u * p0, u))
-DEFINE_UNARY(u_sigmoid, v_sigmoid(u))
-DEFINE_UNARY(u_tanh, v_tanh(u))
-DEFINE_UNARY(u_erf, v_erf(u))
-DEFINE_UNARY(u_gelu, v_gelu(u))
-DEFINE_UNARY(u_gelu_tanh, v_gelu_tanh(u))
-DEFINE_UNARY(u_hardsigmoid, v_hardsigmoid(u, p0, p1))
-DEFINE_UNARY(u_hardswish, vsel(u != u, u, vgated(u, v_hardsigmoid(u, 1.0f / 6.0f, 0.5f))))
-DEFINE_UNARY(u_silu, vsel(u != u, u, vgated(u, v_sigmoid(u))))
-DEFINE_UNARY(u_exp, v_exp(u))
-DEFINE_UNARY(u_log, v_log(u))
-DEFINE_UNARY(u_sqrt, V_SQRT(u))
-DEFINE_UNARY(u_reciprocal, 1.0f / u)
-DEFINE_UNARY(u_abs, vabs(u))
-DEFINE_UNARY(u_neg, -u)
-/* ONNX Clip is min(max(x, lo), hi): with lo > hi every output is hi. */
-static inline vf v_clip(vf u, float lo, float hi) {
-    vf t = vsel(u < lo, vset1(lo), u);
-    return vsel(t > hi, vset1(hi), t);
-}
-DEFINE_UNARY(u_clip, v_clip(u, p0, p1))
-DEFINE_UNARY(u_floor, V_FLOOR(u))
-DEFINE_UNARY(u_ceil, V_CEIL(u))
-DEFINE_UNARY(u_round, V_ROUND(u))
-DEFINE_UNARY(u_sign, vsel(u > 0.0f, vset1(1.0f), vsel(u < 0.0f, vset1(-1.0f), u)))
-DEFINE_UNARY(u_softplus, v_softplus(u))
-DEFINE_UNARY(u_elu, vsel(u > 0.0f, u, p0 * v_expm1(u)))
-DEFINE_UNARY(u_selu, p1 * vsel(u > 0.0f, u, p0 * v_expm1(u)))
-
-typedef void (*unary_fn)(const float *, float *, int64_t, float, float);
-static const unary_fn unary_table[AIE_U_COUNT] = {
-    [AIE_U_RELU] = u_relu, [AIE_U_LEAKY_RELU] = u_leaky_relu,
-    [AIE_U_SIGMOID] = u_sigmoid, [AIE_U_TANH] = u_tanh, [AIE_U_ERF] = u_erf,
-    [AIE_U_GELU] = u_gelu, [AIE_U_GELU_TANH] = u_gelu_tanh,
-    [AIE_U_HARDSIGMOID] = u_hardsigmoid, [AIE_U_HARDSWISH] = u_hardswish,
-    [AIE_U_SILU] = u_silu, [AIE_U_EXP] = u_exp, [AIE_U_LOG] = u_log,
-    [AIE_U_SQRT] = u_sqrt, [AIE_U_RECIPROCAL] = u_reciprocal, [AIE_U_ABS] = u_abs,
-    [AIE_U_NEG] = u_neg, [AIE_U_CLIP] = u_clip, [AIE_U_FLOOR] = u_floor,
-    [AIE_U_CEIL] = u_ceil, [AIE_U_ROUND] = u_round, [AIE_U_SIGN] = u_sign,
-    [AIE_U_SOFTPLUS] = u_softplus, [AIE_U_ELU] = u_elu, [AIE_U_SELU] = u_selu,
-};
-
-static void vm_unary(int op, const float *x, float *y, int64_t n, float p0, float p1) {
-    unary_table[op](x, y, n, p0, p1);
-}
+#include "vmath_unary_body.h"
 
 /* ---- binary and compare --------------------------------------------- */
 
@@ -471,21 +212,21 @@ static void vm_col_accumulate(int op, float *acc, const float *x, int64_t n) {
 static void vm_exp_shift(const float *x, const float *m, int64_t sm, float *y, int64_t n) {
     vf km = vset1(m[0]);
     int64_t i = 0;
-    for (; i + VW <= n; i += VW) vstore(y + i, v_exp(vload(x + i) - (sm ? vload(m + i) : km)));
-    if (i < n) vstore_n(y + i, v_exp(vload_n(x + i, n - i, 0.0f) - (sm ? vload_n(m + i, n - i, 0.0f) : km)), n - i);
+    for (; i + VW <= n; i += VW) vstore(y + i, vmf_exp(vload(x + i) - (sm ? vload(m + i) : km)));
+    if (i < n) vstore_n(y + i, vmf_exp(vload_n(x + i, n - i, 0.0f) - (sm ? vload_n(m + i, n - i, 0.0f) : km)), n - i);
 }
 
 static void vm_norm_apply(const float *x, float *y, int64_t n, float mean, float invstd,
                           const float *scale, const float *bias) {
-    vf vm = vset1(mean), vs = vset1(invstd), zero = vset1(0.0f);
+    vf vmean = vset1(mean), vs = vset1(invstd), zero = vset1(0.0f);
     int64_t i = 0;
     for (; i + VW <= n; i += VW) {
-        vf t = (vload(x + i) - vm) * vs * vload(scale + i);
+        vf t = (vload(x + i) - vmean) * vs * vload(scale + i);
         vstore(y + i, t + (bias ? vload(bias + i) : zero));
     }
     if (i < n) {
         int64_t m = n - i;
-        vf t = (vload_n(x + i, m, 0.0f) - vm) * vs * vload_n(scale + i, m, 0.0f);
+        vf t = (vload_n(x + i, m, 0.0f) - vmean) * vs * vload_n(scale + i, m, 0.0f);
         vstore_n(y + i, t + (bias ? vload_n(bias + i, m, 0.0f) : zero), m);
     }
 }

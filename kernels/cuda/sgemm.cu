@@ -8,7 +8,9 @@
  * next slice loads while this one is multiplied. Ragged edges are zero-filled
  * on load and masked on store, so any M, N, K, transposes and leading
  * dimensions work. Accumulation is float32 in K order (like the CPU paths,
- * not bitwise equal to them).
+ * not bitwise equal to them). The epilogue's activations are the CPU's
+ * math (core/vmath_fn.h through vf_cuda.cuh), rounded step by step the same
+ * way, so one input gives one output bit pattern on either device.
  *
  * Not run in this repository's CI (no GPU there): compile-checked only.
  */
@@ -16,6 +18,7 @@
 
 #include "aie_cuda.h"
 #include "aie_kernels.h"
+#include "vf_cuda.cuh" /* vmf_act: the CPU epilogue's activation math */
 
 extern "C" int aie_fail(int code, const char *fmt, ...);
 
@@ -23,25 +26,6 @@ namespace {
 
 constexpr int BM = 128, BN = 128, BK = 8, TM = 8, TN = 8;
 constexpr int THREADS = (BM / TM) * (BN / TN); /* 256 */
-
-__device__ __forceinline__ float act_apply(int act, float x, float p0, float p1) {
-    switch (act) {
-    case AIE_U_RELU: return x < 0.f ? 0.f : x;
-    case AIE_U_CLIP: return x < p0 ? p0 : (x > p1 ? p1 : x);
-    case AIE_U_GELU: return 0.5f * x * erfcf(-x * 0.70710678118654752f);
-    case AIE_U_GELU_TANH: {
-        float u = 0.79788456080286536f * (x + 0.044715f * x * x * x);
-        return 0.5f * x * (1.f + tanhf(u));
-    }
-    case AIE_U_SIGMOID: return 1.f / (1.f + expf(-x));
-    case AIE_U_SILU: return x / (1.f + expf(-x));
-    case AIE_U_HARDSWISH: return x * fminf(fmaxf(x * (1.f / 6.f) + 0.5f, 0.f), 1.f);
-    case AIE_U_HARDSIGMOID: return fminf(fmaxf(p0 * x + p1, 0.f), 1.f);
-    case AIE_U_LEAKY_RELU: return x < 0.f ? x * p0 : x;
-    case AIE_U_TANH: return tanhf(x);
-    default: return x;
-    }
-}
 
 struct Params {
     int trans_a, trans_b;
@@ -122,7 +106,7 @@ __global__ void __launch_bounds__(THREADS) sgemm_tiled(Params p) {
             if (p.beta != 0.f) v = fmaf(p.beta, *cp, v);
             if (p.bias_kind == AIE_BIAS_COL) v += p.bias[j];
             else if (p.bias_kind == AIE_BIAS_ROW) v += p.bias[i];
-            *cp = act_apply(p.act, v, p.p0, p.p1);
+            *cp = vmf_act(p.act, v, p.p0, p.p1);
         }
     }
 }

@@ -5,6 +5,7 @@
 
 #include "aie_kernels.h"
 #include "kernel_test.h"
+#include "ref.h"
 
 /* aligned_alloc wants a size that is a multiple of the alignment */
 #define AIE_TEST_ROUND64(n) (((n) + 63) / 64 * 64)
@@ -50,18 +51,6 @@ static int g_algo_now = AIE_CONV_ALGO_AUTO;
 /* 1: pack with aie_conv2d_pack_winograd (the cases that allow it) */
 static int g_winograd = 0;
 
-static double act_ref(double v, int act) {
-    switch (act) {
-    case AIE_U_RELU: return v < 0 ? 0 : v;
-    case AIE_U_CLIP: return v < 0 ? 0 : (v > 6 ? 6 : v);
-    case AIE_U_HARDSWISH: {
-        double t = v / 6 + 0.5;
-        return v * (t < 0 ? 0 : (t > 1 ? 1 : t));
-    }
-    default: return v;
-    }
-}
-
 /* float64 direct convolution; scale = sum |x||w| + |bias| + |residual|. */
 static void conv_ref(const aie_conv2d_params *p, int64_t P, int64_t Q, const float *x, const float *w,
                      const float *b, const float *res, int act, double *y, double *scale) {
@@ -88,7 +77,7 @@ static void conv_ref(const aie_conv2d_params *p, int64_t P, int64_t Q, const flo
                         acc += res[o];
                         sc += fabs(res[o]);
                     }
-                    y[o] = act_ref(acc, act);
+                    y[o] = aie_ref_act(act, acc, 0.0, 6.0); /* clip cases are relu6 */
                     scale[o] = sc + 1e-30;
                 }
 }

@@ -1,11 +1,9 @@
 /*
- * Naive SGEMM reference: the aie_sgemm contract written as three loops with
- * double accumulation and nothing else (no blocking, no packing, no
- * workspace). Tests compare every optimised path against it; it is not used
- * on any production path.
+ * Naive SGEMM reference (ref.h): the aie_sgemm contract written as three
+ * loops with double accumulation and nothing else (no blocking, no packing,
+ * no workspace); test_gemm.c compares every optimised path against it.
  */
-#include "act_scalar.h"
-#include "gemm_internal.h"
+#include "ref.h"
 
 int aie_sgemm_naive(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                     int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
@@ -18,12 +16,12 @@ int aie_sgemm_naive(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, f
                 double b = trans_b ? B[j * ldb + k] : B[k * ldb + j];
                 s += a * b;
             }
-            float c = (float)(alpha * s);
-            if (beta != 0.0f) c += beta * C[i * ldc + j];
+            double c = alpha * s;
+            if (beta != 0.0f) c += (double)beta * C[i * ldc + j];
             if (ep && ep->bias_kind == AIE_BIAS_COL) c += ep->bias[j];
             if (ep && ep->bias_kind == AIE_BIAS_ROW) c += ep->bias[i];
-            if (ep) c = aie_act_s(ep->act, c, ep->p0, ep->p1);
-            C[i * ldc + j] = c;
+            if (ep) c = aie_ref_act(ep->act, c, ep->p0, ep->p1);
+            C[i * ldc + j] = (float)c;
         }
     return AIE_OK;
 }

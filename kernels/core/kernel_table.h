@@ -1,0 +1,32 @@
+/*
+ * THE dispatch table: which kernel every op runs at a level. One entry per
+ * level (core/kernel_table.c), chosen once at start-up from the CPU features
+ * (aie_init: CPUID, XGETBV, AIE_ISA); the drivers read the selected row
+ * through aie_kernels() and nothing else looks at the level to pick code.
+ */
+#ifndef AIE_KERNEL_TABLE_H
+#define AIE_KERNEL_TABLE_H
+
+#include "conv_kernels.h"
+#include "gemm_lowp_internal.h"
+#include "vmath.h"
+
+typedef struct {
+    aie_level level;
+    const gemm_kernels *sgemm; /* fp32: the level's vector ISA */
+    const lowp_bf16_kernels *bf16;
+    const lowp_s8_kernels *s8;
+    const aie_conv_direct_kernel *conv_direct; /* direct conv tiles (and Winograd's products) */
+    const aie_winograd_kernel *winograd;       /* Winograd tile transforms */
+    aie_dwconv_fn dwconv;
+    aie_pool_fn pool;
+    aie_gpool_fn gpool;
+    const aie_vm_table *vm; /* elementwise, reduction and normalisation loops */
+} aie_kernel_table_entry;
+
+/* The entry of a level. */
+const aie_kernel_table_entry *aie_kernel_table(aie_level level);
+/* The entry of the selected level. */
+const aie_kernel_table_entry *aie_kernels(void);
+
+#endif /* AIE_KERNEL_TABLE_H */
