@@ -19,7 +19,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -33,20 +32,9 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "sysconfig"))
+sys.path.insert(0, str(REPO / "tests" / "serve"))
 
-
-def port_free_on(addresses) -> int:
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        try:
-            for a in addresses:
-                with socket.socket() as s:
-                    s.bind((a, port))
-            return port
-        except OSError:
-            continue
+from serve_support import ports_free_on  # noqa: E402
 
 
 def wait(predicate, what: str, timeout: float = 60) -> None:
@@ -92,7 +80,7 @@ def main(argv=None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="aie-bench-lb-"))
     model = tmp / "mlp.aie"
     convert_file(zoo.ensure("mlp", tmp), model)
-    e_http, e_bin, lb_http, lb_bin = (port_free_on(["127.0.0.1", "127.0.0.2"]) for _ in range(4))
+    e_http, e_bin, lb_http, lb_bin = ports_free_on(["127.0.0.1", "127.0.0.2"], 4)
     cfg = tmp / "engine.yaml"
     cfg.write_text(yaml.safe_dump({"listen": "127.0.0.2", "http_port": e_http, "binary_port": e_bin, "threads": 1,
                                    "log_level": "warning", "state_dir": str(tmp / "state"),

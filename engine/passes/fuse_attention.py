@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.ir import Graph, Node
-from engine.passes.rewrite import single_consumer, splice
+from engine.passes.rewrite import Chains
 
 _EPILOGUE = ("_act", "_bias")
 
@@ -44,15 +44,8 @@ def _same(a, b) -> bool:
 
 
 def fuse_attention(graph: Graph) -> Graph:
-    inits = graph.initializers
-    outputs = {t.name for t in graph.outputs}
-    consumers = graph.consumers()
-    drop: set[int] = set()
-    fused: dict[int, Node] = {}
-
-    def only(name: str) -> Node | None:
-        return single_consumer(consumers, outputs, name)
-
+    chains = Chains(graph)
+    inits, drop, fused, only = chains.inits, chains.drop, chains.fused, chains.only
     for mm1 in graph.nodes:
         if mm1.op != "MatMul" or any(k in mm1.attrs for k in _EPILOGUE) or id(mm1) in drop:
             continue
@@ -97,4 +90,4 @@ def fuse_attention(graph: Graph) -> Graph:
                     [mm2.outputs[0]], {"alpha": alpha})
         drop.update(id(n) for n in chain)
         fused[id(mm2)] = node
-    return splice(graph, fused, drop)
+    return chains.splice()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.ir import Graph, Node
-from engine.passes.rewrite import single_consumer, splice
+from engine.passes.rewrite import Chains
 
 
 def _rank(graph: Graph, name: str) -> int | None:
@@ -67,15 +67,8 @@ def _mean_last_axis(graph: Graph, node: Node, x: str) -> bool:
 
 
 def fuse_rmsnorm(graph: Graph) -> Graph:
-    inits = graph.initializers
-    outputs = {t.name for t in graph.outputs}
-    consumers = graph.consumers()
-    drop: set[int] = set()
-    fused: dict[int, Node] = {}
-
-    def only(name: str) -> Node | None:
-        return single_consumer(consumers, outputs, name)
-
+    chains = Chains(graph)
+    inits, drop, fused, only = chains.inits, chains.drop, chains.fused, chains.only
     for sq in graph.nodes:
         x = _square_of(sq, inits)
         if x is None or x in inits or id(sq) in drop:
@@ -119,4 +112,4 @@ def fuse_rmsnorm(graph: Graph) -> Graph:
         node = Node("FusedRMSNorm", sq.name + "/fused_rmsnorm", [x, scale], [last.outputs[0]], {"epsilon": eps})
         drop.update(id(n) for n in chain)
         fused[id(last)] = node
-    return splice(graph, fused, drop)
+    return chains.splice()

@@ -14,6 +14,25 @@ def single_consumer(consumers: dict[str, list[Node]], outputs: set[str], name: s
     return users[0] if len(users) == 1 and name not in outputs else None
 
 
+class Chains:
+    """One fusion pass's working state over a graph: its initializers, the
+    one reader of a value (`only`), and the nodes fused or dropped so far
+    (`splice` applies them)."""
+
+    def __init__(self, graph: Graph):
+        self.graph, self.inits = graph, graph.initializers
+        self._outputs = {t.name for t in graph.outputs}
+        self._consumers = graph.consumers()
+        self.drop: set[int] = set()
+        self.fused: dict[int, Node] = {}
+
+    def only(self, name: str) -> Node | None:
+        return single_consumer(self._consumers, self._outputs, name)
+
+    def splice(self) -> Graph:
+        return splice(self.graph, self.fused, self.drop)
+
+
 def splice(graph: Graph, fused: dict[int, Node], drop: set[int]) -> Graph:
     """Each fused node takes its chain's last node's place (keyed by id in
     `fused`); the chains' other nodes (ids in `drop`) go."""

@@ -14,7 +14,6 @@ import http.client
 import json
 import shutil
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -27,6 +26,7 @@ from engine.deploy.haproxy import RuntimeAPI
 from hostspec.loader import load_spec
 from hostspec.render import render_tree
 from kernel_mlp import reference
+from serve_support import ports_free_on
 
 HAPROXY = shutil.which("haproxy") or ("/usr/sbin/haproxy" if shutil.os.path.exists("/usr/sbin/haproxy") else None)
 pytestmark = pytest.mark.skipif(HAPROXY is None, reason="haproxy is not installed (make sysdeps installs it)")
@@ -34,28 +34,10 @@ ENGINES = {"e1": "127.0.0.2", "e2": "127.0.0.3", "e3": "127.0.0.4"}
 MAX_REQUESTS, MAX_SECONDS = 20000, 120     # every stream is bounded in count and time
 
 
-def common_free_ports(addresses, count):
-    """Ports free on every address (the engines share port numbers)."""
-    found = []
-    while len(found) < count:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        try:
-            for a in addresses:
-                with socket.socket() as s:
-                    s.bind((a, port))
-        except OSError:
-            continue
-        if port not in found:
-            found.append(port)
-    return found
-
-
 class Fleet:
     def __init__(self, serve_factory, mlp_file, tmp_path):
         self.serve_factory, self.mlp_file, self.tmp = serve_factory, mlp_file, tmp_path
-        self.http_port, self.binary_port, lb_http, lb_binary = common_free_ports(
+        self.http_port, self.binary_port, lb_http, lb_binary = ports_free_on(
             ["127.0.0.1", *ENGINES.values()], 4)
         self.engines = {name: self.start_engine(name) for name in ENGINES}
         spec = tmp_path / "fleet.yaml"

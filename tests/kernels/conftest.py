@@ -22,3 +22,4 @@ def isa(request):
     """Run the test with each ISA this host can run selected (process-wide, restored after)."""
     with kernels.use_isa(request.param):
         yield request.param
+

@@ -127,6 +127,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def ports_free_on(addresses, count: int) -> list[int]:
+    """`count` ports free on every one of `addresses` (loopback aliases that
+    stand for hosts sharing port numbers, as a fleet's engines do)."""
+    found: list[int] = []
+    while len(found) < count:
+        port = free_port()
+        try:
+            for a in addresses:
+                with socket.socket() as s:
+                    s.bind((a, port))
+        except OSError:
+            continue
+        if port not in found:
+            found.append(port)
+    return found
+
+
 def _kernel_env(npz_backend: bool = True) -> dict:
     from engine.kernels._lib import library_path
 
