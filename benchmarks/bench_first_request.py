@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from bench_serve import free_port, wait_http  # noqa: E402
-from engine.server import binary as wire  # noqa: E402
+from engine import wire  # noqa: E402
 
 
 def http_infer(port: int, x: np.ndarray) -> None:
