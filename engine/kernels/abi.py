@@ -83,8 +83,11 @@ class Int64Struct(ctypes.Structure):
     """A struct of int64 fields only: it travels as that many words (a step's
     parameter words start with one)."""
 
-    def words(self) -> list[int]:
-        return list(struct.unpack(f"{ctypes.sizeof(self) // 8}q", bytes(self)))
+    def words(self, *tail) -> list[int]:
+        """The parameter words: this struct, then each array of `tail` (the
+        rank-sized arrays of an AIE_TAIL, in its order)."""
+        head = list(struct.unpack(f"{ctypes.sizeof(self) // 8}q", bytes(self)))
+        return head + [int(v) for array in tail for v in array]
 
     @classmethod
     def from_words(cls, words):
@@ -225,10 +228,141 @@ class AttentionStep(Int64Struct):
         ('workspace_bytes', ctypes.c_int64), ('tile', ctypes.c_int64)]
 
 
+class FillStep(Int64Struct):
+    """aie_fill_step."""
+
+    _fields_ = [('esize', ctypes.c_int64), ('n', ctypes.c_int64), ('value', ctypes.c_int64)]
+
+
+class UnaryStep(Int64Struct):
+    """aie_unary_step."""
+
+    _fields_ = [('op', ctypes.c_int64), ('dtype', ctypes.c_int64), ('n', ctypes.c_int64)]
+
+
+class CastStep(Int64Struct):
+    """aie_cast_step."""
+
+    _fields_ = [('to_dtype', ctypes.c_int64), ('from_dtype', ctypes.c_int64), ('n', ctypes.c_int64)]
+
+
+class GatherStep(Int64Struct):
+    """aie_gather_step."""
+
+    _fields_ = [('esize', ctypes.c_int64), ('outer', ctypes.c_int64), ('axis_dim', ctypes.c_int64),
+        ('inner', ctypes.c_int64), ('nidx', ctypes.c_int64), ('idx_dtype', ctypes.c_int64)]
+
+
+class SoftmaxStep(Int64Struct):
+    """aie_softmax_step."""
+
+    _fields_ = [('outer', ctypes.c_int64), ('n', ctypes.c_int64), ('inner', ctypes.c_int64), ('log', ctypes.c_int64)]
+
+
+class NormStep(Int64Struct):
+    """aie_norm_step."""
+
+    _fields_ = [('rows', ctypes.c_int64), ('cols', ctypes.c_int64)]
+
+
+class JumpStep(Int64Struct):
+    """aie_jump_step."""
+
+    _fields_ = [('target', ctypes.c_int64)]
+
+
+class GlobalPoolStep(Int64Struct):
+    """aie_global_pool_step."""
+
+    _fields_ = [('kind', ctypes.c_int64), ('N', ctypes.c_int64), ('HW', ctypes.c_int64), ('C', ctypes.c_int64)]
+
+
+class CopyStep(Int64Struct):
+    """aie_copy_step; followed by the int64 array dims[]."""
+
+    _fields_ = [('esize', ctypes.c_int64), ('rank', ctypes.c_int64)]
+    TAIL = 'dims'
+
+
+class BinaryStep(Int64Struct):
+    """aie_binary_step; followed by the int64 array dims[]."""
+
+    _fields_ = [('op', ctypes.c_int64), ('dtype', ctypes.c_int64), ('rank', ctypes.c_int64)]
+    TAIL = 'dims'
+
+
+class WhereStep(Int64Struct):
+    """aie_where_step; followed by the int64 array dims[]."""
+
+    _fields_ = [('esize', ctypes.c_int64), ('rank', ctypes.c_int64)]
+    TAIL = 'dims'
+
+
+class ReduceStep(Int64Struct):
+    """aie_reduce_step; followed by the int64 array dims[]."""
+
+    _fields_ = [('op', ctypes.c_int64), ('dtype', ctypes.c_int64), ('rank', ctypes.c_int64)]
+    TAIL = 'dims'
+
+
+class PadStep(Int64Struct):
+    """aie_pad_step; followed by the int64 array dims[]."""
+
+    _fields_ = [('esize', ctypes.c_int64), ('mode', ctypes.c_int64), ('value', ctypes.c_int64),
+        ('rank', ctypes.c_int64)]
+    TAIL = 'dims'
+
+
+class BitshiftStep(Int64Struct):
+    """aie_bitshift_step; followed by the int64 array dims[]."""
+
+    _fields_ = [('dtype', ctypes.c_int64), ('right', ctypes.c_int64), ('rank', ctypes.c_int64)]
+    TAIL = 'dims'
+
+
+class GatherElementsStep(Int64Struct):
+    """aie_gather_elements_step; followed by the int64 array dims[]."""
+
+    _fields_ = [('esize', ctypes.c_int64), ('axis', ctypes.c_int64), ('idx_dtype', ctypes.c_int64),
+        ('rank', ctypes.c_int64)]
+    TAIL = 'dims'
+
+
+class ScatterElementsStep(Int64Struct):
+    """aie_scatter_elements_step; followed by the int64 array dims[]."""
+
+    _fields_ = [('esize', ctypes.c_int64), ('dtype', ctypes.c_int64), ('reduction', ctypes.c_int64),
+        ('axis', ctypes.c_int64), ('idx_dtype', ctypes.c_int64), ('rank', ctypes.c_int64)]
+    TAIL = 'dims'
+
+
+class ScatterNdStep(Int64Struct):
+    """aie_scatter_nd_step; followed by the int64 array dims[]."""
+
+    _fields_ = [('esize', ctypes.c_int64), ('dtype', ctypes.c_int64), ('reduction', ctypes.c_int64),
+        ('n_tuples', ctypes.c_int64), ('k', ctypes.c_int64), ('rank', ctypes.c_int64)]
+    TAIL = 'dims'
+
+
+class GatherNdStep(Int64Struct):
+    """aie_gather_nd_step; followed by the int64 array dims[]."""
+
+    _fields_ = [('esize', ctypes.c_int64), ('n_batch', ctypes.c_int64), ('per_batch', ctypes.c_int64),
+        ('batch_stride', ctypes.c_int64), ('slice', ctypes.c_int64), ('k', ctypes.c_int64)]
+    TAIL = 'dims'
+
+
 # C name -> struct class, for the layout test
 STRUCTS = {'aie_exec_plan': ExecPlan, 'aie_step_record': StepRecord, 'aie_tensor_record': TensorRecord,
     'aie_epilogue': Epilogue, 'aie_qepilogue': Qepilogue, 'aie_conv2d_params': Conv2dParams,
     'aie_pool2d_params': Pool2dParams, 'aie_matmul_step': MatmulStep, 'aie_gemm_packed_step': GemmPackedStep,
     'aie_conv_step': ConvStep, 'aie_conv_pack_step': ConvPackStep, 'aie_pool_step': PoolStep,
     'aie_resize_step': ResizeStep, 'aie_lstm_step': LstmStep, 'aie_axis_step': AxisStep,
-    'aie_grid_sample_step': GridSampleStep, 'aie_attention_step': AttentionStep}
+    'aie_grid_sample_step': GridSampleStep, 'aie_attention_step': AttentionStep, 'aie_fill_step': FillStep,
+    'aie_unary_step': UnaryStep, 'aie_cast_step': CastStep, 'aie_gather_step': GatherStep,
+    'aie_softmax_step': SoftmaxStep, 'aie_norm_step': NormStep, 'aie_jump_step': JumpStep,
+    'aie_global_pool_step': GlobalPoolStep, 'aie_copy_step': CopyStep, 'aie_binary_step': BinaryStep,
+    'aie_where_step': WhereStep, 'aie_reduce_step': ReduceStep, 'aie_pad_step': PadStep,
+    'aie_bitshift_step': BitshiftStep, 'aie_gather_elements_step': GatherElementsStep,
+    'aie_scatter_elements_step': ScatterElementsStep, 'aie_scatter_nd_step': ScatterNdStep,
+    'aie_gather_nd_step': GatherNdStep}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.ir import NUMPY_TO_ONNX, ONNX_TO_NUMPY
-from engine.kernels.abi import Op
+from engine.kernels.abi import BitshiftStep, Op
 from engine.lowering import LoweringContext, Value
 from engine.ops.common import INTS, broadcast_shape, broadcast_strides, collapse, contiguous_strides
 from engine.ops.compose import Composer
@@ -29,8 +29,8 @@ def lower_bitshift(ctx: LoweringContext) -> None:
         return
     cshape, (so, sa, sb) = collapse(shape, contiguous_strides(shape), broadcast_strides(a.shape, shape),
                                     broadcast_strides(b.shape, shape))
-    ctx.step(Op.BITSHIFT, [out, a, b], [NUMPY_TO_ONNX[a.dtype], 1 if direction == "RIGHT" else 0, len(cshape),
-                                       *cshape, *so, *sa, *sb])
+    params = BitshiftStep(dtype=NUMPY_TO_ONNX[a.dtype], right=direction == "RIGHT", rank=len(cshape))
+    ctx.step(Op.BITSHIFT, [out, a, b], params.words(cshape, so, sa, sb))
 
 
 def lower_bitwise_not(ctx: LoweringContext) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.kernels.abi import Op
+from engine.kernels.abi import CopyStep, DType, FillStep, GatherElementsStep, GatherStep, Op, PadStep
 from engine.lowering import LoweringContext, Step, Value
 from engine.ops.common import ALL, broadcast_shape, broadcast_strides, collapse, contiguous_strides, normalize_axis
 
@@ -24,7 +24,7 @@ def emit_copy(planner_or_ctx, dst: Value, src: Value, shape=None, strides=None, 
         planner_or_ctx_planner(planner_or_ctx).materialize(src)
     view = Value(src.shape, src.dtype, buf=src.buf, offset=src.offset + offset_elems * src.dtype.itemsize)
     step = _step_fn(planner_or_ctx)
-    step(Op.COPY, [dst, view], [src.dtype.itemsize, len(cshape), *cshape, *cdst, *cst])
+    step(Op.COPY, [dst, view], CopyStep(esize=src.dtype.itemsize, rank=len(cshape)).words(cshape, cdst, cst))
 
 
 def planner_or_ctx_planner(p):
@@ -248,8 +248,9 @@ def lower_gather(ctx: LoweringContext) -> None:
         return
     outer = int(np.prod(data.shape[:axis], dtype=np.int64))
     inner = int(np.prod(data.shape[axis + 1:], dtype=np.int64))
-    ctx.step(Op.GATHER, [out, data, idx],
-             [data.dtype.itemsize, outer, data.shape[axis], inner, idx.size, 6 if idx.dtype == np.int32 else 7])
+    params = GatherStep(esize=data.dtype.itemsize, outer=outer, axis_dim=data.shape[axis], inner=inner, nidx=idx.size,
+                        idx_dtype=DType.I32 if idx.dtype == np.int32 else DType.I64)
+    ctx.step(Op.GATHER, [out, data, idx], params.words())
 
 
 def lower_gather_elements(ctx: LoweringContext) -> None:
@@ -259,8 +260,9 @@ def lower_gather_elements(ctx: LoweringContext) -> None:
     out = ctx.out(0, idx.shape, data.dtype)
     if out.size == 0:
         return
-    ctx.step(Op.GATHER_ELEMENTS, [out, data, idx],
-             [data.dtype.itemsize, data.rank, *idx.shape, *data.shape, axis, 6 if idx.dtype == np.int32 else 7])
+    params = GatherElementsStep(esize=data.dtype.itemsize, axis=axis,
+                                idx_dtype=DType.I32 if idx.dtype == np.int32 else DType.I64, rank=data.rank)
+    ctx.step(Op.GATHER_ELEMENTS, [out, data, idx], params.words(idx.shape, data.shape))
 
 
 def _value_bits(value, dtype) -> int:
@@ -272,7 +274,7 @@ def _value_bits(value, dtype) -> int:
 
 def emit_fill(ctx, out: Value, value) -> None:
     if out.size:
-        ctx.step(Op.FILL, [out], [out.dtype.itemsize, out.size, _value_bits(value, out.dtype)])
+        ctx.step(Op.FILL, [out], FillStep(esize=out.dtype.itemsize, n=out.size, value=_value_bits(value, out.dtype)).words())
 
 
 def lower_constant(ctx: LoweringContext) -> None:
@@ -330,8 +332,9 @@ def lower_pad(ctx: LoweringContext) -> None:
     out = ctx.out(0, shape, x.dtype)
     if out.size == 0:
         return
-    ctx.step(Op.PAD, [out, x], [x.dtype.itemsize, x.rank, *x.shape, *shape, *begin,
-                               {"constant": 0, "reflect": 1, "edge": 2}[mode], _value_bits(value, x.dtype)])
+    params = PadStep(esize=x.dtype.itemsize, mode={"constant": 0, "reflect": 1, "edge": 2}[mode],
+                     value=_value_bits(value, x.dtype), rank=x.rank)
+    ctx.step(Op.PAD, [out, x], params.words(x.shape, shape, begin))
 
 
 def lower_depth_to_space(ctx: LoweringContext) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.ir import NUMPY_TO_ONNX, ONNX_TO_NUMPY
-from engine.kernels.abi import Binary, Op, Unary
+from engine.kernels.abi import Binary, BinaryStep, CastStep, Op, Unary, UnaryStep, WhereStep
 from engine.lowering import LoweringContext, Value
 from engine.ops.common import ALL, FLOATS, INTS, NUMERIC, broadcast_shape, broadcast_strides, collapse
 from engine.ops.data import emit_copy, emit_fill
@@ -53,14 +53,14 @@ BINARY = {
 
 def emit_unary(ctx: LoweringContext, out: Value, x: Value, code: int, alpha=0.0, beta=0.0) -> None:
     if out.size:
-        ctx.step(Op.UNARY, [out, x], [code, NUMPY_TO_ONNX[x.dtype], x.size], [alpha, beta])
+        ctx.step(Op.UNARY, [out, x], UnaryStep(op=code, dtype=NUMPY_TO_ONNX[x.dtype], n=x.size).words(), [alpha, beta])
 
 
 def emit_binary(ctx: LoweringContext, out: Value, a: Value, b: Value, code: int) -> None:
     if out.size == 0:
         return
     shape, (sa, sb) = collapse(out.shape, broadcast_strides(a.shape, out.shape), broadcast_strides(b.shape, out.shape))
-    ctx.step(Op.BINARY, [out, a, b], [code, NUMPY_TO_ONNX[a.dtype], len(shape), *shape, *sa, *sb])
+    ctx.step(Op.BINARY, [out, a, b], BinaryStep(op=code, dtype=NUMPY_TO_ONNX[a.dtype], rank=len(shape)).words(shape, sa, sb))
 
 
 def lower_unary(ctx: LoweringContext) -> None:
@@ -181,7 +181,8 @@ def lower_variadic(ctx: LoweringContext) -> None:
 def cast_value(ctx: LoweringContext, x: Value, dtype) -> Value:
     out = ctx.temp(x.shape, dtype)
     if x.size:
-        ctx.step(Op.CAST, [out, x], [NUMPY_TO_ONNX[np.dtype(dtype)], NUMPY_TO_ONNX[x.dtype], x.size])
+        ctx.step(Op.CAST, [out, x], CastStep(to_dtype=NUMPY_TO_ONNX[np.dtype(dtype)], from_dtype=NUMPY_TO_ONNX[x.dtype],
+                                              n=x.size).words())
     return out
 
 
@@ -199,7 +200,7 @@ def lower_cast(ctx: LoweringContext) -> None:
         return
     out = ctx.out(0, x.shape, dtype)
     if x.size:
-        ctx.step(Op.CAST, [out, x], [to, NUMPY_TO_ONNX[x.dtype], x.size])
+        ctx.step(Op.CAST, [out, x], CastStep(to_dtype=to, from_dtype=NUMPY_TO_ONNX[x.dtype], n=x.size).words())
 
 
 def lower_cast_like(ctx: LoweringContext) -> None:
@@ -223,7 +224,7 @@ def lower_where(ctx: LoweringContext) -> None:
     if out.size == 0:
         return
     cshape, strides = collapse(shape, *(broadcast_strides(v.shape, shape) for v in (c, x, y)))
-    ctx.step(Op.WHERE, [out, c, x, y], [x.dtype.itemsize, len(cshape), *cshape, *strides[0], *strides[1], *strides[2]])
+    ctx.step(Op.WHERE, [out, c, x, y], WhereStep(esize=x.dtype.itemsize, rank=len(cshape)).words(cshape, *strides))
 
 
 RULES = {name: {1: lower_unary} for name in UNARY}

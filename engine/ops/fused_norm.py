@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.kernels.abi import Op
+from engine.kernels.abi import NormStep, Op
 from engine.lowering import LoweringContext
 from engine.ops.compose import Composer
 
@@ -26,7 +26,7 @@ def lower_fused_rms_norm(ctx: LoweringContext) -> None:
             and len(np.broadcast_shapes(x.shape, scale.shape)) == x.rank:
         out = ctx.out(0, x.shape, np.float32)
         if out.size:
-            ctx.step(Op.RMS_NORM, [out, x, scale], [x.size // cols, cols], [eps])
+            ctx.step(Op.RMS_NORM, [out, x, scale], NormStep(rows=x.size // cols, cols=cols).words(), [eps])
         return
     c = Composer(ctx)
     mean_sq = c.reduce("ReduceMean", c.mul(x, x), [x.rank - 1])

@@ -47,7 +47,7 @@ def emit_matmul(ctx, out: Value, a: Value, b: Value, M, N, K, *, trans_a=0, tran
     ws = ctx.scratch(ws_bytes)
     params = MatmulStep(M=M, N=N, K=K, trans_a=trans_a, trans_b=trans_b, lda=lda, ldb=ldb, bias_kind=bias_kind,
                         act=act, workspace_bytes=ws_bytes, batch_rank=len(batch_shape))
-    ctx.step(Op.MATMUL, [out, a, b, bias, ws], params.words() + [*batch_shape, *a_bstrides, *b_bstrides],
+    ctx.step(Op.MATMUL, [out, a, b, bias, ws], params.words(batch_shape, a_bstrides, b_bstrides),
              [alpha, beta, p0, p1])
 
 

@@ -13,7 +13,8 @@ import math
 
 import numpy as np
 
-from engine.kernels.abi import Binary, ConvPackStep, ConvStep, Op, PoolStep, Reduce, ResizeStep, Unary
+from engine.kernels.abi import (Binary, ConvPackStep, ConvStep, GlobalPoolStep, Op, PoolStep, Reduce, ResizeStep,
+                               Unary)
 from engine.lowering import LoweringContext, Value
 from engine.ops.data import emit_copy
 from engine.ops.elementwise import emit_binary, emit_unary
@@ -252,7 +253,7 @@ def lower_global_pool(ctx: LoweringContext) -> None:
         if out.size:
             if H * W == 0:
                 raise ctx.unsupported(f"global pooling of an empty image {x.shape}")
-            ctx.step(Op.GLOBAL_POOL, [out, x], [1 if avg else 0, N, H * W, C])
+            ctx.step(Op.GLOBAL_POOL, [out, x], GlobalPoolStep(kind=1 if avg else 0, N=N, HW=H * W, C=C).words())
         return
     out = ctx.out(0, x.shape[:2] + (1,) * (x.rank - 2), np.float32)
     emit_reduce(ctx, out, x, Reduce.MEAN if avg else Reduce.MAX, [0, 0] + [1] * (x.rank - 2))

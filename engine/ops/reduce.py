@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.ir import NUMPY_TO_ONNX
-from engine.kernels.abi import AxisStep, Op, Reduce
+from engine.kernels.abi import AxisStep, NormStep, Op, Reduce, ReduceStep, SoftmaxStep
 from engine.lowering import LoweringContext
 from engine.ops.common import normalize_axis
 from engine.ops.data import emit_fill
@@ -37,7 +37,7 @@ def emit_reduce(ctx, out, x, op: int, reduced: list[int]) -> None:
         else:
             shape.append(d)
             red.append(r)
-    ctx.step(Op.REDUCE, [out, x], [op, NUMPY_TO_ONNX[x.dtype], len(shape), *shape, *red])
+    ctx.step(Op.REDUCE, [out, x], ReduceStep(op=op, dtype=NUMPY_TO_ONNX[x.dtype], rank=len(shape)).words(shape, red))
 
 
 def lower_reduce(ctx: LoweringContext) -> None:
@@ -82,7 +82,7 @@ def lower_softmax(ctx: LoweringContext) -> None:
         n, inner = x.shape[axis], int(np.prod(x.shape[axis + 1:], dtype=np.int64))
     else:  # opset < 13: softmax over the flattened trailing block
         outer, n, inner = int(np.prod(x.shape[:axis], dtype=np.int64)), int(np.prod(x.shape[axis:], dtype=np.int64)), 1
-    ctx.step(Op.SOFTMAX, [out, x], [outer, n, inner, 1 if ctx.node.op == "LogSoftmax" else 0])
+    ctx.step(Op.SOFTMAX, [out, x], SoftmaxStep(outer=outer, n=n, inner=inner, log=ctx.node.op == "LogSoftmax").words())
 
 
 def lower_layernorm(ctx: LoweringContext) -> None:
@@ -97,7 +97,8 @@ def lower_layernorm(ctx: LoweringContext) -> None:
             raise ctx.unsupported(f"{what} of shape {v.shape} does not cover the normalised block {x.shape[axis:]}")
     out = ctx.out(0, x.shape, np.float32)
     if out.size:
-        ctx.step(Op.LAYERNORM, [out, x, scale, bias], [x.size // n, n], [ctx.attr("epsilon", 1e-5)])
+        ctx.step(Op.LAYERNORM, [out, x, scale, bias], NormStep(rows=x.size // n, cols=n).words(),
+                 [ctx.attr("epsilon", 1e-5)])
 
 
 def lower_argmax(ctx: LoweringContext) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.ir import NUMPY_TO_ONNX
-from engine.kernels.abi import Op, ScatterReduction
+from engine.kernels.abi import GatherNdStep, Op, ScatterElementsStep, ScatterNdStep, ScatterReduction
 from engine.lowering import LoweringContext
 from engine.ops.common import ALL, normalize_axis
 from engine.ops.data import emit_copy
@@ -39,9 +39,9 @@ def lower_scatter_elements(ctx: LoweringContext) -> None:
     out = ctx.out(0, data.shape, data.dtype)
     emit_copy(ctx, out, data)
     if idx.size:
-        ctx.step(Op.SCATTER_ELEMENTS, [out, idx, upd],
-                 [data.dtype.itemsize, NUMPY_TO_ONNX[data.dtype], red, data.rank, *idx.shape, *data.shape, axis,
-                  NUMPY_TO_ONNX[idx.dtype]])
+        params = ScatterElementsStep(esize=data.dtype.itemsize, dtype=NUMPY_TO_ONNX[data.dtype], reduction=red,
+                                     axis=axis, idx_dtype=NUMPY_TO_ONNX[idx.dtype], rank=data.rank)
+        ctx.step(Op.SCATTER_ELEMENTS, [out, idx, upd], params.words(idx.shape, data.shape))
 
 
 def lower_scatter_nd(ctx: LoweringContext) -> None:
@@ -57,8 +57,9 @@ def lower_scatter_nd(ctx: LoweringContext) -> None:
     emit_copy(ctx, out, data)
     n_tuples = int(np.prod(idx.shape[:-1], dtype=np.int64))
     if n_tuples and out.size:
-        ctx.step(Op.SCATTER_ND, [out, idx, upd],
-                 [data.dtype.itemsize, NUMPY_TO_ONNX[data.dtype], red, n_tuples, k, data.rank, *data.shape])
+        params = ScatterNdStep(esize=data.dtype.itemsize, dtype=NUMPY_TO_ONNX[data.dtype], reduction=red,
+                               n_tuples=n_tuples, k=k, rank=data.rank)
+        ctx.step(Op.SCATTER_ND, [out, idx, upd], params.words(data.shape))
 
 
 def lower_gather_nd(ctx: LoweringContext) -> None:
@@ -75,9 +76,10 @@ def lower_gather_nd(ctx: LoweringContext) -> None:
         return
     n_batch = int(np.prod(data.shape[:b], dtype=np.int64))
     per = int(np.prod(idx.shape[b:-1], dtype=np.int64))
-    ctx.step(Op.GATHER_ND, [out, data, idx],
-             [data.dtype.itemsize, n_batch, per, k, int(np.prod(data.shape[b:], dtype=np.int64)),
-              int(np.prod(data.shape[b + k:], dtype=np.int64)), *data.shape[b:b + k]])
+    params = GatherNdStep(esize=data.dtype.itemsize, n_batch=n_batch, per_batch=per,
+                          batch_stride=int(np.prod(data.shape[b:], dtype=np.int64)),
+                          slice=int(np.prod(data.shape[b + k:], dtype=np.int64)), k=k)
+    ctx.step(Op.GATHER_ND, [out, data, idx], params.words(data.shape[b:b + k]))
 
 
 RULES = {

@@ -35,9 +35,10 @@ static inline int64_t shift_count(int64_t v) { return v; }
     } while (0)
 
 int aie_x_bitshift(const aie_step_args *a) {
-    int64_t dt = a->ip[0], right = a->ip[1];
+    const aie_bitshift_step *sp = (const aie_bitshift_step *)(const void *)a->ip;
+    int64_t dt = sp->dtype, right = sp->right;
     aie_nd nd;
-    if (aie_nd_parse(&nd, a->ip + 2, 3) < 0) return aie_fail(AIE_EINVAL, "bitshift: bad rank");
+    if (aie_nd_parse(&nd, sp->rank, sp->dims, 3) < 0) return aie_fail(AIE_EINVAL, "bitshift: bad rank");
     int64_t rows = aie_nd_rows(&nd), last = nd.rank - 1, inner = nd.shape[last];
     switch (dt) {
     case AIE_DT_U8: SHIFT_LOOP(uint8_t, uint8_t, 8, 0); break;

@@ -56,7 +56,8 @@ int aie_x_pool(const aie_step_args *a) {
     return aie_pool2d((int)sp->kind, &sp->pool, a->t[1], a->t[0], a->nthreads);
 }
 
-/* t: y [N, C], x [N, HW, C]. ip: kind, N, HW, C. */
+/* t: y [N, C], x [N, HW, C]. ip: aie_global_pool_step. */
 int aie_x_global_pool(const aie_step_args *a) {
-    return aie_global_pool((int)a->ip[0], a->ip[1], a->ip[2], a->ip[3], a->t[1], a->t[0], a->nthreads);
+    const aie_global_pool_step *sp = (const aie_global_pool_step *)(const void *)a->ip;
+    return aie_global_pool((int)sp->kind, sp->N, sp->HW, sp->C, a->t[1], a->t[0], a->nthreads);
 }

@@ -39,9 +39,10 @@ static void copy_task(void *vctx, int64_t task, int64_t ntasks) {
 }
 
 int aie_x_copy(const aie_step_args *a) {
+    const aie_copy_step *sp = (const aie_copy_step *)(const void *)a->ip;
     copy_ctx c;
-    c.esize = (size_t)a->ip[0];
-    if (aie_nd_parse(&c.nd, a->ip + 1, 2) < 0) return aie_fail(AIE_EINVAL, "bad rank %lld", (long long)a->ip[1]);
+    c.esize = (size_t)sp->esize;
+    if (aie_nd_parse(&c.nd, sp->rank, sp->dims, 2) < 0) return aie_fail(AIE_EINVAL, "bad rank %lld", (long long)sp->rank);
     c.out = a->t[0];
     c.in = a->t[1];
     /* A contiguous destination is the library's blocked strided copy
@@ -61,11 +62,11 @@ int aie_x_copy(const aie_step_args *a) {
 }
 
 int aie_x_fill(const aie_step_args *a) {
-    size_t es = (size_t)a->ip[0];
-    int64_t n = a->ip[1];
+    const aie_fill_step *sp = (const aie_fill_step *)(const void *)a->ip;
+    size_t es = (size_t)sp->esize;
     char *o = a->t[0];
     if (es > 8) return aie_fail(AIE_EINVAL, "fill element size %zu > 8", es);
-    for (int64_t i = 0; i < n; i++) memcpy(o + es * (size_t)i, &a->ip[2], es);
+    for (int64_t i = 0; i < sp->n; i++) memcpy(o + es * (size_t)i, &sp->value, es);
     return AIE_OK;
 }
 
@@ -158,7 +159,8 @@ static void unary_task(void *vctx, int64_t task, int64_t ntasks) {
     } while (0)
 
 int aie_x_unary(const aie_step_args *a) {
-    int64_t op = a->ip[0], dt = a->ip[1], n = a->ip[2];
+    const aie_unary_step *sp = (const aie_unary_step *)(const void *)a->ip;
+    int64_t op = sp->op, dt = sp->dtype, n = sp->n;
     double lo = a->nf > 0 ? a->fp[0] : 0, hi = a->nf > 1 ? a->fp[1] : 0;
     if (op >= AIE_U_ISNAN && op <= AIE_U_ISINF) {
         uint8_t *o = a->t[0];
@@ -359,10 +361,11 @@ static int lib_compare(int64_t op, int64_t dt) {
 }
 
 int aie_x_binary(const aie_step_args *a) {
+    const aie_binary_step *sp = (const aie_binary_step *)(const void *)a->ip;
     binary_ctx c;
-    c.op = a->ip[0];
-    c.dt = a->ip[1];
-    if (aie_nd_parse(&c.nd, a->ip + 2, 2) < 0) return aie_fail(AIE_EINVAL, "bad rank %lld", (long long)a->ip[2]);
+    c.op = sp->op;
+    c.dt = sp->dtype;
+    if (aie_nd_parse(&c.nd, sp->rank, sp->dims, 2) < 0) return aie_fail(AIE_EINVAL, "bad rank %lld", (long long)sp->rank);
     int lop = lib_binary(c.op, c.dt);
     if (lop >= 0)
         return aie_binary(lop, (int)c.dt, c.nd.rank, c.nd.shape, a->t[1], c.nd.st[0], a->t[2], c.nd.st[1], a->t[0],
@@ -474,7 +477,8 @@ static int64_t f2i(double v) {
 }
 
 int aie_x_cast(const aie_step_args *a) {
-    int64_t to = a->ip[0], from = a->ip[1], n = a->ip[2];
+    const aie_cast_step *sp = (const aie_cast_step *)(const void *)a->ip;
+    int64_t to = sp->to_dtype, from = sp->from_dtype, n = sp->n;
     void *o = a->t[0];
     const void *x = a->t[1];
     if (!aie_dtype_size(to) || !aie_dtype_size(from))
@@ -507,8 +511,9 @@ int aie_x_cast(const aie_step_args *a) {
 /* ---- where ------------------------------------------------------------ */
 
 int aie_x_where(const aie_step_args *a) {
+    const aie_where_step *sp = (const aie_where_step *)(const void *)a->ip;
     aie_nd nd;
-    if (aie_nd_parse(&nd, a->ip + 1, 3) < 0) return aie_fail(AIE_EINVAL, "bad rank %lld", (long long)a->ip[1]);
-    return aie_where((size_t)a->ip[0], nd.rank, nd.shape, a->t[1], nd.st[0], a->t[2], nd.st[1], a->t[3], nd.st[2],
+    if (aie_nd_parse(&nd, sp->rank, sp->dims, 3) < 0) return aie_fail(AIE_EINVAL, "bad rank %lld", (long long)sp->rank);
+    return aie_where((size_t)sp->esize, nd.rank, nd.shape, a->t[1], nd.st[0], a->t[2], nd.st[1], a->t[3], nd.st[2],
                      a->t[0], a->nthreads);
 }

@@ -63,11 +63,12 @@ int aie_exec_run(const aie_exec_plan *p, void *arena, const void *const *blobs,
             t[i] = base ? base + d->offset : NULL;
         }
         const int64_t *ip = p->iparams + s->i0;
+        const aie_jump_step *jump = (const aie_jump_step *)(const void *)ip;
         if (op == AIE_X_JUMP_IF_NOT) {
-            pc = (*(const uint8_t *)t[0]) ? pc + 1 : ip[0];
+            pc = (*(const uint8_t *)t[0]) ? pc + 1 : jump->target;
             continue;
         }
-        if (op == AIE_X_JUMP) { pc = ip[0]; continue; }
+        if (op == AIE_X_JUMP) { pc = jump->target; continue; }
         aie_exec_fn fn = (op > 0 && op < AIE_X_COUNT) ? k_fns[op] : NULL;
         if (!fn) return aie_fail(AIE_EINVAL, "step %lld: unknown opcode %lld", (long long)pc, (long long)op);
         int cap = (int)s->threads, nth = nthreads;

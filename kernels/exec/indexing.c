@@ -6,8 +6,9 @@
 #include <string.h>
 
 int aie_x_gather(const aie_step_args *a) {
-    size_t es = (size_t)a->ip[0];
-    int64_t outer = a->ip[1], axis_dim = a->ip[2], inner = a->ip[3], nidx = a->ip[4], idt = a->ip[5];
+    const aie_gather_step *sp = (const aie_gather_step *)(const void *)a->ip;
+    size_t es = (size_t)sp->esize;
+    int64_t outer = sp->outer, axis_dim = sp->axis_dim, inner = sp->inner, nidx = sp->nidx, idt = sp->idx_dtype;
     char *o = a->t[0];
     const char *d = a->t[1];
     const void *idx = a->t[2];
@@ -29,11 +30,12 @@ int aie_x_gather(const aie_step_args *a) {
 }
 
 int aie_x_gather_elements(const aie_step_args *a) {
-    size_t es = (size_t)a->ip[0];
-    int64_t r = a->ip[1];
+    const aie_gather_elements_step *sp = (const aie_gather_elements_step *)(const void *)a->ip;
+    size_t es = (size_t)sp->esize;
+    int64_t r = sp->rank;
     if (r < 1 || r > AIE_MAX_DIMS) return aie_fail(AIE_EINVAL, "bad rank %lld", (long long)r);
-    const int64_t *oshape = a->ip + 2, *dshape = a->ip + 2 + r;
-    int64_t axis = a->ip[2 + 2 * r], idt = a->ip[3 + 2 * r];
+    const int64_t *oshape = sp->dims, *dshape = sp->dims + r;
+    int64_t axis = sp->axis, idt = sp->idx_dtype;
     int64_t dstr[AIE_MAX_DIMS], cnt[AIE_MAX_DIMS] = {0}, n = 1;
     dstr[r - 1] = 1;
     for (int64_t d = r - 2; d >= 0; d--) dstr[d] = dstr[d + 1] * dshape[d + 1];
@@ -70,12 +72,13 @@ static int64_t pad_src(int64_t i, int64_t begin, int64_t n, int64_t mode) {
 }
 
 int aie_x_pad(const aie_step_args *a) {
-    size_t es = (size_t)a->ip[0];
-    int64_t r = a->ip[1];
+    const aie_pad_step *sp = (const aie_pad_step *)(const void *)a->ip;
+    size_t es = (size_t)sp->esize;
+    int64_t r = sp->rank;
     if (r < 1 || r > AIE_MAX_DIMS) return aie_fail(AIE_EINVAL, "bad rank %lld", (long long)r);
-    const int64_t *ishape = a->ip + 2, *oshape = a->ip + 2 + r, *begin = a->ip + 2 + 2 * r;
-    int64_t mode = a->ip[2 + 3 * r];
-    const int64_t *value = &a->ip[3 + 3 * r];
+    const int64_t *ishape = sp->dims, *oshape = sp->dims + r, *begin = sp->dims + 2 * r;
+    int64_t mode = sp->mode;
+    const int64_t *value = &sp->value;
     int64_t istr[AIE_MAX_DIMS], cnt[AIE_MAX_DIMS] = {0}, n = 1;
     istr[r - 1] = 1;
     for (int64_t d = r - 2; d >= 0; d--) istr[d] = istr[d + 1] * ishape[d + 1];

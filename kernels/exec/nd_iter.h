@@ -13,17 +13,16 @@ typedef struct {
     int64_t st[4][AIE_MAX_DIMS]; /* element strides per operand */
 } aie_nd;
 
-/* Parse `rank, shape[rank], strides[nops][rank]` from ip; returns the number
- * of words consumed or -1 when the rank is out of range. */
-static inline int64_t aie_nd_parse(aie_nd *nd, const int64_t *ip, int nops) {
-    int64_t r = ip[0];
+/* Read a step's tail `shape[r], strides[nops][r]` (aie_ops.def); 0, or -1
+ * when the rank is out of range. */
+static inline int aie_nd_parse(aie_nd *nd, int64_t r, const int64_t *dims, int nops) {
     if (r < 1 || r > AIE_MAX_DIMS) return -1;
     nd->rank = (int)r;
     nd->nops = nops;
-    for (int d = 0; d < r; d++) nd->shape[d] = ip[1 + d];
+    for (int d = 0; d < r; d++) nd->shape[d] = dims[d];
     for (int o = 0; o < nops; o++)
-        for (int d = 0; d < r; d++) nd->st[o][d] = ip[1 + r * (1 + o) + d];
-    return 1 + r * (1 + nops);
+        for (int d = 0; d < r; d++) nd->st[o][d] = dims[r * (1 + o) + d];
+    return 0;
 }
 
 static inline int64_t aie_nd_rows(const aie_nd *nd) {

@@ -80,9 +80,10 @@ static void suffix_task(void *vctx, int64_t task, int64_t ntasks) {
 }
 
 int aie_x_reduce(const aie_step_args *a) {
-    int64_t op = a->ip[0], dt = a->ip[1], r = a->ip[2];
+    const aie_reduce_step *sp = (const aie_reduce_step *)(const void *)a->ip;
+    int64_t op = sp->op, dt = sp->dtype, r = sp->rank;
     if (r < 1 || r > AIE_MAX_DIMS) return aie_fail(AIE_EINVAL, "bad rank %lld", (long long)r);
-    const int64_t *shape = a->ip + 3, *red = a->ip + 3 + r;
+    const int64_t *shape = sp->dims, *red = sp->dims + r;
     int64_t total = 1, count = 1, first_red = r;
     for (int64_t d = 0; d < r; d++) {
         total *= shape[d];
@@ -127,11 +128,13 @@ int aie_x_reduce(const aie_step_args *a) {
 /* Softmax and LayerNorm are the library's (aie_norm.h): vectorised, and
  * each row owned by one task, so results do not depend on the thread count. */
 int aie_x_softmax(const aie_step_args *a) {
-    return aie_softmax(a->t[1], a->t[0], a->ip[0], a->ip[1], a->ip[2], (int)a->ip[3], a->nthreads);
+    const aie_softmax_step *sp = (const aie_softmax_step *)(const void *)a->ip;
+    return aie_softmax(a->t[1], a->t[0], sp->outer, sp->n, sp->inner, (int)sp->log, a->nthreads);
 }
 
 int aie_x_layernorm(const aie_step_args *a) {
-    return aie_layer_norm(a->t[1], a->t[2], a->t[3], a->t[0], a->ip[0], a->ip[1], (float)a->fp[0], NULL, NULL,
+    const aie_norm_step *sp = (const aie_norm_step *)(const void *)a->ip;
+    return aie_layer_norm(a->t[1], a->t[2], a->t[3], a->t[0], sp->rows, sp->cols, (float)a->fp[0], NULL, NULL,
                           a->nthreads);
 }
 

@@ -103,11 +103,12 @@ static int scatter_one(void *dst, const void *src, int64_t dt, int64_t red, size
 }
 
 int aie_x_scatter_elements(const aie_step_args *a) {
-    size_t es = (size_t)a->ip[0];
-    int64_t dt = a->ip[1], red = a->ip[2], r = a->ip[3];
+    const aie_scatter_elements_step *sp = (const aie_scatter_elements_step *)(const void *)a->ip;
+    size_t es = (size_t)sp->esize;
+    int64_t dt = sp->dtype, red = sp->reduction, r = sp->rank;
     if (r < 1 || r > AIE_MAX_DIMS) return aie_fail(AIE_EINVAL, "scatter_elements: bad rank %lld", (long long)r);
-    const int64_t *ishape = a->ip + 4, *dshape = a->ip + 4 + r;
-    int64_t axis = a->ip[4 + 2 * r], idt = a->ip[5 + 2 * r];
+    const int64_t *ishape = sp->dims, *dshape = sp->dims + r;
+    int64_t axis = sp->axis, idt = sp->idx_dtype;
     int64_t dstr[AIE_MAX_DIMS], cnt[AIE_MAX_DIMS] = {0}, n = 1;
     dstr[r - 1] = 1;
     for (int64_t d = r - 2; d >= 0; d--) dstr[d] = dstr[d + 1] * dshape[d + 1];
@@ -133,10 +134,11 @@ int aie_x_scatter_elements(const aie_step_args *a) {
 }
 
 int aie_x_scatter_nd(const aie_step_args *a) {
-    size_t es = (size_t)a->ip[0];
-    int64_t dt = a->ip[1], red = a->ip[2], nt = a->ip[3], k = a->ip[4], r = a->ip[5];
+    const aie_scatter_nd_step *sp = (const aie_scatter_nd_step *)(const void *)a->ip;
+    size_t es = (size_t)sp->esize;
+    int64_t dt = sp->dtype, red = sp->reduction, nt = sp->n_tuples, k = sp->k, r = sp->rank;
     if (r < 1 || r > AIE_MAX_DIMS || k < 1 || k > r) return aie_fail(AIE_EINVAL, "scatter_nd: bad rank/k");
-    const int64_t *dshape = a->ip + 6;
+    const int64_t *dshape = sp->dims;
     int64_t slice = 1;
     for (int64_t d = k; d < r; d++) slice *= dshape[d];
     char *out = a->t[0];
@@ -161,10 +163,11 @@ int aie_x_scatter_nd(const aie_step_args *a) {
 }
 
 int aie_x_gather_nd(const aie_step_args *a) {
-    size_t es = (size_t)a->ip[0];
-    int64_t nb = a->ip[1], per = a->ip[2], k = a->ip[3], bstride = a->ip[4], slice = a->ip[5];
+    const aie_gather_nd_step *sp = (const aie_gather_nd_step *)(const void *)a->ip;
+    size_t es = (size_t)sp->esize;
+    int64_t nb = sp->n_batch, per = sp->per_batch, k = sp->k, bstride = sp->batch_stride, slice = sp->slice;
     if (k < 0 || k > AIE_MAX_DIMS) return aie_fail(AIE_EINVAL, "gather_nd: bad index depth");
-    const int64_t *dims = a->ip + 6;
+    const int64_t *dims = sp->dims;
     char *out = a->t[0];
     const char *data = a->t[1];
     const int64_t *idx = a->t[2];

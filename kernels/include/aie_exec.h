@@ -31,24 +31,23 @@ extern "C" {
 #endif
 
 /* Opcodes: AIE_X_<NAME>, numbered in aie_ops.def. t[] = the step's tensors,
- * ip[] = int64 params, fp[] = double params. Steps with an aie_<name>_step
- * struct (aie_ops.def) read ip through it.
- *   COPY      t: out, in. ip: esize, rank, shape[rank], out_strides[rank],
- *             in_strides[rank]. Both sides strided (0 broadcasts on the input
- *             side): Transpose, Slice, Expand, Tile, Concat/Split pieces.
- *   FILL      t: out. ip: esize, n, value bits (the first esize bytes of ip[2]).
- *   UNARY     t: out, in. ip: op (AIE_U_*), dtype, n. fp: alpha, beta.
- *   BINARY    t: out, a, b. ip: op (AIE_B_*), dtype of a/b, rank, shape[r],
- *             sa[r], sb[r]. out is contiguous with `shape`; comparisons write
- *             bool (uint8).
- *   CAST      t: out, in. ip: to dtype, from dtype, n.
- *   WHERE     t: out, cond, x, y. ip: esize, rank, shape[r], sc[r], sx[r], sy[r].
- *   GATHER    t: out, data, indices. ip: esize, outer, axis_dim, inner, nidx,
- *             idx dtype. Negative indices count from the end; out of range is
- *             an error.
- *   REDUCE    t: out, in. ip: op (AIE_R_*), dtype, rank, shape[r], reduced[r]
- *             (0/1). out holds the kept dims in order.
- *   SOFTMAX   t: out, in. ip: outer, n, inner, log (0/1). float32.
+ * ip[] = int64 params, fp[] = double params. Every step reads ip through its
+ * aie_<name>_step struct (aie_ops.def documents the fields and how
+ * rank-sized arrays follow the struct).
+ *   COPY      t: out, in. ip: aie_copy_step. Both sides strided (0
+ *             broadcasts on the input side): Transpose, Slice, Expand, Tile,
+ *             Concat/Split pieces.
+ *   FILL      t: out. ip: aie_fill_step.
+ *   UNARY     t: out, in. ip: aie_unary_step. fp: alpha, beta.
+ *   BINARY    t: out, a, b. ip: aie_binary_step. out is contiguous with
+ *             `shape`; comparisons write bool (uint8).
+ *   CAST      t: out, in. ip: aie_cast_step.
+ *   WHERE     t: out, cond, x, y. ip: aie_where_step.
+ *   GATHER    t: out, data, indices. ip: aie_gather_step. Negative indices
+ *             count from the end; out of range is an error.
+ *   REDUCE    t: out, in. ip: aie_reduce_step. out holds the kept dims in
+ *             order.
+ *   SOFTMAX   t: out, in. ip: aie_softmax_step. float32.
  *   MATMUL    Batched C = alpha * op(A) op(B) + beta * C, epilogue bias +
  *             activation. t: out, a, b, bias (or NONE), workspace (or NONE).
  *             ip: aie_matmul_step. fp: alpha, beta, p0, p1. Batch strides are
@@ -57,13 +56,12 @@ extern "C" {
  *             bias (or NONE), residual (or NONE; may be y), workspace (or
  *             NONE). ip: aie_conv_step. fp: p0, p1.
  *   POOL      2-D pooling, NHWC (aie_pool2d). t: y, x. ip: aie_pool_step.
- *   LAYERNORM t: out, x, scale (or NONE), bias (or NONE). ip: rows, n.
+ *   LAYERNORM t: out, x, scale (or NONE), bias (or NONE). ip: aie_norm_step.
  *             fp: epsilon.
- *   JUMP_IF_NOT t: cond (bool, one element). ip: target step. Jumps when cond
- *             is false.
- *   JUMP      ip: target step.
- *   PAD       t: out, in. ip: esize, rank, in_shape[r], out_shape[r],
- *             pad_begin[r], mode (0 constant, 1 reflect, 2 edge), value bits.
+ *   JUMP_IF_NOT t: cond (bool, one element). ip: aie_jump_step. Jumps when
+ *             cond is false.
+ *   JUMP      ip: aie_jump_step.
+ *   PAD       t: out, in. ip: aie_pad_step.
  *   RESIZE    t: out, x. ip: aie_resize_step: mode (0 nearest, 1 linear),
  *             coord (0 half_pixel, 1 asymmetric, 2 align_corners,
  *             3 pytorch_half_pixel, 4 tf_half_pixel_for_nearest), nearest
@@ -77,37 +75,32 @@ extern "C" {
  *             c [B, H] state in/out, gates [B, 4H], GEMM workspace.
  *             ip: aie_lstm_step.
  *   ARGMAX    t: out (int64), in. ip: aie_axis_step (select_last, is_min).
- *   GATHER_ELEMENTS t: out, data, indices (int64/int32). ip: esize, rank,
- *             shape_out[r], data_shape[r], axis, idx dtype.
+ *   GATHER_ELEMENTS t: out, data, indices (int64/int32).
+ *             ip: aie_gather_elements_step.
  *   CUMSUM    t: out, in. ip: aie_axis_step (exclusive, reverse).
  *   CONV_TRANSPOSE 2-D transposed convolution, NHWC (aie_conv_transpose2d).
  *             t: y, x, packed weights, bias (or NONE), workspace.
  *             ip: aie_conv_step. fp: p0, p1.
  *   CONV_PACK Pack weights computed at run time. t: packed (out), w.
  *             ip: aie_conv_pack_step.
- *   GLOBAL_POOL t: y [N, C], x [N, HW, C]. ip: kind (aie_pool_kind), N, HW, C.
+ *   GLOBAL_POOL t: y [N, C], x [N, HW, C]. ip: aie_global_pool_step.
  *   GEMM_PACKED C = alpha op(A) B + beta C, B pre-packed (aie_sgemm_pack_b),
  *             epilogue. t: out [M, N], a, packed b, bias (or NONE), workspace
  *             (or NONE). ip: aie_gemm_packed_step. fp: alpha, beta, p0, p1.
- *   BITSHIFT  t: out, a, b. ip: dtype (integer), direction (0 left, 1 right),
- *             rank, shape[r], out_strides[r], a_strides[r], b_strides[r]. A
- *             count outside [0, bits) gives 0 (-1 for negative values shifted
- *             right).
+ *   BITSHIFT  t: out, a, b. ip: aie_bitshift_step. A count outside
+ *             [0, bits) gives 0 (-1 for negative values shifted right).
  *   CUMPROD   t: out, in. ip: aie_axis_step (exclusive, reverse).
  *   TOPK      t: values, indices (int64), x, workspace (n int64).
  *             ip: aie_axis_step (k, largest). Sorted; equal values keep the
  *             lower index first.
  *   SCATTER_ELEMENTS t: out (holding a copy of data), indices, updates.
- *             ip: esize, dtype, reduction (AIE_SR_*), rank, idx_shape[r],
- *             data_shape[r], axis, idx dtype.
+ *             ip: aie_scatter_elements_step.
  *   SCATTER_ND t: out (holding a copy of data), indices (int64), updates.
- *             ip: esize, dtype, reduction, n_tuples, k, rank, data_shape[r].
- *   GATHER_ND t: out, data, indices (int64). ip: esize, n_batch,
- *             tuples_per_batch, k, batch_stride (elements), slice (elements),
- *             dims[k].
+ *             ip: aie_scatter_nd_step.
+ *   GATHER_ND t: out, data, indices (int64). ip: aie_gather_nd_step.
  *   GRID_SAMPLE t: y [N, C, OH, OW], x [N, C, H, W], grid [N, OH, OW, 2].
  *             ip: aie_grid_sample_step. float32.
- *   RMS_NORM  t: y, x, scale. ip: rows, cols. fp: eps. y = x / sqrt(mean(x^2)
+ *   RMS_NORM  t: y, x, scale. ip: aie_norm_step. fp: eps. y = x / sqrt(mean(x^2)
  *             + eps) * scale.
  *   ATTENTION Fused attention (kernels/exec/attention_fused.c). t: y, q, kt,
  *             v, mask (or NONE), workspace. ip: aie_attention_step. fp: alpha.
