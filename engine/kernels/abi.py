@@ -352,6 +352,17 @@ class GatherNdStep(Int64Struct):
     TAIL = 'dims'
 
 
+# Opcode -> its parameter struct (the step's int64 words start with one)
+OP_PARAMS = {Op.COPY: CopyStep, Op.FILL: FillStep, Op.UNARY: UnaryStep, Op.BINARY: BinaryStep, Op.CAST: CastStep,
+    Op.WHERE: WhereStep, Op.GATHER: GatherStep, Op.REDUCE: ReduceStep, Op.SOFTMAX: SoftmaxStep, Op.MATMUL: MatmulStep,
+    Op.CONV: ConvStep, Op.POOL: PoolStep, Op.LAYERNORM: NormStep, Op.JUMP_IF_NOT: JumpStep, Op.JUMP: JumpStep,
+    Op.PAD: PadStep, Op.RESIZE: ResizeStep, Op.LSTM: LstmStep, Op.ARGMAX: AxisStep,
+    Op.GATHER_ELEMENTS: GatherElementsStep, Op.CUMSUM: AxisStep, Op.CONV_TRANSPOSE: ConvStep,
+    Op.CONV_PACK: ConvPackStep, Op.GLOBAL_POOL: GlobalPoolStep, Op.GEMM_PACKED: GemmPackedStep,
+    Op.BITSHIFT: BitshiftStep, Op.CUMPROD: AxisStep, Op.TOPK: AxisStep, Op.SCATTER_ELEMENTS: ScatterElementsStep,
+    Op.SCATTER_ND: ScatterNdStep, Op.GATHER_ND: GatherNdStep, Op.GRID_SAMPLE: GridSampleStep, Op.RMS_NORM: NormStep,
+    Op.ATTENTION: AttentionStep}
+
 # C name -> struct class, for the layout test
 STRUCTS = {'aie_exec_plan': ExecPlan, 'aie_step_record': StepRecord, 'aie_tensor_record': TensorRecord,
     'aie_epilogue': Epilogue, 'aie_qepilogue': Qepilogue, 'aie_conv2d_params': Conv2dParams,

@@ -11,7 +11,7 @@ int64_t aie_abi_value(const char *name) {
 #define AIE_CONST(NAME, v) if (!strcmp(name, "AIE_" #NAME)) return AIE_##NAME;
 #define AIE_DTYPE(v, NAME, bytes) if (!strcmp(name, "AIE_DT_" #NAME)) return AIE_DT_##NAME;
 #define AIE_LOC(v, NAME) if (!strcmp(name, "AIE_LOC_" #NAME)) return AIE_LOC_##NAME;
-#define AIE_OPCODE(v, NAME, name_, fn) if (!strcmp(name, "AIE_X_" #NAME)) return AIE_X_##NAME;
+#define AIE_OPCODE(v, NAME, name_, fn, params) if (!strcmp(name, "AIE_X_" #NAME)) return AIE_X_##NAME;
 #define AIE_UNARY(v, NAME, name_, flags) if (!strcmp(name, "AIE_U_" #NAME)) return AIE_U_##NAME;
 #define AIE_BINARY(v, NAME, name_) if (!strcmp(name, "AIE_B_" #NAME)) return AIE_B_##NAME;
 #define AIE_REDUCE(v, NAME, name_) if (!strcmp(name, "AIE_R_" #NAME)) return AIE_R_##NAME;

@@ -6,13 +6,21 @@
 #include <string.h>
 
 static const char *const k_names[AIE_X_COUNT] = {
-#define AIE_OPCODE(v, NAME, name, fn) [v] = #name,
+#define AIE_OPCODE(v, NAME, name, fn, params) [v] = #name,
 #include "aie_ops.def"
 #undef AIE_OPCODE
 };
 
 static const aie_exec_fn k_fns[AIE_X_COUNT] = {
-#define AIE_OPCODE(v, NAME, name, fn) [v] = fn,
+#define AIE_OPCODE(v, NAME, name, fn, params) [v] = fn,
+#include "aie_ops.def"
+#undef AIE_OPCODE
+};
+
+/* The int64 words of each step's parameter struct (its head: a tail's
+ * length is the struct's own business). */
+static const int64_t k_param_words[AIE_X_COUNT] = {
+#define AIE_OPCODE(v, NAME, name, fn, params) [v] = (int64_t)(sizeof(aie_##params) / sizeof(int64_t)),
 #include "aie_ops.def"
 #undef AIE_OPCODE
 };
@@ -62,6 +70,9 @@ int aie_exec_run(const aie_exec_plan *p, void *arena, const void *const *blobs,
             }
             t[i] = base ? base + d->offset : NULL;
         }
+        if (op > 0 && op < AIE_X_COUNT && s->ni < k_param_words[op])
+            return aie_fail(AIE_EINVAL, "step %lld (%s): %lld parameter words, its struct has %lld", (long long)pc,
+                            aie_exec_op_name(op), (long long)s->ni, (long long)k_param_words[op]);
         const int64_t *ip = p->iparams + s->i0;
         const aie_jump_step *jump = (const aie_jump_step *)(const void *)ip;
         if (op == AIE_X_JUMP_IF_NOT) {

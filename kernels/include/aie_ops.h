@@ -38,7 +38,7 @@ enum {
 
 /* AIE_X_COUNT: one past the largest opcode (the tables' size). */
 enum {
-#define AIE_OPCODE(v, NAME, name, fn) AIE_X_##NAME = v,
+#define AIE_OPCODE(v, NAME, name, fn, params) AIE_X_##NAME = v,
 #include "aie_ops.def"
 #undef AIE_OPCODE
     AIE_X_COUNT

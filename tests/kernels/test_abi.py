@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from engine.kernels import abi
@@ -93,3 +94,42 @@ def test_step_params_round_trip_through_words():
     assert (q.M, q.N, q.K, q.trans_b, q.act, q.workspace_bytes, q.batch_rank) == (3, 4, 5, 1, 3, 64, 2)
     conv = abi.ConvStep(conv=abi.Conv2dParams(N=1, H=8, W=8, C=3, K=16, R=3, S=3, groups=1), act=1)
     assert abi.ConvStep.from_words(conv.words()).conv.K == 16
+
+
+def test_every_opcode_names_an_int64_parameter_struct():
+    # The executor reads every step's words through this struct; a missing
+    # entry would mean a step decoded by hand-computed offsets again.
+    assert set(abi.OP_PARAMS) == set(abi.Op)
+    assert all(issubclass(cls, abi.Int64Struct) for cls in abi.OP_PARAMS.values())
+
+
+def test_tail_words_follow_the_head():
+    p = abi.CopyStep(esize=4, rank=2)
+    assert p.words([3, 5], [5, 1], [1, 3]) == [4, 2, 3, 5, 5, 1, 1, 3]
+
+
+def _run_one_step(c_abi, op, words, out):
+    """aie_exec_run on a plan of one step writing outputs[0]; (rc, error)."""
+    step = abi.StepRecord(op=op, t0=0, nt=1, i0=0, ni=len(words), f0=0, nf=0, threads=1)
+    tensor = abi.TensorRecord(kind=abi.Loc.OUTPUT, index=0, offset=0)
+    iparams = (ctypes.c_int64 * max(len(words), 1))(*words)
+    fparams = (ctypes.c_double * 1)()
+    step_tensors = (ctypes.c_int64 * 1)(0)
+    plan = abi.ExecPlan(n_steps=1, steps=ctypes.addressof(step), n_tensors=1, tensors=ctypes.addressof(tensor),
+                        step_tensors=ctypes.addressof(step_tensors), iparams=ctypes.addressof(iparams),
+                        fparams=ctypes.addressof(fparams))
+    outputs = (ctypes.c_void_p * 1)(out.ctypes.data)
+    c_abi.aie_exec_run.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int]
+    c_abi.aie_exec_run.restype = ctypes.c_int
+    c_abi.aie_last_error.restype = ctypes.c_char_p
+    rc = c_abi.aie_exec_run(ctypes.addressof(plan), None, None, None, outputs, 1)
+    return rc, c_abi.aie_last_error().decode() if rc else ""
+
+
+def test_executor_rejects_a_step_shorter_than_its_struct(c_abi):
+    out = np.zeros(3, np.int32)
+    words = abi.FillStep(esize=4, n=3, value=7).words()
+    assert _run_one_step(c_abi, abi.Op.FILL, words, out) == (0, "")
+    assert out.tolist() == [7, 7, 7]
+    rc, err = _run_one_step(c_abi, abi.Op.FILL, words[:2], out)
+    assert rc != 0 and "step 0 (fill): 2 parameter words, its struct has 3" in err, err
