@@ -155,7 +155,7 @@ def render(entries: dict) -> str:
         out.append("")
     for r in entries["AIE_OPCODE"]:
         if r[4] not in structs or not all_i64(r[4]):
-            raise SystemExit(f"{DEF.name}: opcode {r[1]}: parameter struct {r[4]!r} is not an int64 struct of this file")
+            raise SystemExit(f"{DEF.name}: opcode {r[1]}: parameter struct {r[4]!r} is not an int64 struct here")
     out += ["", "# Opcode -> its parameter struct (the step's int64 words start with one)"]
     out += _wrap("OP_PARAMS = {", [f"Op.{r[1]}: {_class_name(r[4])}" for r in entries["AIE_OPCODE"]], "}")
     out += ["", "# C name -> struct class, for the layout test"]

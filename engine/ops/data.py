@@ -274,7 +274,8 @@ def _value_bits(value, dtype) -> int:
 
 def emit_fill(ctx, out: Value, value) -> None:
     if out.size:
-        ctx.step(Op.FILL, [out], FillStep(esize=out.dtype.itemsize, n=out.size, value=_value_bits(value, out.dtype)).words())
+        params = FillStep(esize=out.dtype.itemsize, n=out.size, value=_value_bits(value, out.dtype))
+        ctx.step(Op.FILL, [out], params.words())
 
 
 def lower_constant(ctx: LoweringContext) -> None:

@@ -60,7 +60,8 @@ def emit_binary(ctx: LoweringContext, out: Value, a: Value, b: Value, code: int)
     if out.size == 0:
         return
     shape, (sa, sb) = collapse(out.shape, broadcast_strides(a.shape, out.shape), broadcast_strides(b.shape, out.shape))
-    ctx.step(Op.BINARY, [out, a, b], BinaryStep(op=code, dtype=NUMPY_TO_ONNX[a.dtype], rank=len(shape)).words(shape, sa, sb))
+    params = BinaryStep(op=code, dtype=NUMPY_TO_ONNX[a.dtype], rank=len(shape))
+    ctx.step(Op.BINARY, [out, a, b], params.words(shape, sa, sb))
 
 
 def lower_unary(ctx: LoweringContext) -> None:

@@ -42,7 +42,8 @@ int aie_x_copy(const aie_step_args *a) {
     const aie_copy_step *sp = (const aie_copy_step *)(const void *)a->ip;
     copy_ctx c;
     c.esize = (size_t)sp->esize;
-    if (aie_nd_parse(&c.nd, sp->rank, sp->dims, 2) < 0) return aie_fail(AIE_EINVAL, "bad rank %lld", (long long)sp->rank);
+    if (aie_nd_parse(&c.nd, sp->rank, sp->dims, 2) < 0)
+        return aie_fail(AIE_EINVAL, "bad rank %lld", (long long)sp->rank);
     c.out = a->t[0];
     c.in = a->t[1];
     /* A contiguous destination is the library's blocked strided copy
@@ -365,7 +366,8 @@ int aie_x_binary(const aie_step_args *a) {
     binary_ctx c;
     c.op = sp->op;
     c.dt = sp->dtype;
-    if (aie_nd_parse(&c.nd, sp->rank, sp->dims, 2) < 0) return aie_fail(AIE_EINVAL, "bad rank %lld", (long long)sp->rank);
+    if (aie_nd_parse(&c.nd, sp->rank, sp->dims, 2) < 0)
+        return aie_fail(AIE_EINVAL, "bad rank %lld", (long long)sp->rank);
     int lop = lib_binary(c.op, c.dt);
     if (lop >= 0)
         return aie_binary(lop, (int)c.dt, c.nd.rank, c.nd.shape, a->t[1], c.nd.st[0], a->t[2], c.nd.st[1], a->t[0],
