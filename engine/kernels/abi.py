@@ -154,12 +154,12 @@ class Pool2dParams(Int64Struct):
 
 
 class MatmulStep(Int64Struct):
-    """aie_matmul_step; followed by the int64 array batch[]."""
+    """aie_matmul_step; followed by the int64 array dims[]."""
 
     _fields_ = [('M', ctypes.c_int64), ('N', ctypes.c_int64), ('K', ctypes.c_int64), ('trans_a', ctypes.c_int64),
         ('trans_b', ctypes.c_int64), ('lda', ctypes.c_int64), ('ldb', ctypes.c_int64), ('bias_kind', ctypes.c_int64),
         ('act', ctypes.c_int64), ('workspace_bytes', ctypes.c_int64), ('batch_rank', ctypes.c_int64)]
-    TAIL = 'batch'
+    TAIL = 'dims'
 
 
 class GemmPackedStep(Int64Struct):

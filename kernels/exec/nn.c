@@ -19,7 +19,7 @@ int aie_x_matmul(const aie_step_args *a) {
     int64_t M = sp->M, N = sp->N, K = sp->K, ta = sp->trans_a, tb = sp->trans_b, lda = sp->lda, ldb = sp->ldb;
     int64_t br = sp->batch_rank;
     if (br < 0 || br > AIE_MAX_DIMS) return aie_fail(AIE_EINVAL, "bad batch rank %lld", (long long)br);
-    const int64_t *bshape = sp->batch, *sa = sp->batch + br, *sb = sp->batch + 2 * br;
+    const int64_t *bshape = sp->dims, *sa = sp->dims + br, *sb = sp->dims + 2 * br;
     size_t wss = (size_t)sp->workspace_bytes;
     aie_epilogue ep = {a->t[3], a->t[3] ? (int)sp->bias_kind : AIE_BIAS_NONE, (int)sp->act, (float)a->fp[2],
                        (float)a->fp[3]};
