@@ -2,10 +2,11 @@
 status it is answered with. The binary protocol sends the same code in its
 error frame; a CLI prints it as any EngineError (one line, exit 1).
 
-Only ListenError derives from it, because serve's exit status differs (98)
-and start-up closes its listeners on it. What used to be one class per
-status (auth, HTTP framing, JSON limits, a full queue, a passed deadline, an
-unloaded model, a bad input) is a ServeError raised with its status."""
+A refusal's kind is its status, not a class: a bad input or malformed
+request 400, a refused token 401, over a limit 408/413/431, a full queue
+429, an unloading model 503, a passed deadline 504. Only ListenError
+derives from it: serve exits 98 on it, and start-up closes the listeners it
+opened."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from engine.errors import EngineError
 
 
 class ServeError(EngineError):
-    """`status`: the HTTP code (401, 413, 429, 504, ...); `headers`: what the
+    """`status`: the HTTP code (401, 413, 429, 504, ...), by default 400
+    because most are refusals of a bad request; unused where no client is
+    answered (start-up, a model that fails to load). `headers`: what the
     HTTP answer adds (Retry-After, WWW-Authenticate)."""
 
     def __init__(self, message: str, *, status: int = 400, headers=(), where: str | None = None,
