@@ -6,7 +6,8 @@ deploy pipeline both stand on the runtime, not on one another). An import
 inside a function is allowed only where LAZY_IMPORTS names it and says why.
 The import graph (every import, top level or not) must have no cycle.
 docs/ARCHITECTURE.md ("Layers") shows LAYERS as a table; a test keeps the two
-the same.
+the same. Errors: every exception class derives from EngineError, except the
+few NOT_ERRORS, and ARCHITECTURE's "Errors" names each.
 """
 
 from __future__ import annotations
@@ -239,7 +240,7 @@ def exception_classes() -> dict[str, list[str]]:
 
     @functools.cache
     def ancestors(name: str) -> frozenset[str]:
-        return frozenset({name}).union(*(ancestors(b) for b in bases.get(name, ())))
+        return frozenset({name}).union(*(ancestors(b) for b in bases.get(name, ()) if b != name))
 
     def builtin_exception(name: str) -> bool:
         value = getattr(builtins, name, None)
