@@ -5,8 +5,11 @@ and exits non-zero; `print_error` is that printer, shared by `ai-engine`,
 
 The layers' bases: SpecError (hostspec.errors: the spec), ProvisionError
 (hostspec.report: applying a rendered tree), ConfigError (engine.yaml),
-ConversionError, ModelFormatError, KernelError, ArenaError, InvalidArgument
-(the engine), DeployError (engine.deploy), ServerError (engine.client).
+ConversionError, ModelFormatError, KernelError, InvalidArgument (here),
+ArenaError (engine.arena), FrameError (engine.wire), ServeError
+(engine.server.errors: carries the answer's status), ServerError
+(engine.client), DeployError (engine.deploy). docs/ARCHITECTURE.md
+("Errors") lists them with the few subclasses and why each exists.
 """
 
 from __future__ import annotations

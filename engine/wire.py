@@ -57,7 +57,7 @@ CODE_DTYPES = {i: d for d, i in DTYPE_CODES.items()}
 class FrameError(EngineError):
     """A frame or payload is malformed; `status` is the code sent in the error frame."""
 
-    def __init__(self, message: str, status: int = 400):
+    def __init__(self, message: str, *, status: int = 400):
         super().__init__(message)
         self.status = status
 
@@ -80,11 +80,11 @@ def parse_header(data: bytes, max_payload: int) -> tuple[int, int, int]:
     if magic != MAGIC:
         raise FrameError(f"bad magic 0x{magic:08x} (expected 0x{MAGIC:08x} 'AIEB')")
     if version != VERSION:
-        raise FrameError(f"protocol version {version} not supported (this server speaks {VERSION})", 505)
+        raise FrameError(f"protocol version {version} not supported (this server speaks {VERSION})", status=505)
     if op not in (OP_INFER, OP_RESULT, OP_ERROR, OP_GOODBYE):
         raise FrameError(f"unknown op {op}")
     if length > max_payload:
-        raise FrameError(f"payload of {length} bytes exceeds the limit of {max_payload} bytes", 413)
+        raise FrameError(f"payload of {length} bytes exceeds the limit of {max_payload} bytes", status=413)
     return op, length, crc
 
 

@@ -6,12 +6,14 @@ deploy pipeline both stand on the runtime, not on one another). An import
 inside a function is allowed only where LAZY_IMPORTS names it and says why.
 The import graph (every import, top level or not) must have no cycle.
 docs/ARCHITECTURE.md ("Layers") shows LAYERS as a table; a test keeps the two
-the same.
+the same. Errors: every exception class derives from EngineError, except the
+few NOT_ERRORS, and ARCHITECTURE's "Errors" names each.
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
 import functools
 import re
 import sys
@@ -217,3 +219,43 @@ def test_server_uses_the_session_interface():
                if module.startswith("engine.server") for name, line, _ in imports(path)
                if internal(name) and not name.startswith("engine.server") and name not in allowed}
     assert not reached, "engine.server imports below the session interface:\n" + "\n".join(sorted(reached))
+
+
+# Exception classes that are not errors a user is told about, so not EngineErrors.
+NOT_ERRORS = {
+    "UnitError": "a ValueError every caller re-words as its own layer's error, with the key's location",
+    "NeedsValue": "lowering asks the session for a constant's value",
+    "ClientGone": "an HTTP peer left: the connection closes quietly",
+}
+
+
+def exception_classes() -> dict[str, list[str]]:
+    """{class name: base names} for every exception class of engine/ and
+    sysconfig/hostspec/ (bases by their last dotted part)."""
+    bases: dict[str, list[str]] = {}
+    for path in [*ENGINE.rglob("*.py"), *(REPO / "sysconfig" / "hostspec").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                bases[node.name] = [ast.unparse(b).rsplit(".", 1)[-1] for b in node.bases]
+
+    @functools.cache
+    def ancestors(name: str) -> frozenset[str]:
+        return frozenset({name}).union(*(ancestors(b) for b in bases.get(name, ()) if b != name))
+
+    def builtin_exception(name: str) -> bool:
+        value = getattr(builtins, name, None)
+        return isinstance(value, type) and issubclass(value, BaseException)
+
+    return {n: sorted(ancestors(n) - {n}) for n in bases if any(map(builtin_exception, ancestors(n)))}
+
+
+def test_one_error_base_per_layer():
+    """Every error derives from EngineError (one line: where, what, hint),
+    and docs/ARCHITECTURE.md's "Errors" names each class and why it exists."""
+    classes = exception_classes()
+    outside = sorted(n for n, up in classes.items() if "EngineError" not in up and n != "EngineError")
+    assert outside == sorted(NOT_ERRORS), f"exception classes outside EngineError: {outside}"
+    text = (REPO / "docs" / "ARCHITECTURE.md").read_text()
+    bullet = text.split("- **Errors.**", 1)[1].split("\n- **", 1)[0]
+    undocumented = sorted(n for n in classes if f"`{n}`" not in bullet)
+    assert not undocumented, f"docs/ARCHITECTURE.md's Errors bullet does not name: {undocumented}"

@@ -17,14 +17,10 @@ import socket
 import time
 from dataclasses import dataclass
 
-from engine.errors import EngineError
+from engine.deploy import DeployError
 
 BACKENDS = ("ai_engine_http", "ai_engine_binary")
 STATES = ("ready", "drain", "maint")
-
-
-class BalancerError(EngineError):
-    """The runtime API refused a command or could not be reached."""
 
 
 @dataclass(frozen=True)
@@ -52,13 +48,13 @@ class RuntimeAPI:
                 while chunk := s.recv(65536):
                     chunks.append(chunk)
         except OSError as exc:
-            raise BalancerError(f"cannot talk to HAProxy's runtime API: {exc}", where=self.path,
+            raise DeployError(f"cannot talk to HAProxy's runtime API: {exc}", where=self.path,
                                 hint="is haproxy running with this balancer.runtime_socket?") from None
         answer = b"".join(chunks).decode(errors="replace")
         # Refusals read like "No such server." / "Require 'backend/server'." / "Unknown command".
         first = answer.strip().splitlines()[0] if answer.strip() else ""
         if first.startswith(("No such", "Require", "Unknown command", "Permission denied", "Invalid")):
-            raise BalancerError(f"HAProxy refused {line!r}: {first}", where=self.path)
+            raise DeployError(f"HAProxy refused {line!r}: {first}", where=self.path)
         return answer
 
     def stats(self) -> list[ServerStat]:
@@ -75,7 +71,7 @@ class RuntimeAPI:
     def server(self, name: str) -> list[ServerStat]:
         found = [s for s in self.stats() if s.server == name]
         if not found:
-            raise BalancerError(f"no engine host {name!r} behind the balancer", where=self.path)
+            raise DeployError(f"no engine host {name!r} behind the balancer", where=self.path)
         return found
 
     def set_state(self, name: str, state: str) -> None:

@@ -37,10 +37,6 @@ Say = Callable[[str, str], None]  # (host name, message)
 _record_lock = threading.Lock()  # fleet threads append to the TOFU file concurrently
 
 
-class HostKeyMismatch(DeployError):
-    """The host offered a key other than the one pinned, listed or recorded for it."""
-
-
 def fingerprint(key) -> str:
     """OpenSSH's form: SHA256:<unpadded base64 of the key blob's sha256>."""
     digest = hashlib.sha256(key.asbytes()).digest()
@@ -145,10 +141,11 @@ class HostKeyPolicy:
         self.say(name, f"trust on first use: accepted {host}'s host key {fingerprint(key)}, "
                        f"recorded in {self.tofu_file} (pin it with hosts[].host_key or deploy.known_hosts)")
 
-    def mismatch(self, name: str, exc, expected: Expected | None, via: str = "") -> HostKeyMismatch:
-        """The one-line refusal for paramiko's BadHostKeyException."""
+    def mismatch(self, name: str, exc, expected: Expected | None, via: str = "") -> DeployError:
+        """The one-line refusal for paramiko's BadHostKeyException: the host
+        offered a key other than the one pinned, listed or recorded for it."""
         source = expected.source if expected else "known keys"
-        return HostKeyMismatch(
+        return DeployError(
             f"host key mismatch for {exc.hostname}{via}: it offered {fingerprint(exc.key)}, expected "
             f"{fingerprint(exc.expected_key)} ({source}); refusing to connect",
             where=name,

@@ -23,13 +23,7 @@ import jwt
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
 from engine.server.config import AuthConfig, ConfigError, RateLimitConfig
-
-
-class AuthError(Exception):
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.message = message
-        self.status = status     # 401: no/invalid token, 403: valid token without the scope
+from engine.server.errors import ServeError
 
 
 @dataclass(frozen=True)
@@ -72,14 +66,14 @@ class Authenticator:
                 raise ConfigError(f"not a PEM public key: {exc}", where=config.public_key_file) from None
 
     def authenticate(self, authorization: str | None) -> Principal:
-        """The principal for an Authorization header value; AuthError if refused."""
+        """The principal for an Authorization header value; ServeError (401) if refused."""
         if not self.enabled:
             return ANONYMOUS
         if not authorization:
-            raise AuthError(401, "missing bearer token (Authorization: Bearer <JWT>)")
+            raise ServeError("missing bearer token (Authorization: Bearer <JWT>)", status=401)
         scheme, _, token = authorization.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
-            raise AuthError(401, "Authorization must be 'Bearer <JWT>'")
+            raise ServeError("Authorization must be 'Bearer <JWT>'", status=401)
         return self.verify(token.strip())
 
     def verify(self, token: str) -> Principal:
@@ -87,10 +81,11 @@ class Authenticator:
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError as exc:
-            raise AuthError(401, f"malformed token: {exc}") from None
+            raise ServeError(f"malformed token: {exc}", status=401) from None
         alg = header.get("alg")
         if alg not in cfg.algorithms:
-            raise AuthError(401, f"token algorithm {alg!r} not accepted (accepted: {', '.join(cfg.algorithms)})")
+            raise ServeError(f"token algorithm {alg!r} not accepted (accepted: {', '.join(cfg.algorithms)})",
+                             status=401)
         key = self._secret if str(alg).startswith("HS") else self._public
         required = [k for k, v in (("exp", cfg.require_exp), ("aud", cfg.audience), ("iss", cfg.issuer)) if v]
         try:
@@ -99,17 +94,17 @@ class Authenticator:
                                                               "verify_aud": cfg.audience is not None})
         except jwt.MissingRequiredClaimError as exc:
             hint = " (engine.auth.require_exp)" if exc.claim == "exp" else ""
-            raise AuthError(401, f"token has no {exc.claim!r} claim{hint}") from None
+            raise ServeError(f"token has no {exc.claim!r} claim{hint}", status=401) from None
         except jwt.ExpiredSignatureError:
-            raise AuthError(401, "token expired") from None
+            raise ServeError("token expired", status=401) from None
         except jwt.ImmatureSignatureError:
-            raise AuthError(401, "token not yet valid (nbf/iat in the future)") from None
+            raise ServeError("token not yet valid (nbf/iat in the future)", status=401) from None
         except jwt.InvalidAudienceError:
-            raise AuthError(401, f"token audience is not {cfg.audience!r}") from None
+            raise ServeError(f"token audience is not {cfg.audience!r}", status=401) from None
         except jwt.InvalidIssuerError:
-            raise AuthError(401, f"token issuer is not {cfg.issuer!r}") from None
+            raise ServeError(f"token issuer is not {cfg.issuer!r}", status=401) from None
         except jwt.PyJWTError as exc:
-            raise AuthError(401, f"invalid token: {exc}") from None
+            raise ServeError(f"invalid token: {exc}", status=401) from None
         raw = claims.get(cfg.scopes_claim, "")
         scopes = frozenset(raw.split() if isinstance(raw, str) else map(str, raw if isinstance(raw, list) else []))
         prio = claims.get(cfg.priority_claim)

@@ -28,7 +28,7 @@ import time
 import zlib
 
 from engine.server.http import set_nodelay
-from engine.server.state import ServeError
+from engine.server.errors import ServeError
 from engine.wire import (HEADER, INFER_FIXED, OP_INFER, FrameError, InferHead, decode_infer_head, decode_tensors,
                          encode_error, encode_goodbye, encode_result, infer_prefix_length, parse_header)
 

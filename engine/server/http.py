@@ -2,7 +2,7 @@
 
 Only what an inference API needs: Content-Length bodies (chunked uploads are
 refused with 411/501 rather than half-supported), keep-alive by default,
-`Expect: 100-continue`. Every malformed input raises HttpError carrying the
+`Expect: 100-continue`. Every malformed input raises ServeError carrying the
 status to send; the connection is then closed, because after a framing error
 the byte stream cannot be trusted to find the next request.
 
@@ -22,23 +22,15 @@ from http import HTTPStatus
 from urllib.parse import parse_qs
 
 from engine.server.config import LimitsConfig
+from engine.server.errors import ServeError
 
 _REQUEST_LINE = re.compile(rb"^([A-Z]{1,16}) (\S{1,8192}) HTTP/(\d)\.(\d)$")
 _TOKEN = re.compile(rb"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _LENGTH = re.compile(r"[0-9]{1,18}")
 
 
-class HttpError(Exception):
-    def __init__(self, status: int, message: str, *, close: bool = True, headers=()):
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.close = close
-        self.headers = list(headers)
-
-
 class ClientGone(Exception):
-    """The peer closed or went idle; close quietly, there is nobody to answer."""
+    """Not an error: the peer closed or went idle; close quietly, there is nobody to answer."""
 
 
 @dataclass
@@ -85,13 +77,13 @@ async def read_request(reader: asyncio.StreamReader, writer: asyncio.StreamWrite
             deadline.reschedule(loop.time() + limits.header_timeout_s)
             head = first + await reader.readuntil(b"\r\n\r\n")
             if len(head) > limits.max_header_bytes:
-                raise HttpError(431, f"request head exceeds {limits.max_header_bytes} bytes")
+                raise ServeError(f"request head exceeds {limits.max_header_bytes} bytes", status=431)
             req = parse_head(head, limits, client)
             length = req.length = _content_length(req)
             if length > limits.max_body:
-                raise HttpError(413, f"body of {length} bytes exceeds the limit of {limits.max_body} bytes")
+                raise ServeError(f"body of {length} bytes exceeds the limit of {limits.max_body} bytes", status=413)
             if req.http_minor >= 1 and "host" not in req.headers:
-                raise HttpError(400, "HTTP/1.1 request without a Host header")
+                raise ServeError("HTTP/1.1 request without a Host header")
             admission.admit(req)
             if req.refusal is not None:
                 if length:
@@ -110,11 +102,11 @@ async def read_request(reader: asyncio.StreamReader, writer: asyncio.StreamWrite
         if phase == "idle":
             raise ClientGone() from None
         if phase == "head":
-            raise HttpError(408, f"request head not received within {limits.header_timeout_s:g} s") from None
-        raise HttpError(408, f"body of {length} bytes arrives slower than {limits.min_body_rate} bytes/s "
-                             f"(limits.min_body_rate over {limits.header_timeout_s:g} s)") from None
+            raise ServeError(f"request head not received within {limits.header_timeout_s:g} s", status=408) from None
+        raise ServeError(f"body of {length} bytes arrives slower than {limits.min_body_rate} bytes/s "
+                         f"(limits.min_body_rate over {limits.header_timeout_s:g} s)", status=408) from None
     except asyncio.LimitOverrunError:
-        raise HttpError(431, f"request head exceeds {limits.max_header_bytes} bytes") from None
+        raise ServeError(f"request head exceeds {limits.max_header_bytes} bytes", status=431) from None
     except (asyncio.IncompleteReadError, ConnectionError):
         raise ClientGone() from None
     return req
@@ -150,31 +142,31 @@ def parse_head(head: bytes, limits: LimitsConfig, client: str) -> Request:
     # other headers than we do (request smuggling), so refuse them outright.
     crlf = head.count(b"\r\n")
     if head.count(b"\n") != crlf or head.count(b"\r") != crlf or b"\0" in head:
-        raise HttpError(400, "bare CR, LF or NUL in the request head")
+        raise ServeError("bare CR, LF or NUL in the request head")
     lines = head[:-4].split(b"\r\n")
     m = _REQUEST_LINE.match(lines[0])
     if not m:
-        raise HttpError(400, "malformed request line")
+        raise ServeError("malformed request line")
     method, target, major, minor = m.group(1).decode(), m.group(2).decode("latin-1"), int(m.group(3)), int(m.group(4))
     if major != 1:
-        raise HttpError(505, f"HTTP/{major}.{minor} not supported; use HTTP/1.1")
+        raise ServeError(f"HTTP/{major}.{minor} not supported; use HTTP/1.1", status=505)
     if len(lines) - 1 > limits.max_headers:
-        raise HttpError(431, f"{len(lines) - 1} header fields exceed the limit of {limits.max_headers}")
+        raise ServeError(f"{len(lines) - 1} header fields exceed the limit of {limits.max_headers}", status=431)
     headers: dict[str, str] = {}
     for line in lines[1:]:
         name, sep, value = line.partition(b":")
         if not sep or not _TOKEN.match(name):
-            raise HttpError(400, f"malformed header line {line[:64]!r}")
+            raise ServeError(f"malformed header line {line[:64]!r}")
         key = name.decode().lower()
         val = value.strip(b" \t").decode("latin-1")
         if key in headers:
             if key in ("content-length", "host", "transfer-encoding"):
-                raise HttpError(400, f"repeated {key} header")
+                raise ServeError(f"repeated {key} header")
             headers[key] = headers[key] + ", " + val
         else:
             headers[key] = val
     if not target.startswith("/"):
-        raise HttpError(400, f"request target {target[:64]!r} must be an absolute path")
+        raise ServeError(f"request target {target[:64]!r} must be an absolute path")
     path, _, query = target.partition("?")
     conn = headers.get("connection", "").lower()
     keep_alive = "close" not in conn if minor >= 1 else "keep-alive" in conn
@@ -190,15 +182,15 @@ def parse_length(value: str) -> int | None:
 
 def _content_length(req: Request) -> int:
     if "transfer-encoding" in req.headers:
-        raise HttpError(501, "Transfer-Encoding is not supported; send Content-Length")
+        raise ServeError("Transfer-Encoding is not supported; send Content-Length", status=501)
     value = req.headers.get("content-length")
     if value is None:
         if req.method in ("POST", "PUT"):
-            raise HttpError(411, f"{req.method} needs a Content-Length header")
+            raise ServeError(f"{req.method} needs a Content-Length header", status=411)
         return 0
     length = parse_length(value)
     if length is None:
-        raise HttpError(400, f"invalid Content-Length {value[:32]!r}: expected 1-18 ASCII digits")
+        raise ServeError(f"invalid Content-Length {value[:32]!r}: expected 1-18 ASCII digits")
     return length
 
 

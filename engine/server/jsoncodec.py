@@ -15,6 +15,8 @@ import json
 
 import numpy as np
 
+from engine.server.errors import ServeError
+
 try:
     import orjson
 except ImportError:  # the server works without it, only slower
@@ -24,14 +26,6 @@ except ImportError:  # the server works without it, only slower
 MAX_DEPTH = 72        # numpy's 64 dims of a nested `data` list + the KServe envelope (4 levels) + headroom
 _SCAN_CHUNK = 1 << 20  # bytes per vectorised step: bounds the scan's temporaries to ~14 MiB
 _NON_FINITE = (b"NaN", b"Infinity")
-
-
-class JsonLimitError(ValueError):
-    """The JSON text is deeper or larger than the server parses; `status` is 400 or 413."""
-
-    def __init__(self, message: str, status: int):
-        super().__init__(message)
-        self.status = status
 
 
 def loads(data: bytes | memoryview):
@@ -47,11 +41,11 @@ def loads(data: bytes | memoryview):
     try:
         return json.loads(bytes(data) if isinstance(data, memoryview) else data)
     except RecursionError:
-        raise JsonLimitError("JSON nests too deeply", 400) from None
+        raise ServeError("JSON nests too deeply") from None
 
 
 def check_structure(data: bytes | memoryview, max_elements: int, max_depth: int = MAX_DEPTH) -> None:
-    """JsonLimitError if `data` nests deeper than max_depth or holds more than
+    """ServeError (400, 413) if `data` nests deeper than max_depth or holds more than
     max_elements values and containers (counted as commas plus opening
     brackets outside strings), found without building anything: numpy
     comparisons over 1 MiB chunks, O(len) time and bounded memory. numpy
@@ -77,12 +71,12 @@ def check_structure(data: bytes | memoryview, max_elements: int, max_depth: int 
         n_open = int(np.count_nonzero(opens))
         elements += n_open + int(np.count_nonzero(commas))
         if elements > max_elements:
-            raise JsonLimitError(f"request JSON holds more than {max_elements} values "
-                                 "(limits.max_json_elements)", 413)
+            raise ServeError(f"request JSON holds more than {max_elements} values "
+                             "(limits.max_json_elements)", status=413)
         if depth + n_open > max_depth:            # only then can the chunk go too deep: look closer
             level = np.cumsum(opens.view(np.int8) - closes.view(np.int8), dtype=np.int32)
             if depth + int(level.max()) > max_depth:
-                raise JsonLimitError(f"request JSON nests deeper than {max_depth} levels", 400)
+                raise ServeError(f"request JSON nests deeper than {max_depth} levels")
         depth += n_open - int(np.count_nonzero(closes))
 
 

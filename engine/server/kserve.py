@@ -29,7 +29,8 @@ from engine.server.batching import AUTO_CAP_S
 from engine.server.config import NAME_PATTERN
 from engine.server.http import Request, parse_length
 from engine.server.models import KSERVE_TO_NUMPY, NUMPY_TO_KSERVE, LoadedModel, element_count
-from engine.server.state import ServeError, ServerState, arena_stats, rss_bytes
+from engine.server.errors import ServeError
+from engine.server.state import ServerState, arena_stats, rss_bytes
 from engine.wire import MAX_DIMS
 
 OFFLOAD_BYTES = 64 << 10     # bodies larger than this are (de)coded on the codec pool
@@ -76,7 +77,7 @@ def _nested_count(data, name: str) -> tuple[int, object]:
         n *= len(data)
         depth += 1
         if depth > MAX_DIMS:
-            raise ServeError(400, f"input {name!r}: data nests deeper than {MAX_DIMS} lists")
+            raise ServeError(f"input {name!r}: data nests deeper than {MAX_DIMS} lists")
         if not data:
             break
         data = data[0]
@@ -88,14 +89,14 @@ def _tensor_from_json(spec_dtype: np.dtype, name: str, datatype: str, shape, dat
     n, first = _nested_count(data, name)
     if n != element_count(shape):
         if not isinstance(first, (int, float, list)):
-            raise ServeError(400, f"input {name!r}: data is not a flat or nested list of {datatype} values")
-        raise ServeError(400, f"input {name!r}: {n} values for shape {list(shape)} "
-                              f"({element_count(shape)} expected)")
+            raise ServeError(f"input {name!r}: data is not a flat or nested list of {datatype} values")
+        raise ServeError(f"input {name!r}: {n} values for shape {list(shape)} "
+                         f"({element_count(shape)} expected)")
     try:
         arr = np.asarray(data)
     except (ValueError, TypeError, OverflowError):  # lists of unequal lengths, mixed lists and numbers
-        raise ServeError(400, f"input {name!r}: data is ragged (nested lists of unequal lengths) or mixes "
-                              "lists and numbers") from None
+        raise ServeError(f"input {name!r}: data is ragged (nested lists of unequal lengths) or mixes "
+                         "lists and numbers") from None
     kind = arr.dtype.kind
     # JSON numbers arrive as Python ints/floats; refuse values the datatype
     # cannot hold instead of letting numpy wrap or truncate them.
@@ -106,14 +107,14 @@ def _tensor_from_json(spec_dtype: np.dtype, name: str, datatype: str, shape, dat
     else:
         ok = kind in "iuf"
     if not ok:
-        raise ServeError(400, f"input {name!r}: data is not a flat or nested list of {datatype} values")
+        raise ServeError(f"input {name!r}: data is not a flat or nested list of {datatype} values")
     if want.kind in "iu" and arr.size:
         info = np.iinfo(want)
         if arr.min() < info.min or arr.max() > info.max:
-            raise ServeError(400, f"input {name!r}: values outside the {datatype} range")
+            raise ServeError(f"input {name!r}: values outside the {datatype} range")
     if arr.size != element_count(shape):
-        raise ServeError(400, f"input {name!r}: {arr.size} values for shape {list(shape)} "
-                              f"({element_count(shape)} expected)")
+        raise ServeError(f"input {name!r}: {arr.size} values for shape {list(shape)} "
+                         f"({element_count(shape)} expected)")
     return _reshape(arr.astype(want, copy=False), name, shape)
 
 
@@ -121,7 +122,7 @@ def _reshape(arr: np.ndarray, name: str, shape) -> np.ndarray:
     try:
         return arr.reshape(shape)
     except ValueError as exc:  # an empty tensor with dims numpy cannot hold ("array is too big")
-        raise ServeError(400, f"input {name!r}: shape {str(shape)[:100]}: {exc}") from None
+        raise ServeError(f"input {name!r}: shape {str(shape)[:100]}: {exc}") from None
 
 
 def decode_infer(body: bytes, header_length: str | None, model: LoadedModel, max_json_elements: int):
@@ -129,8 +130,8 @@ def decode_infer(body: bytes, header_length: str | None, model: LoadedModel, max
     if header_length is not None:
         split = parse_length(header_length)
         if split is None or split > len(body):
-            raise ServeError(400, f"Inference-Header-Content-Length {header_length[:32]!r} is not a length "
-                                  f"within the {len(body)}-byte body (1-18 ASCII digits)")
+            raise ServeError(f"Inference-Header-Content-Length {header_length[:32]!r} is not a length "
+                             f"within the {len(body)}-byte body (1-18 ASCII digits)")
     else:
         split = len(body)
     text = memoryview(body)[:split]
@@ -138,51 +139,46 @@ def decode_infer(body: bytes, header_length: str | None, model: LoadedModel, max
         if split > OFFLOAD_BYTES:  # smaller ones cannot hold enough to matter
             jsoncodec.check_structure(text, max_json_elements)
         doc = jsoncodec.loads(text)
-    except jsoncodec.JsonLimitError as exc:
-        raise ServeError(exc.status, str(exc)) from None
     except (ValueError, UnicodeDecodeError) as exc:
-        raise ServeError(400, f"request JSON is malformed: {exc}") from None
+        raise ServeError(f"request JSON is malformed: {exc}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("inputs"), list):
-        raise ServeError(400, 'request must be a JSON object with an "inputs" list')
+        raise ServeError('request must be a JSON object with an "inputs" list')
     params = doc.get("parameters") or {}
     if not isinstance(params, dict):
-        raise ServeError(400, '"parameters" must be an object')
+        raise ServeError('"parameters" must be an object')
     binary = memoryview(body)[split:]
     offset = 0
     inputs: dict[str, np.ndarray] = {}
     for i, item in enumerate(doc["inputs"]):
         if not isinstance(item, dict):
-            raise ServeError(400, f"inputs[{i}] must be an object")
+            raise ServeError(f"inputs[{i}] must be an object")
         name, datatype, shape = item.get("name"), item.get("datatype"), item.get("shape")
         if not isinstance(name, str):
-            raise ServeError(400, f"inputs[{i}] needs a string \"name\"")
+            raise ServeError(f"inputs[{i}] needs a string \"name\"")
         if name in inputs:
-            raise ServeError(400, f"input {name!r} given twice")
-        try:
-            spec = model.input_spec(name)
-        except Exception as exc:  # InvalidInput: names what the model expects
-            raise ServeError(400, str(exc)) from None
+            raise ServeError(f"input {name!r} given twice")
+        spec = model.input_spec(name)  # a 400 naming what the model expects
         if not isinstance(datatype, str) or datatype not in KSERVE_TO_NUMPY:
-            raise ServeError(400, f"input {name!r}: datatype {datatype!r} unsupported; model expects {spec.datatype}")
+            raise ServeError(f"input {name!r}: datatype {datatype!r} unsupported; model expects {spec.datatype}")
         if datatype != spec.datatype:
-            raise ServeError(400, f"input {name!r} has datatype {datatype}, model {model.name!r} expects "
-                                  f"{spec.datatype}")
+            raise ServeError(f"input {name!r} has datatype {datatype}, model {model.name!r} expects "
+                             f"{spec.datatype}")
         if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= _MAX_INT
                                                    for d in shape):
-            raise ServeError(400, f"input {name!r}: shape must be a list of non-negative integers, got "
-                                  f"{str(shape)[:100]}")
+            raise ServeError(f"input {name!r}: shape must be a list of non-negative integers, got "
+                             f"{str(shape)[:100]}")
         if len(shape) > MAX_DIMS:
-            raise ServeError(400, f"input {name!r}: shape has {len(shape)} dims, at most {MAX_DIMS} are supported")
+            raise ServeError(f"input {name!r}: shape has {len(shape)} dims, at most {MAX_DIMS} are supported")
         iparams = item.get("parameters") or {}
         size = iparams.get("binary_data_size") if isinstance(iparams, dict) else None
         if size is not None:
             dtype = KSERVE_TO_NUMPY[datatype]
             need = element_count(shape) * dtype.itemsize
             if not isinstance(size, int) or size != need:
-                raise ServeError(400, f"input {name!r}: binary_data_size {size!r} but shape {shape} of {datatype} "
-                                      f"needs {need} bytes")
+                raise ServeError(f"input {name!r}: binary_data_size {size!r} but shape {shape} of {datatype} "
+                                 f"needs {need} bytes")
             if offset + size > len(binary):
-                raise ServeError(400, f"input {name!r}: body ends before its {size} binary bytes")
+                raise ServeError(f"input {name!r}: body ends before its {size} binary bytes")
             # A view into the body: no copy (batching concatenates anyway).
             inputs[name] = _reshape(np.frombuffer(binary[offset:offset + size], dtype=dtype.newbyteorder("<")),
                                     name, shape)
@@ -190,23 +186,23 @@ def decode_infer(body: bytes, header_length: str | None, model: LoadedModel, max
         elif "data" in item:
             inputs[name] = _tensor_from_json(spec.dtype, name, datatype, shape, item["data"])
         else:
-            raise ServeError(400, f"input {name!r} has neither \"data\" nor parameters.binary_data_size")
+            raise ServeError(f"input {name!r} has neither \"data\" nor parameters.binary_data_size")
     if offset != len(binary):
-        raise ServeError(400, f"{len(binary) - offset} bytes of binary data not claimed by any input")
+        raise ServeError(f"{len(binary) - offset} bytes of binary data not claimed by any input")
     default_binary = bool(params.get("binary_data_output", False))
     requested: dict[str, bool] = {}
     outputs = doc.get("outputs")
     if outputs is not None:
         if not isinstance(outputs, list):
-            raise ServeError(400, '"outputs" must be a list')
+            raise ServeError('"outputs" must be a list')
         for i, item in enumerate(outputs):
             name = item.get("name") if isinstance(item, dict) else None
             if model.output(name) is None:
-                raise ServeError(400, f"outputs[{i}]: model {model.name!r} has no output {name!r}; it has "
-                                      + ", ".join(t.name for t in model.outputs))
+                raise ServeError(f"outputs[{i}]: model {model.name!r} has no output {name!r}; it has "
+                                 + ", ".join(t.name for t in model.outputs))
             oparams = item.get("parameters") or {}
             if not isinstance(oparams, dict):
-                raise ServeError(400, f"outputs[{i}].parameters must be an object")
+                raise ServeError(f"outputs[{i}].parameters must be an object")
             requested[name] = bool(oparams.get("binary_data", default_binary))
     else:
         requested = {t.name: default_binary for t in model.outputs}
@@ -245,7 +241,7 @@ def _param_int(params: dict, key: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or not -_MAX_INT <= value <= _MAX_INT:
-        raise ServeError(400, f"parameter {key!r} must be an integer within int64, got {str(value)[:40]}")
+        raise ServeError(f"parameter {key!r} must be an integer within int64, got {str(value)[:40]}")
     return value
 
 
@@ -300,7 +296,7 @@ class KServeApp:
                 for n, e in sorted(st.registry.entries.items())])
         m = _MODEL_ROUTE.match(path)
         if not m:
-            raise ServeError(404, f"no route for {method} {path}")
+            raise ServeError(f"no route for {method} {path}", status=404)
         name, version, action = m.group(1), m.group(2), m.group(3)
         log["model"] = name
         if action == "/infer":

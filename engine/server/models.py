@@ -33,16 +33,9 @@ import numpy as np
 from engine.arena import ArenaPolicy
 from engine.errors import EngineError
 from engine.server.config import ModelConfig
+from engine.server.errors import ServeError
 from engine.server.placement import place
 from engine.session import InferenceSession
-
-
-class ModelLoadError(EngineError):
-    """A model file could not be opened as a session."""
-
-
-class InvalidInput(EngineError):
-    """A request's tensors do not match the model (HTTP 400)."""
 
 
 # KServe v2 datatype <-> numpy, and the ONNX-style type strings sessions report.
@@ -78,7 +71,7 @@ class TensorSpec:
 def _spec(node, where: str) -> TensorSpec:
     datatype = _ONNX_TO_KSERVE.get(str(node.type))
     if datatype is None:
-        raise ModelLoadError(f"tensor {node.name!r} has type {node.type!r}, which the server cannot carry",
+        raise ServeError(f"tensor {node.name!r} has type {node.type!r}, which the server cannot carry",
                              where=where)
     shape = tuple(d if isinstance(d, int) and d >= 0 else -1 for d in (node.shape or ()))
     return TensorSpec(node.name, datatype, shape)
@@ -92,7 +85,7 @@ def _factory():
     try:
         return getattr(importlib.import_module(module), attr)
     except (ImportError, AttributeError) as exc:
-        raise ModelLoadError(f"AIE_SERVE_SESSION_FACTORY={spec!r}: {exc}") from None
+        raise ServeError(f"AIE_SERVE_SESSION_FACTORY={spec!r}: {exc}") from None
 
 
 def accepts(factory, keyword: str) -> bool:
@@ -111,7 +104,7 @@ def open_session(path: str, threads: int | None, plan_cache_size: int | None = N
     try:
         factory = _factory()
     except ImportError as exc:
-        raise ModelLoadError(f"the runtime is not available: {exc}", where=path) from None
+        raise ServeError(f"the runtime is not available: {exc}", where=path) from None
     kwargs = {"threads": threads or None}
     if plan_cache_size and accepts(factory, "plan_cache_size"):
         kwargs["plan_cache_size"] = plan_cache_size
@@ -120,11 +113,11 @@ def open_session(path: str, threads: int | None, plan_cache_size: int | None = N
     try:
         return factory(path, **kwargs)
     except EngineError as exc:
-        raise ModelLoadError(str(exc), where=path) from None
+        raise ServeError(str(exc), where=path) from None
     except FileNotFoundError:
-        raise ModelLoadError("model file not found", where=path) from None
+        raise ServeError("model file not found", where=path) from None
     except Exception as exc:  # noqa: BLE001 - any loader failure must keep the old model serving
-        raise ModelLoadError(f"{type(exc).__name__}: {exc}", where=path) from None
+        raise ServeError(f"{type(exc).__name__}: {exc}", where=path) from None
 
 
 @dataclass
@@ -252,7 +245,7 @@ class LoadedModel:
     def input_spec(self, name: str) -> TensorSpec:
         spec = self._inputs_by_name.get(name)
         if spec is None:
-            raise InvalidInput(f"model {self.name!r} has no input {name!r}; it expects: {self.expects()}")
+            raise ServeError(f"model {self.name!r} has no input {name!r}; it expects: {self.expects()}")
         return spec
 
     def validate(self, inputs: dict[str, np.ndarray]) -> int:
@@ -260,26 +253,26 @@ class LoadedModel:
         (its dimension 0 when the model batches, else 1)."""
         missing = [t.name for t in self.inputs if t.name not in inputs]
         if missing:
-            raise InvalidInput(f"missing input {missing[0]!r}; model {self.name!r} expects: {self.expects()}")
+            raise ServeError(f"missing input {missing[0]!r}; model {self.name!r} expects: {self.expects()}")
         batch = None
         for name, arr in inputs.items():
             spec = self.input_spec(name)
             if arr.dtype != spec.dtype:
-                raise InvalidInput(f"input {name!r} has datatype {NUMPY_TO_KSERVE.get(arr.dtype, str(arr.dtype))}, "
+                raise ServeError(f"input {name!r} has datatype {NUMPY_TO_KSERVE.get(arr.dtype, str(arr.dtype))}, "
                                    f"model {self.name!r} expects {spec.datatype}")
             shape_ok = len(arr.shape) == len(spec.shape) and all(
                 want == -1 or want == got for want, got in zip(spec.shape, arr.shape))
             if not shape_ok:
-                raise InvalidInput(f"input {name!r} has shape {list(arr.shape)}, model {self.name!r} expects "
+                raise ServeError(f"input {name!r} has shape {list(arr.shape)}, model {self.name!r} expects "
                                    f"{list(spec.shape)} (-1: any size)")
             if self.batchable:
                 if batch is None:
                     batch = arr.shape[0]
                 elif arr.shape[0] != batch:
-                    raise InvalidInput(f"input {name!r} has batch size {arr.shape[0]}, other inputs {batch}")
+                    raise ServeError(f"input {name!r} has batch size {arr.shape[0]}, other inputs {batch}")
         batch = batch if batch is not None else 1
         if self.batchable and not 1 <= batch <= self.max_batch:
-            raise InvalidInput(f"batch size {batch} outside 1..{self.max_batch} (max_batch_size of {self.name!r})")
+            raise ServeError(f"batch size {batch} outside 1..{self.max_batch} (max_batch_size of {self.name!r})")
         return batch
 
     def close(self) -> None:

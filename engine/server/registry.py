@@ -9,8 +9,9 @@ import time
 
 from engine.arena import PLAN_ARENAS, ArenaPolicy
 from engine.server.config import EngineConfig, ModelConfig
+from engine.server.errors import ServeError
 from engine.server.metrics import Metrics
-from engine.server.models import LoadedModel, ModelLoadError
+from engine.server.models import LoadedModel
 from engine.server.scheduler import ModelScheduler
 
 
@@ -59,7 +60,7 @@ class ModelRegistry:
         for mcfg, result in zip(config.models, results):
             entry = self.entries.setdefault(mcfg.name, ModelEntry(mcfg.name))
             if isinstance(result, BaseException):
-                msg = str(result) if isinstance(result, ModelLoadError) else f"{type(result).__name__}: {result}"
+                msg = str(result) if isinstance(result, ServeError) else f"{type(result).__name__}: {result}"
                 entry.error = msg
                 errors[mcfg.name] = msg
                 self.metrics.load_failures[mcfg.name] += 1

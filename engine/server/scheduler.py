@@ -5,12 +5,13 @@ module applies them: deadline timers, the wait for company, and batches
 executed on one C thread per instance (engine.server.runner: completion
 arrives on an eventfd), so the loop never blocks on compute.
 
-- A request whose deadline passes is answered with DeadlineExceeded at that
+- A request whose deadline passes is answered with ServeError 504 at that
   moment by its timer -- not when the running batch ends. If it was still
   queued it never runs; if its batch is already running, the batch finishes
   for the others and its share of the result is discarded. One that cannot
   meet its deadline (the policy's rule) gets the same error at once.
-- A full queue refuses at once (QueueFull -> HTTP 429 + Retry-After).
+- A full queue refuses at once (ServeError 429 + Retry-After); an unloading
+  model refuses with 503.
 - The wait for company ends on an arrival or at the policy's time. Loop
   timers have ~1 ms granularity (uvloop rounds to whole milliseconds and
   fires up to ~1 ms early or late on a busy host), so a wait is a timer for
@@ -31,6 +32,7 @@ import time
 import numpy as np
 
 from engine.server.batching import DONE, QUEUED, BatchPolicy
+from engine.server.errors import ServeError
 from engine.server.metrics import Metrics
 from engine.server.models import LoadedModel
 from engine.server.runner import InstanceRunner
@@ -54,18 +56,9 @@ async def wait_until(event: asyncio.Event, until: float) -> None:
         await asyncio.sleep(0)
 
 
-class QueueFull(Exception):
-    def __init__(self, model: str, size: int, retry_after_s: int):
-        super().__init__(f"model {model!r}: queue full ({size} requests waiting); retry later")
-        self.retry_after_s = retry_after_s
-
-
-class DeadlineExceeded(Exception):
-    pass
-
-
-class SchedulerClosed(Exception):
-    pass
+def _closed_error(message: str) -> ServeError:
+    """503: the model is unloading; another server (or this one, reloaded) may answer."""
+    return ServeError(message, status=503, headers=[("Retry-After", "1")])
 
 
 class InferenceRequest:
@@ -144,10 +137,11 @@ class ModelScheduler:
     def submit(self, inputs: dict[str, np.ndarray], batch: int, priority: int, timeout_us: int) -> InferenceRequest:
         """Queue a validated request; its `future` resolves to {name: array}."""
         if self.closing:
-            raise SchedulerClosed(f"model {self.model.name!r} is being unloaded")
+            raise _closed_error(f"model {self.model.name!r} is being unloaded")
         if self.queued >= self.config.max_queue_size:
             self.metrics.queue_rejections[self.model.name] += 1
-            raise QueueFull(self.model.name, self.queued, self.retry_after_s())
+            raise ServeError(f"model {self.model.name!r}: queue full ({self.queued} requests waiting); retry later",
+                             status=429, headers=[("Retry-After", str(self.retry_after_s()))])
         loop = asyncio.get_running_loop()
         now = clock()
         deadline = now + timeout_us / 1e6 if timeout_us else None
@@ -182,9 +176,10 @@ class ModelScheduler:
         need = self.policy.compute.lower_bound(req.batch)
         self.metrics.deadline_rejections[self.model.name] += 1
         if not req.future.done():
-            req.future.set_exception(DeadlineExceeded(
+            req.future.set_exception(ServeError(
                 f"model {self.model.name!r}: request deadline cannot be met: a batch of {req.batch} computes "
-                f"for at least {need * 1e6:.0f} us, {(req.deadline - now) * 1e6:.0f} us were left; it did not run"))
+                f"for at least {need * 1e6:.0f} us, {(req.deadline - now) * 1e6:.0f} us were left; it did not run",
+                status=504))
 
     def _expire(self, req: InferenceRequest) -> None:
         req.timer = None
@@ -204,7 +199,7 @@ class ModelScheduler:
     def _answer_expired(self, req: InferenceRequest, why: str) -> None:
         self.metrics.timeouts[self.model.name] += 1
         if not req.future.done():
-            req.future.set_exception(DeadlineExceeded(f"model {self.model.name!r}: {why}"))
+            req.future.set_exception(ServeError(f"model {self.model.name!r}: {why}", status=504))
 
     # ---- batching ---------------------------------------------------------
     async def _worker(self, instance: int, session) -> None:
@@ -286,7 +281,7 @@ class ModelScheduler:
         self.closing = True
         for r in self.policy.drop_all():
             if not r.future.done():
-                r.future.set_exception(SchedulerClosed(f"model {self.model.name!r} unloaded before it ran"))
+                r.future.set_exception(_closed_error(f"model {self.model.name!r} unloaded before it ran"))
             _settle(r)
         self._arrival.set()
         for w in self._workers:

@@ -45,15 +45,15 @@ import socket
 import time
 import typing
 
-from engine.errors import EngineError
 from engine.runtime import set_kernel_threads
 from engine.server.binary import BinaryConnection
 from engine.server.config import EngineConfig
-from engine.server.http import ClientGone, HttpError, read_request, render_response, set_nodelay
+from engine.server.errors import ServeError
+from engine.server.http import ClientGone, read_request, render_response, set_nodelay
 from engine.server.kserve import KServeApp, error_response, trace_context
 from engine.server.logs import JsonLogger, open_log_dir
 from engine.server.reload import reload_config
-from engine.server.state import ServeError, ServerState
+from engine.server.state import ServerState
 from engine.server.tls import server_context
 
 
@@ -122,7 +122,7 @@ class Server:
             self.exit_code = 1
             self.should_exit.set()
             await self.state.registry.close_all()
-            raise StartupError("; ".join(f"model {n!r}: {e}" for n, e in errors.items()))
+            raise ServeError("; ".join(f"model {n!r}: {e}" for n, e in errors.items()))
         limits = cfg.limits
         # A TLS handshake is held to the header timeout too: a slowloris may stall it instead.
         tls_args = {"ssl": tls, "ssl_handshake_timeout": limits.header_timeout_s} if tls else {}
@@ -301,7 +301,7 @@ class Server:
                     req = await read_request(reader, writer, st.config.limits, client, self)
                 except ClientGone:
                     return
-                except HttpError as exc:
+                except ServeError as exc:  # malformed or over a limit: answered, then closed
                     st.metrics.protocol_errors["http"] += 1
                     st.logger.warning("http_error", client=client, status=exc.status, error=exc.message)
                     if await self._send(writer, render_response(exc.status,
@@ -424,12 +424,9 @@ async def _linger(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, se
         return
 
 
-class StartupError(EngineError):
-    """A model listed in the config could not be loaded at start-up."""
-
-
-class ListenError(EngineError):
-    """A configured address cannot be listened on (most often: another process has the port)."""
+class ListenError(ServeError):
+    """A configured address cannot be listened on (most often: another process has the port).
+    Its own class for its exit status, and because start-up closes the listeners it opened."""
 
     exit_code = 98  # EADDRINUSE's errno: distinct from 1 (config/model errors) for supervisors and scripts
 

@@ -10,28 +10,17 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from engine import arena
-from engine.server.auth import AuthError, Authenticator, Principal, RateLimiter
+from engine.server.auth import Authenticator, Principal, RateLimiter
 from engine.server.clientlimits import ByteBudget, ConnectionCaps
 from engine.server.config import EngineConfig
+from engine.server.errors import ServeError
 from engine.server.logs import JsonLogger
 from engine.server.metrics import ARENA_BYTES, Metrics
-from engine.server.models import InvalidInput, LoadedModel
+from engine.server.models import LoadedModel
 from engine.server.registry import ModelRegistry
-from engine.server.scheduler import DeadlineExceeded, QueueFull, SchedulerClosed
 
 
 UNKNOWN_MODEL = "_unknown"   # the one label every unconfigured model name shares
-
-
-class ServeError(Exception):
-    """Any refusal, with the HTTP status it maps to (the binary protocol
-    carries the same code in its error frame)."""
-
-    def __init__(self, status: int, message: str, headers=()):
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.headers = list(headers)
 
 
 class ServerState:
@@ -59,20 +48,20 @@ class ServerState:
         flooding cost the server a dictionary lookup each."""
         if self.auth.enabled and (wait := self.failure_limiter.wait(client)):
             self.metrics.rate_limited += 1
-            raise ServeError(429, f"too many failed authentications from {client}; retry in {wait:.0f} s",
-                             [("Retry-After", str(max(1, int(wait + 0.999))))])
+            raise ServeError(f"too many failed authentications from {client}; retry in {wait:.0f} s", status=429,
+                             headers=[("Retry-After", str(max(1, int(wait + 0.999))))])
         try:
             principal = self.auth.authenticate(authorization)
-        except AuthError as exc:
+        except ServeError as exc:  # the token is refused (401)
             self.metrics.auth_failures += 1
             self.failure_limiter.acquire(client)
-            raise ServeError(exc.status, exc.message,
-                             [("WWW-Authenticate", 'Bearer realm="ai-engine"')]) from None
+            raise ServeError(exc.message, status=exc.status,
+                             headers=[("WWW-Authenticate", 'Bearer realm="ai-engine"')]) from None
         wait = self.rate_limiter.acquire(principal.subject or client)
         if wait:
             self.metrics.rate_limited += 1
-            raise ServeError(429, f"rate limit of {self.rate_limiter.rate:g} requests/s exceeded for this client",
-                             [("Retry-After", str(max(1, int(wait + 0.999))))])
+            raise ServeError(f"rate limit of {self.rate_limiter.rate:g} requests/s exceeded for this client",
+                             status=429, headers=[("Retry-After", str(max(1, int(wait + 0.999))))])
         return principal
 
     def model_label(self, name: str) -> str:
@@ -85,10 +74,11 @@ class ServerState:
         entry = self.registry.get(name)
         if entry is None or entry.scheduler is None:
             known = ", ".join(sorted(self.registry.entries)) or "none"
-            raise ServeError(404, f"unknown model {name!r} (served: {known})")
+            raise ServeError(f"unknown model {name!r} (served: {known})", status=404)
         model = entry.scheduler.model
         if version and version != model.version:
-            raise ServeError(404, f"model {name!r} has no version {version!r} (serving version {model.version!r})")
+            raise ServeError(f"model {name!r} has no version {version!r} (serving version {model.version!r})",
+                             status=404)
         return model
 
     # ---- inference --------------------------------------------------------
@@ -98,30 +88,25 @@ class ServerState:
         `info` receives batch/queue/compute figures for the request log."""
         model = self.model(name, version)
         if not principal.may_infer(name):
-            raise ServeError(403, f"token lacks scope 'infer:{name}' (or 'infer')")
+            raise ServeError(f"token lacks scope 'infer:{name}' (or 'infer')", status=403)
         scheduler = self.registry.get(name).scheduler
         try:
+            # validate: 400; submit: 429 (queue full), 503 (model unloading)
             batch = model.validate(inputs)
             prio = scheduler.resolve_priority(priority, principal.priority)
             timeout = scheduler.resolve_timeout_us(timeout_us)
             request = scheduler.submit(inputs, batch, prio, timeout)
-        except (InvalidInput, ValueError) as exc:
-            raise ServeError(400, str(exc)) from None
-        except QueueFull as exc:
-            raise ServeError(429, str(exc), [("Retry-After", str(exc.retry_after_s))]) from None
-        except SchedulerClosed as exc:
-            raise ServeError(503, str(exc), [("Retry-After", "1")]) from None
+        except ValueError as exc:  # a priority or timeout out of range
+            raise ServeError(str(exc)) from None
         info["batch"] = batch
         info["priority"] = prio
         try:
             outputs = await request.future
-        except DeadlineExceeded as exc:
-            raise ServeError(504, str(exc)) from None
-        except SchedulerClosed as exc:
-            raise ServeError(503, str(exc), [("Retry-After", "1")]) from None
+        except ServeError:  # the scheduler's answer: 504 (deadline), 503 (unloaded before it ran)
+            raise
         except Exception as exc:  # noqa: BLE001 - the model failed; answer, do not crash
             self.logger.error("inference_failed", model=name, error=f"{type(exc).__name__}: {exc}")
-            raise ServeError(500, f"inference failed: {type(exc).__name__}: {exc}") from None
+            raise ServeError(f"inference failed: {type(exc).__name__}: {exc}", status=500) from None
         info["queue_us"] = request.queue_ns // 1000
         info["compute_us"] = request.compute_ns // 1000
         info["batch_size"] = request.batch_size
