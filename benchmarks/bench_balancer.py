@@ -34,15 +34,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "sysconfig"))
 sys.path.insert(0, str(REPO / "tests" / "serve"))
 
-from serve_support import ports_free_on  # noqa: E402
-
-
-def wait(predicate, what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{what} not reached in {timeout} s")
-        time.sleep(0.05)
+from serve_support import ports_free_on, wait_for  # noqa: E402
 
 
 def http_caller(host: str, port: int, x: np.ndarray):
@@ -107,7 +99,7 @@ def main(argv=None) -> int:
                 return api.wait_status("e1", "UP", 0)
             except Exception:  # noqa: BLE001 - the socket appears once haproxy has started
                 return False
-        wait(up, "HAProxy reporting the engine UP")
+        wait_for(up, "HAProxy reporting the engine UP", 60)
         x = np.random.default_rng(0).standard_normal((1, 784)).astype(np.float32)
         if args.protocol == "http":
             paths = {"direct": http_caller("127.0.0.2", e_http, x), "haproxy": http_caller("127.0.0.1", lb_http, x)}

@@ -1,6 +1,6 @@
 """HAProxy's runtime API (the admin-level stats socket that haproxy.cfg
 declares as balancer.runtime_socket): take an engine host out of the
-rotation, wait for its connections to finish, put it back, set its weight.
+rotation, wait for its connections to finish, put it back.
 
 Every engine host is a server of the same name in both backends
 (ai_engine_http and ai_engine_binary, hostspec.balancer), so each operation
@@ -82,34 +82,26 @@ class RuntimeAPI:
         for backend in self._backends_of(name):
             self.command(f"set server {backend}/{name} state {state}")
 
-    def set_weight(self, name: str, weight: int) -> None:
-        """0-256; 0 takes no new traffic (like drain) but stays checked."""
-        if not 0 <= weight <= 256:
-            raise ValueError(f"weight must be 0-256, not {weight}")
-        for backend in self._backends_of(name):
-            self.command(f"set server {backend}/{name} weight {weight}")
-
     def wait_drained(self, name: str, timeout_s: float, poll_s: float = 0.05) -> bool:
         """Until no connection to the host is open or queued in any backend
         (True), or timeout_s passes (False)."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if all(s.sessions == 0 and s.queued == 0 for s in self.server(name)):
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(poll_s)  # polling HAProxy's own counters, bounded by the deadline
+        return _poll(lambda: all(s.sessions == 0 and s.queued == 0 for s in self.server(name)), timeout_s, poll_s)
 
     def wait_status(self, name: str, prefix: str, timeout_s: float, poll_s: float = 0.05) -> bool:
         """Until every backend's entry of the host has a status starting with
         prefix (e.g. "UP" after a restart, "DOWN" after a kill)."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if all(s.status.startswith(prefix) and not s.status.startswith(prefix + " ") for s in self.server(name)):
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(poll_s)  # polling HAProxy's own health state, bounded by the deadline
+        return _poll(lambda: all(s.status.startswith(prefix) and not s.status.startswith(prefix + " ")
+                                 for s in self.server(name)), timeout_s, poll_s)
 
     def _backends_of(self, name: str) -> list[str]:
         return sorted({s.backend for s in self.server(name)})
+
+
+def _poll(done, timeout_s: float, poll_s: float) -> bool:
+    """done() until it holds (True) or timeout_s passes (False)."""
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(poll_s)  # polling HAProxy's own state, bounded by the deadline
+    return True

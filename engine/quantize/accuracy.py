@@ -35,7 +35,8 @@ def compare_outputs(got: list[list[np.ndarray]], ref: list[list[np.ndarray]]) ->
     max_abs = max_rel = 0.0
     cosine, agree, classified, samples = 1.0, 0, 0, 0
     for g_outs, r_outs in zip(got, ref):
-        samples += int(np.asarray(r_outs[0]).shape[0]) if np.asarray(r_outs[0]).ndim else 1
+        first = np.asarray(r_outs[0])
+        samples += int(first.shape[0]) if first.ndim else 1
         for g, r in zip(g_outs, r_outs):
             g, r = np.asarray(g, np.float64), np.asarray(r, np.float64)
             if g.shape != r.shape:
@@ -45,8 +46,7 @@ def compare_outputs(got: list[list[np.ndarray]], ref: list[list[np.ndarray]]) ->
             diff = np.abs(g - r)
             max_abs = max(max_abs, float(diff.max()))
             max_rel = max(max_rel, float(diff.max() / max(float(np.abs(r).max()), 1e-30)))
-            rows_g, rows_r = g.reshape(len(g), -1) if g.ndim else g.reshape(1, 1), \
-                r.reshape(len(r), -1) if r.ndim else r.reshape(1, 1)
+            rows_g, rows_r = _rows(g), _rows(r)
             norms = np.linalg.norm(rows_g, axis=1) * np.linalg.norm(rows_r, axis=1)
             dots = np.einsum("ij,ij->i", rows_g, rows_r)
             # Two all-zero rows agree exactly; one zero row against a non-zero one is orthogonal.
@@ -58,3 +58,8 @@ def compare_outputs(got: list[list[np.ndarray]], ref: list[list[np.ndarray]]) ->
                 classified += r.shape[0]
     return AccuracyReport(samples=samples, max_abs_err=max_abs, max_rel_err=max_rel, cosine=cosine,
                           top1_agreement=agree / classified if classified else None)
+
+
+def _rows(a: np.ndarray) -> np.ndarray:
+    """One row per sample (a scalar output is one sample of one value)."""
+    return a.reshape(len(a), -1) if a.ndim else a.reshape(1, 1)
