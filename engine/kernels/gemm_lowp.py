@@ -99,6 +99,12 @@ def pack_b_s8(b, *, trans_b=False) -> PackedLowpB:
     return _pack("pack_b_s8", b, trans_b, (np.int8,), "int8")
 
 
+def workspace_bf16(m: int, n: int, k: int, nthreads: int) -> int:
+    """Bytes of scratch aie_gemm_bf16 needs for an M x N x K product (a plan
+    carves them out of its arena)."""
+    return int(_api().aie_gemm_bf16_workspace_size(m, n, k, nthreads))
+
+
 def _a_rows(fn: str, a, dtypes, packed) -> tuple[np.ndarray, int, int]:
     if not isinstance(packed, PackedLowpB):
         raise ValueError(f"{fn}: packed must be a PackedLowpB from pack_b_*, got {type(packed).__name__}")
@@ -226,4 +232,4 @@ def matmul_u8s8(a, packed: PackedLowpB, *, a_zero=0, out_dtype="int32", a_scale=
     return out
 
 
-__all__ = ["OUT_KINDS", "PackedLowpB", "matmul_bf16", "matmul_u8s8", "pack_b_bf16", "pack_b_s8", "paths"]
+__all__ = ["OUT_KINDS", "PackedLowpB", "matmul_bf16", "matmul_u8s8", "pack_b_bf16", "pack_b_s8", "paths", "workspace_bf16"]

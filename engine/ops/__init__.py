@@ -46,8 +46,10 @@ def resolve(node, opset: int) -> Callable:
             f"operator {node.op} (node {node.name!r}) has no rule for opset {opset} (rules from {min(versions)})",
             hint=hint)
     # _nhwc (engine.passes.to_kernel_layout) marks a node whose tensors are
-    # NHWC; layout-agnostic rules ignore it, layout-aware ones read it.
-    unknown = sorted(set(node.attrs) - KNOWN_ATTRS.get(node.op, set()) - {"_nhwc"})
+    # NHWC; layout-agnostic rules ignore it, layout-aware ones read it. Same
+    # for _precision (engine.passes.precision): a rule without a bf16 kernel
+    # computes in fp32, which is within any bf16 bound.
+    unknown = sorted(set(node.attrs) - KNOWN_ATTRS.get(node.op, set()) - {"_nhwc", "_precision"})
     if unknown:
         raise UnsupportedOperatorError(
             f"operator {node.op} (node {node.name!r}, opset {opset}): unsupported attribute(s) {', '.join(unknown)}",

@@ -17,6 +17,7 @@ from engine.passes.fuse_attention import fuse_attention
 from engine.passes.fuse_rmsnorm import fuse_rmsnorm
 from engine.passes.gemm_conv import gemm_as_pointwise_conv
 from engine.passes.layout import to_kernel_layout
+from engine.passes.precision import mark_bf16
 from engine.passes.prepack import prepack_weights
 
 DEFAULT_PASSES: tuple[Callable[[Graph], Graph], ...] = (
@@ -26,6 +27,20 @@ DEFAULT_PASSES: tuple[Callable[[Graph], Graph], ...] = (
     fuse_attention, fuse_silu, fuse_bias_activation, fuse_gelu,
     to_kernel_layout, gemm_as_pointwise_conv, fuse_conv_residual, prepack_weights, eliminate_dead_nodes,
 )
+
+
+PRECISIONS = ("fp32", "bf16")  # what a converted model computes in (engine.models[].precision)
+
+
+def passes_for(precision: str = "fp32") -> tuple[Callable[[Graph], Graph], ...]:
+    """DEFAULT_PASSES, with mark_bf16 after the fusions for bf16 (before
+    gemm_as_pointwise_conv, which leaves a marked Gemm a Gemm: the bf16 GEMM)."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision {precision!r} is not one of {', '.join(PRECISIONS)}")
+    if precision == "fp32":
+        return DEFAULT_PASSES
+    i = DEFAULT_PASSES.index(to_kernel_layout)
+    return DEFAULT_PASSES[:i] + (mark_bf16,) + DEFAULT_PASSES[i:]
 
 
 def run_passes(graph: Graph, passes=DEFAULT_PASSES) -> tuple[Graph, list[str]]:

@@ -7,6 +7,11 @@ packed for in `_packed_isa`. The raw weights stay in the file too: a host
 whose selected ISA differs (or a forced AIE_ISA) packs again from them when
 it builds a plan, instead of failing. Weights shared by several nodes with
 the same packing are packed once.
+
+GEMM weights of nodes marked bf16 (engine.passes.precision) are packed in
+bf16 for aie_gemm_bf16 (`_packed_bf16`): that layout is the same on every
+level, so when only such nodes read a weight its fp32 copy is dropped (the
+node keeps B's shape in `_b_shape`) and the .aie shrinks to about half.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import numpy as np
 
 from engine.errors import KernelError
 from engine.ir import Graph
+from engine.kernels.gemm_lowp import pack_b_bf16
 from engine.packing import conv_params, host_isa, pack_conv, pack_gemm_b, winograd_wins
 
 
@@ -54,12 +60,40 @@ def _pack(node, inits) -> tuple[tuple, np.ndarray | None] | None:
     return None
 
 
+def _bf16_gemm(node, inits) -> tuple[tuple, np.ndarray | None] | None:
+    if node.attrs.get("_precision") != "bf16" or node.op not in ("Gemm", "MatMul"):
+        return None
+    if len(node.inputs) < 2 or node.inputs[1] not in inits:
+        return None
+    w = inits[node.inputs[1]]
+    if w.dtype != np.float32 or w.ndim != 2:
+        return None
+    trans = int(node.attrs.get("transB", 0)) if node.op == "Gemm" else 0
+    return (node.inputs[1], "gemm_bf16", trans), (lambda: pack_b_bf16(w, trans_b=bool(trans)).buffer)
+
+
+def _drop_fp32_copies(graph: Graph, bf16_names: set[str]) -> None:
+    """A weight read only as the B of bf16-packed nodes needs no fp32 copy."""
+    readers = graph.consumers()
+    for name in bf16_names:
+        nodes = readers.get(name, [])
+        if any(o.name == name for o in graph.outputs) or not all(
+                n.attrs.get("_packed_bf16") and n.inputs[1] == name
+                and sum(i == name for i in n.inputs) == 1 for n in nodes):
+            continue
+        for n in nodes:
+            n.attrs["_b_shape"] = list(graph.initializers[name].shape)
+            n.inputs[1] = ""
+        del graph.initializers[name]
+
+
 def prepack_weights(graph: Graph) -> Graph:
     isa = host_isa()
     inits = graph.initializers
     done: dict[tuple, str] = {}
+    bf16_names: set[str] = set()
     for node in graph.nodes:
-        job = _pack(node, inits)
+        job = _bf16_gemm(node, inits) or _pack(node, inits)
         if job is None or len(node.inputs) > 5:
             continue
         key, pack = job
@@ -76,5 +110,10 @@ def prepack_weights(graph: Graph) -> Graph:
         ins = (list(node.inputs) + [""] * 4)
         ins[3] = done[key]
         node.inputs = ins[:max(4, len(node.inputs))]
-        node.attrs["_packed_isa"] = isa
+        if key[1] == "gemm_bf16":
+            node.attrs["_packed_bf16"] = 1
+            bf16_names.add(node.inputs[1])
+        else:
+            node.attrs["_packed_isa"] = isa
+    _drop_fp32_copies(graph, bf16_names)
     return graph

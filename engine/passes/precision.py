@@ -1,0 +1,73 @@
+"""mark_bf16: choose the nodes that compute in bf16 when a model is
+converted with precision bf16 (`ai-engine convert --precision bf16`).
+
+It sets the node attribute `_precision = "bf16"` on the matrix products with
+a constant weight, which is where bf16 pays (AMX / AVX-512 BF16 do 2-16x the
+fp32 FLOPs) and where rounding the inputs to 8 significant bits costs a
+bounded, measured error (kernels/include/aie_gemm_lowp.h):
+
+- MatMul with a constant 2-D fp32 B and no folded scale (`_alpha` 1);
+- Gemm with a constant 2-D fp32 B, transA 0, alpha 1, and no C or a C that
+  is a bias row ([N] / [1, N], beta 1) or is ignored (beta 0): what
+  GEMM_BF16_PACKED's epilogue applies exactly as fp32 does;
+- Conv with group 1 (lowered by engine.ops.nn when it has a bf16 kernel;
+  fp32 otherwise).
+
+Everything else stays fp32: softmax, normalisations, reductions, the
+attention products between two activations, depthwise convolutions. Each
+op's lowering reads the attribute; prepack_weights then stores the marked
+GEMM weights packed in bf16. It runs after the fusions (which set `_alpha`,
+`_bias`, `_act`) and before to_kernel_layout (gemm_as_pointwise_conv leaves a
+marked Gemm alone, so it runs on the bf16 GEMM); it is not one of
+DEFAULT_PASSES: fp32 stays the default, unchanged. Subgraph (If/Loop)
+bodies are left in fp32.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.ir import Graph, Node
+
+BF16 = "bf16"
+
+
+def _const_b(node: Node, inits: dict) -> np.ndarray | None:
+    if len(node.inputs) < 2 or node.inputs[1] not in inits:
+        return None
+    w = inits[node.inputs[1]]
+    return w if w.dtype == np.float32 and w.ndim == 2 else None
+
+
+def _gemm_takes_bf16(node: Node, inits: dict) -> bool:
+    w = _const_b(node, inits)
+    if w is None or int(node.attrs.get("transA", 0)) or float(node.attrs.get("alpha", 1.0)) != 1.0:
+        return False
+    c = node.inputs[2] if len(node.inputs) > 2 else ""
+    beta = float(node.attrs.get("beta", 1.0))
+    if not c or beta == 0.0:
+        return True
+    n = w.shape[0] if int(node.attrs.get("transB", 0)) else w.shape[1]
+    return beta == 1.0 and c in inits and tuple(inits[c].shape) in ((n,), (1, n))
+
+
+def _takes_bf16(node: Node, inits: dict) -> bool:
+    if node.op == "MatMul":
+        return _const_b(node, inits) is not None and float(node.attrs.get("_alpha", 1.0)) == 1.0
+    if node.op == "Gemm":
+        return _gemm_takes_bf16(node, inits)
+    if node.op == "Conv":
+        return int(node.attrs.get("group", 1)) == 1
+    return False
+
+
+def mark_bf16(graph: Graph) -> Graph:
+    for node in graph.nodes:
+        if _takes_bf16(node, graph.initializers):
+            node.attrs["_precision"] = BF16
+    return graph
+
+
+def precision_of(graph: Graph) -> str:
+    """The model's precision as stored: "bf16" when any node computes in bf16."""
+    return BF16 if any(n.attrs.get("_precision") == BF16 for n in graph.nodes) else "fp32"
