@@ -1,6 +1,6 @@
 """`invoke convert`: every model of the spec's engine.models converted to
 OUT/<name>.aie. Deployer side: the spec is read here, by the deploy layer;
-engine.convert only ever sees files."""
+engine.convert only ever sees files (and the precision options read here)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,15 @@ from typing import Callable
 
 from hostspec.loader import load_spec
 
-from engine.convert import ConversionSummary, convert_file
+from engine.convert import ConversionSummary, PrecisionOptions, convert_file
 from engine.errors import ConversionError
+
+
+def precision_options(model: dict) -> PrecisionOptions:
+    """The spec's precision keys of one engine.models entry; its sample (the
+    deploy smoke input) is what bf16 is measured against fp32 on."""
+    return PrecisionOptions(model.get("precision", "fp32"), sample=model.get("sample"),
+                            max_rel_err=model.get("max_rel_err"), min_top1_agreement=model.get("min_top1_agreement"))
 
 
 def convert_spec_models(spec_paths, out_dir: str | Path, *, progress: Callable[[str], None] | None = None
@@ -28,4 +35,5 @@ def convert_spec_models(spec_paths, out_dir: str | Path, *, progress: Callable[[
                                        f"run `invoke zoo --name {model['name']}`")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    return [convert_file(Path(m["source"]), out_dir / f"{m['name']}.aie", progress=progress) for m in models]
+    return [convert_file(Path(m["source"]), out_dir / f"{m['name']}.aie", progress=progress,
+                         precision=precision_options(m)) for m in models]

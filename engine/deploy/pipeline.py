@@ -24,6 +24,7 @@ from hostspec.loader import load_spec
 from hostspec.render import render_tree
 
 from engine.convert import convert_file
+from engine.deploy.convert_models import precision_options
 from engine.deploy import DeployError, wheels
 from engine.deploy.bundle import REPO_FILES, Bundle, BundleInputs, build_bundle, read_bundle
 from engine.deploy.reference import write_reference
@@ -194,14 +195,16 @@ class Pipeline:
                                   hint=f"fix engine.models[{name}].sample in the spec")
             labels = [sample.with_suffix(".json")] if sample and sample.with_suffix(".json").is_file() else []
             shapes = model.get("shapes")
+            precision = precision_options(model)
             inputs = digest(source, *([sample] if sample else []), *labels, json.dumps(shapes, sort_keys=True),
+                            json.dumps([precision.precision, precision.max_rel_err, precision.min_top1_agreement]),
                             kernels_so, *converter)
 
-            def convert(name=name, source=source, aie=aie, smoke=smoke, sample=sample, shapes=shapes
-                        ) -> dict[str, Path]:
+            def convert(name=name, source=source, aie=aie, smoke=smoke, sample=sample, shapes=shapes,
+                        precision=precision) -> dict[str, Path]:
                 os.environ.setdefault("AIE_KERNELS_LIB", str(kernels_so))
                 try:
-                    convert_file(source, aie)
+                    convert_file(source, aie, precision=precision)
                 except Exception as exc:  # noqa: BLE001 - any converter failure stops the deploy with its reason
                     raise DeployError(f"converting model {name!r} failed: {exc}", where=str(source)) from None
                 write_reference(name, aie, source, smoke, sample=sample, shapes=shapes)

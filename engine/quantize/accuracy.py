@@ -29,6 +29,19 @@ class AccuracyReport:
                 "cosine": self.cosine, "top1_agreement": self.top1_agreement}
 
 
+def limit_problems(acc: AccuracyReport, max_rel_err: float | None, min_top1_agreement: float | None) -> list[str]:
+    """What exceeds the limits (None: no limit), one phrase each; [] when within."""
+    problems = []
+    if max_rel_err is not None and acc.max_rel_err > max_rel_err:
+        problems.append(f"max rel error {acc.max_rel_err:.3e} > limit {max_rel_err:.3e}")
+    if min_top1_agreement is not None:
+        if acc.top1_agreement is None:
+            problems.append("a top-1 limit was given but the model has no classifier-shaped output ([N, C])")
+        elif acc.top1_agreement < min_top1_agreement:
+            problems.append(f"top-1 agreement {acc.top1_agreement:.4f} < limit {min_top1_agreement:.4f}")
+    return problems
+
+
 def compare_outputs(got: list[list[np.ndarray]], ref: list[list[np.ndarray]]) -> AccuracyReport:
     """got/ref: per batch, the model's outputs in order. Floating outputs
     only (an integer output, e.g. an argmax, is compared through top-1)."""

@@ -17,7 +17,7 @@ from onnx import helper, shape_inference, version_converter
 
 from engine.errors import ConversionError
 from engine.onnx_import import import_model, load_model
-from engine.quantize.accuracy import AccuracyReport, compare_outputs
+from engine.quantize.accuracy import AccuracyReport, compare_outputs, limit_problems
 from engine.quantize.calibration import Calibration, load_calibration
 from engine.quantize.qdq import QUANTISABLE, Targets, find_targets, rewrite
 from engine.session import InferenceSession
@@ -194,14 +194,7 @@ def quantize_file(src: str | Path, calibration: str | Path, dst: str | Path, opt
 
 
 def _check_limits(acc: AccuracyReport, opts: QuantizeOptions, where: str) -> None:
-    problems = []
-    if opts.max_rel_err is not None and acc.max_rel_err > opts.max_rel_err:
-        problems.append(f"max rel error {acc.max_rel_err:.3e} > limit {opts.max_rel_err:.3e}")
-    if opts.min_top1_agreement is not None:
-        if acc.top1_agreement is None:
-            problems.append("a top-1 limit was given but the model has no classifier-shaped output ([N, C])")
-        elif acc.top1_agreement < opts.min_top1_agreement:
-            problems.append(f"top-1 agreement {acc.top1_agreement:.4f} < limit {opts.min_top1_agreement:.4f}")
+    problems = limit_problems(acc, opts.max_rel_err, opts.min_top1_agreement)
     if problems:
         raise ConversionError("quantised model refused, nothing written: " + "; ".join(problems) +
                               f" (measured on {acc.samples} calibration samples: max abs {acc.max_abs_err:.3e}, "
