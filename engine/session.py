@@ -23,14 +23,20 @@ from engine.arena import PLAN_ARENAS, ArenaPolicy
 from engine.errors import InvalidArgument, UnsupportedOperatorError
 from engine.ir import Graph, type_string
 from engine.kernels._lib import lib
+from engine.kernels.gemm_lowp import paths as lowp_paths
 from engine.onnx_import import import_file
 from engine.passes import run_passes
+from engine.passes.precision import precision_of
 from engine.plan import BLOB_WEIGHTS, LOC_BLOB, LOC_INPUT, Buffer, ExecPlan, NeedsValue, PlanCache, Planner, Value
 
 DEFAULT_PLAN_CACHE_SIZE = 16  # engine.plan_cache_size default (sysconfig schema)
 # Inputs whose values shape the plan (e.g. a Reshape target fed as an input)
 # are part of the cache key; larger ones would make keys unbounded.
 MAX_VALUE_KEY_ELEMENTS = 4096
+# (op, _precision) -> the kernel family that runs it, and how to name the
+# path that family takes at the selected level (for kernel_paths).
+LOWP_KERNELS = {("MatMul", "bf16"): "gemm_bf16", ("Gemm", "bf16"): "gemm_bf16"}
+KERNEL_PATHS = {"gemm_bf16": lambda: lowp_paths()["bf16"]}
 
 
 @dataclass(frozen=True)
@@ -96,6 +102,8 @@ class InferenceSession:
                         [(i, d) for i, d in enumerate(t.shape or ()) if isinstance(d, int) and d > 0])
                        for t in self.graph.inputs]
         self._output_names = [t.name for t in self.graph.outputs]
+        # fp32 or bf16: what the converter chose (ai-engine convert --precision)
+        self.precision = self._model.meta.get("precision") or precision_of(self.graph)
         self._weights_ptr = self._model.weights_ptr
         self.arena_policy = arena or ArenaPolicy(owner=Path(path).stem)
         for planned in self._model.meta.get("planned", []):
@@ -111,6 +119,13 @@ class InferenceSession:
 
     def get_providers(self) -> list[str]:
         return ["AIECPUExecutionProvider"]
+
+    @property
+    def kernel_paths(self) -> dict[str, str]:
+        """The low-precision kernels this model runs, by family, at the
+        selected level, e.g. {"gemm_bf16": "amx_bf16_32x32"}; {} when all is fp32."""
+        families = {LOWP_KERNELS.get((n.op, n.attrs.get("_precision"))) for n in self.graph.nodes} - {None}
+        return {f: KERNEL_PATHS[f]() for f in sorted(families)}
 
     @property
     def plan_count(self) -> int:

@@ -359,7 +359,8 @@ class KServeApp:
             return {"name": t.name, "data_type": "TYPE_" + t.datatype, "dims": list(t.shape[batch_dim:])}
         return {"name": model.name, "platform": "ai-engine", "max_batch_size": model.max_batch if model.batchable
                 else 0, "input": [dims(t) for t in model.inputs], "output": [dims(t) for t in model.outputs],
-                "dynamic_batching": dyn, "instance_group": [{"count": model.placement.instances, "kind": "KIND_CPU"}]}
+                "dynamic_batching": dyn, "instance_group": [{"count": model.placement.instances, "kind": "KIND_CPU"}],
+                "precision": model.precision, "kernel_paths": model.kernel_paths}
 
     def health(self) -> dict:
         st = self.state
@@ -377,6 +378,8 @@ class KServeApp:
                          "instances": e.model.placement.instances if e.model else None,
                          "threads_per_instance": e.model.placement.threads if e.model else None,
                          "plan_cache_size": e.model.plan_cache_size if e.model else None,
+                         "precision": e.model.precision if e.model else None,
+                         "kernel_paths": e.model.kernel_paths if e.model else None,
                          "load_error": e.error,
                          "scheduler": e.scheduler.snapshot() if e.scheduler else None}
         healthy = st.registry.ready() and not any(st.load_errors().values())

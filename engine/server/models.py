@@ -189,6 +189,9 @@ class LoadedModel:
         self.inputs = tuple(_spec(n, where) for n in first.get_inputs())
         self.outputs = tuple(_spec(n, where) for n in first.get_outputs())
         self._inputs_by_name = {t.name: t for t in self.inputs}
+        # What /health and the model config report (a session class without them computes in fp32).
+        self.precision = getattr(first, "precision", "fp32")
+        self.kernel_paths = dict(getattr(first, "kernel_paths", {}))
         # Batching joins requests along dimension 0, so every input and
         # output must have a dynamic first dimension.
         self.batchable = config.max_batch_size > 1 and all(
