@@ -3,7 +3,7 @@ instead, in the same run.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/bench_models.py
         [--models resnet18,mlp] [--batches 1,64] [--threads 1,2] [--runs 20] [--blocks 3]
-        [--peers ort,ov-fp32,ov] [--pause 1.0] [--steady-state]
+        [--peers ort,ov-fp32,ov,aie-fp32] [--pause 1.0] [--steady-state] [--precision fp32|bf16]
 
 Peers: `ort` onnxruntime fp32 (CPU provider, all graph optimisations),
 `ov-fp32` OpenVINO with INFERENCE_PRECISION_HINT f32, `ov` OpenVINO in its
@@ -19,6 +19,11 @@ median to each peer's (<= 1.0: ai-engine is faster). For the OpenVINO
 default-precision peer it also gives the max relative error of its output
 against ai-engine's fp32 output (which matches onnxruntime's): what that
 peer's speed costs in accuracy.
+
+--precision bf16 converts ai-engine's model in bf16 (`ai-engine convert
+--precision bf16`): the `aie` column is then bf16, the note gives its max
+relative error against ai-engine's fp32 output, and the `aie-fp32` peer
+puts our fp32 beside it in the same run.
 
 onnxruntime runs with session.intra_op.allow_spinning = 0 unless
 --ort-spinning. ResNet-18 conversion time and .aie load time are printed per
@@ -42,7 +47,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-PEERS = ("ort", "ov-fp32", "ov")
+PEERS = ("ort", "ov-fp32", "ov", "aie-fp32")
 
 
 def blocks(runners: dict[str, Callable[[], object]], runs: int, count: int, pause: float) -> dict[str, tuple]:
@@ -111,7 +116,7 @@ def rss_kib() -> int:
 
 
 def main(argv=None) -> int:
-    from engine.convert import convert_file
+    from engine.convert import PrecisionOptions, convert_file
     from engine.session import InferenceSession
     from models import zoo
 
@@ -130,6 +135,8 @@ def main(argv=None) -> int:
     p.add_argument("--conv-algo", choices=("auto", "gemm", "direct"), default="auto",
                    help="force convolutions onto one path where the params allow it (aie_conv2d_set_algo), "
                         "to compare the paths end to end; default: the library's own choice")
+    p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                   help="what ai-engine's model is converted in (the aie column); aie-fp32 adds fp32 beside it")
     args = p.parse_args(argv)
     peers = [x for x in args.peers.split(",") if x]
     unknown = [x for x in peers if x not in PEERS]
@@ -144,7 +151,8 @@ def main(argv=None) -> int:
         lib().aie_conv2d_set_algo({"gemm": 1, "direct": 2}[args.conv_algo])
     tmp = Path(tempfile.mkdtemp(prefix="aie-bench-"))
     worst = None
-    print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}, conv algo {args.conv_algo}, "
+    print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}, ai-engine {args.precision}, "
+          f"conv algo {args.conv_algo}, "
           f"onnxruntime spinning {'on' if args.ort_spinning else 'off'}; best block median of "
           f"{args.blocks} x {args.runs} calls, {args.pause} s pause before each block")
     cols = "".join(f" {peer + ' ms':>12} {'ratio':>6}" for peer in peers)
@@ -152,13 +160,18 @@ def main(argv=None) -> int:
     for name in args.models.split(","):
         src = zoo.ensure(name, tmp)
         t = time.perf_counter()
-        convert_file(src, tmp / f"{name}.aie")
+        convert_file(src, tmp / f"{name}.aie", precision=PrecisionOptions(args.precision))
         conv_s = time.perf_counter() - t
+        fp32_aie = tmp / f"{name}.aie"
+        if args.precision != "fp32":
+            fp32_aie = tmp / f"{name}.fp32.aie"
+            convert_file(src, fp32_aie)
         t = time.perf_counter()
         InferenceSession(tmp / f"{name}.aie", threads=1)
         load_ms = (time.perf_counter() - t) * 1e3
         for threads in (int(x) for x in args.threads.split(",")):
             sess = InferenceSession(tmp / f"{name}.aie", threads=threads)
+            ref = sess if fp32_aie == tmp / f"{name}.aie" else InferenceSession(fp32_aie, threads=threads)
             ort_run = ort_runner(src, threads, args.ort_spinning) if "ort" in peers else None
             for batch in (int(x) for x in args.batches.split(",")):
                 feeds = zoo.random_inputs(name, batch=batch, seed=0)
@@ -166,12 +179,17 @@ def main(argv=None) -> int:
                 notes = []
                 if ort_run is not None:
                     runners["ort"] = lambda: ort_run(feeds)
+                if "aie-fp32" in peers:
+                    runners["aie-fp32"] = lambda: ref.run(None, feeds)
+                if ref is not sess:
+                    err = max(max_rel_err(o, a) for o, a in zip(sess.run(None, feeds), ref.run(None, feeds)))
+                    notes.append(f"aie {sess.precision} {','.join(sess.kernel_paths.values())}, max rel err {err:.1e}")
                 for peer in ("ov-fp32", "ov"):
                     if peer in peers:
                         run, precision = ov_runner(src, threads, feeds, fp32=peer == "ov-fp32")
                         runners[peer] = (lambda r: lambda: r(feeds))(run)
                         if peer == "ov":
-                            err = max(max_rel_err(o, a) for o, a in zip(run(feeds), sess.run(None, feeds)))
+                            err = max(max_rel_err(o, a) for o, a in zip(run(feeds), ref.run(None, feeds)))
                             notes.append(f"ov {precision}, max rel err {err:.1e}")
                 runs = max(3, args.runs // (4 if batch > 8 else 1))
                 res = blocks(runners, runs, args.blocks, args.pause)
