@@ -28,6 +28,7 @@ from engine.ir import Graph
 from engine.kernels.levels import level
 from engine.onnx_import import import_file
 from engine.passes import passes_for, run_passes
+from engine.passes.precision import precision_of
 from engine.quantize.accuracy import AccuracyReport, compare_outputs, limit_problems
 from engine.quantize.calibration import load_calibration
 from engine.session import InferenceSession, build_plan_for_graph
@@ -174,6 +175,9 @@ def _choose(src, opts: PrecisionOptions, say, notes: list[str]) -> tuple[Graph, 
                      "bf16 would run on the portable path, slower than fp32")
         return fp32, passes, "fp32", None
     bf16, passes16 = _converted(src, "bf16", say)
+    if precision_of(bf16) == "fp32":
+        notes.append("fp32: no node can compute in bf16 (no MatMul, Gemm or Conv with constant weights)")
+        return fp32, passes, "fp32", None
     say("measuring bf16 against fp32")
     acc = _measure(fp32, bf16, _samples(fp32, opts, notes), opts.threads)
     limit = opts.max_rel_err

@@ -118,3 +118,17 @@ def test_auto_under_avx2_picks_fp32_and_a_bf16_file_runs_there(zoo, tmp_path):
     # The same bf16-rounded products; only the fp32 summation order differs between paths.
     np.testing.assert_allclose(there, here, rtol=0, atol=1e-4 * float(np.abs(here).max()))
     assert (there.argmax(1) == here.argmax(1)).all()
+
+
+def test_a_model_without_weights_to_round_stays_fp32(tmp_path):
+    import onnx
+    from onnx import TensorProto, helper
+
+    g = helper.make_graph([helper.make_node("Softmax", ["x"], ["y"], axis=-1)], "softmax",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 5])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "softmax.onnx")
+    summary = convert_file(tmp_path / "softmax.onnx", tmp_path / "softmax.aie", precision=PrecisionOptions("bf16"))
+    assert summary.precision == "fp32" and summary.accuracy is None
+    assert any("no node can compute in bf16" in n for n in summary.notes)
+    assert InferenceSession(tmp_path / "softmax.aie").precision == "fp32"
