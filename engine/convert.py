@@ -50,6 +50,7 @@ class PrecisionOptions:
     max_rel_err: float | None = None
     min_top1_agreement: float | None = None
     threads: int = 1
+    shapes: dict[str, list[int]] | None = None  # random inputs' shapes by input name (else batch 1, symbolic dims 1)
 
 
 @dataclass
@@ -132,6 +133,11 @@ def _samples(graph: Graph, opts: PrecisionOptions, notes: list[str]) -> list[dic
         notes.append(f"compared on {cal.samples} samples from {cal.source}")
         return cal.batches
     shapes = default_shapes(graph)
+    if opts.shapes:
+        shapes = {**(shapes or {}), **{k: tuple(v) for k, v in opts.shapes.items()}}
+        if set(shapes) != {t.name for t in graph.inputs}:
+            raise ConversionError(f"shapes name inputs {sorted(opts.shapes)}, the model's inputs are "
+                                  f"{sorted(t.name for t in graph.inputs)}")
     if shapes is None:
         raise ConversionError("the model has inputs of unknown rank and no sample to compare bf16 against fp32 on",
                               hint="give --sample (the spec's sample): a .npy or .npz of the model's inputs")

@@ -15,9 +15,11 @@ from engine.errors import ConversionError
 
 def precision_options(model: dict) -> PrecisionOptions:
     """The spec's precision keys of one engine.models entry; its sample (the
-    deploy smoke input) is what bf16 is measured against fp32 on."""
+    deploy smoke input) is what bf16 is measured against fp32 on, else random
+    inputs at its shapes."""
     return PrecisionOptions(model.get("precision", "fp32"), sample=model.get("sample"),
-                            max_rel_err=model.get("max_rel_err"), min_top1_agreement=model.get("min_top1_agreement"))
+                            max_rel_err=model.get("max_rel_err"), min_top1_agreement=model.get("min_top1_agreement"),
+                            shapes=model.get("shapes"))
 
 
 def convert_spec_models(spec_paths, out_dir: str | Path, *, progress: Callable[[str], None] | None = None

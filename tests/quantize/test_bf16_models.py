@@ -132,3 +132,22 @@ def test_a_model_without_weights_to_round_stays_fp32(tmp_path):
     assert summary.precision == "fp32" and summary.accuracy is None
     assert any("no node can compute in bf16" in n for n in summary.notes)
     assert InferenceSession(tmp_path / "softmax.aie").precision == "fp32"
+
+
+def test_random_inputs_take_the_given_shapes_and_say_so(tmp_path):
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = np.random.default_rng(2).standard_normal((8, 6)).astype(np.float32)
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "mm",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", "S", 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", "S", 6])],
+                          [numpy_helper.from_array(w, "w")])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "mm.onnx")
+    summary = convert_file(tmp_path / "mm.onnx", tmp_path / "mm.aie",
+                           precision=PrecisionOptions("bf16", shapes={"x": [3, 5, 8]}))
+    assert summary.precision == "bf16" and summary.accuracy.samples == 4 * 3  # 4 seeded batches of 3
+    assert any(n.startswith("no samples: compared on 4 seeded random inputs at x [3, 5, 8]") for n in summary.notes)
+    with pytest.raises(ConversionError, match=r"shapes name inputs \['z'\], the model's inputs are \['x'\]"):
+        convert_file(tmp_path / "mm.onnx", tmp_path / "bad.aie", precision=PrecisionOptions("bf16", shapes={"z": [1]}))
+    assert not (tmp_path / "bad.aie").exists()
