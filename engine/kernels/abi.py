@@ -25,7 +25,8 @@ Op = enum.IntEnum('Op', {'COPY': 1, 'FILL': 2, 'UNARY': 3, 'BINARY': 4, 'CAST': 
     'REDUCE': 8, 'SOFTMAX': 9, 'MATMUL': 10, 'CONV': 11, 'POOL': 12, 'LAYERNORM': 13, 'JUMP_IF_NOT': 14, 'JUMP': 15,
     'PAD': 16, 'RESIZE': 17, 'LSTM': 18, 'ARGMAX': 19, 'GATHER_ELEMENTS': 20, 'CUMSUM': 21, 'CONV_TRANSPOSE': 22,
     'CONV_PACK': 23, 'GLOBAL_POOL': 24, 'GEMM_PACKED': 25, 'BITSHIFT': 26, 'CUMPROD': 27, 'TOPK': 28,
-    'SCATTER_ELEMENTS': 29, 'SCATTER_ND': 30, 'GATHER_ND': 31, 'GRID_SAMPLE': 32, 'RMS_NORM': 33, 'ATTENTION': 34})
+    'SCATTER_ELEMENTS': 29, 'SCATTER_ND': 30, 'GATHER_ND': 31, 'GRID_SAMPLE': 32, 'RMS_NORM': 33, 'ATTENTION': 34,
+    'CONV_BF16': 40})
 
 # AIE_U_*
 Unary = enum.IntEnum('Unary', {'IDENTITY': 0, 'RELU': 1, 'CLIP': 2, 'GELU': 3, 'GELU_TANH': 4, 'SIGMOID': 5,
@@ -55,7 +56,7 @@ OP_NAMES = {Op.COPY: 'copy', Op.FILL: 'fill', Op.UNARY: 'unary', Op.BINARY: 'bin
     Op.CUMSUM: 'cumsum', Op.CONV_TRANSPOSE: 'conv_transpose', Op.CONV_PACK: 'conv_pack',
     Op.GLOBAL_POOL: 'global_pool', Op.GEMM_PACKED: 'gemm_packed', Op.BITSHIFT: 'bitshift', Op.CUMPROD: 'cumprod',
     Op.TOPK: 'topk', Op.SCATTER_ELEMENTS: 'scatter_elements', Op.SCATTER_ND: 'scatter_nd', Op.GATHER_ND: 'gather_nd',
-    Op.GRID_SAMPLE: 'grid_sample', Op.RMS_NORM: 'rms_norm', Op.ATTENTION: 'attention'}
+    Op.GRID_SAMPLE: 'grid_sample', Op.RMS_NORM: 'rms_norm', Op.ATTENTION: 'attention', Op.CONV_BF16: 'conv_bf16'}
 # Unary op -> its lower-case name (the aie_unary API's names)
 UNARY_NAMES = {Unary.IDENTITY: 'identity', Unary.RELU: 'relu', Unary.CLIP: 'clip', Unary.GELU: 'gelu',
     Unary.GELU_TANH: 'gelu_tanh', Unary.SIGMOID: 'sigmoid', Unary.SILU: 'silu', Unary.HARDSWISH: 'hardswish',
@@ -361,7 +362,7 @@ OP_PARAMS = {Op.COPY: CopyStep, Op.FILL: FillStep, Op.UNARY: UnaryStep, Op.BINAR
     Op.CONV_PACK: ConvPackStep, Op.GLOBAL_POOL: GlobalPoolStep, Op.GEMM_PACKED: GemmPackedStep,
     Op.BITSHIFT: BitshiftStep, Op.CUMPROD: AxisStep, Op.TOPK: AxisStep, Op.SCATTER_ELEMENTS: ScatterElementsStep,
     Op.SCATTER_ND: ScatterNdStep, Op.GATHER_ND: GatherNdStep, Op.GRID_SAMPLE: GridSampleStep, Op.RMS_NORM: NormStep,
-    Op.ATTENTION: AttentionStep}
+    Op.ATTENTION: AttentionStep, Op.CONV_BF16: ConvStep}
 
 # C name -> struct class, for the layout test
 STRUCTS = {'aie_exec_plan': ExecPlan, 'aie_step_record': StepRecord, 'aie_tensor_record': TensorRecord,
