@@ -6,7 +6,9 @@ The packed blob becomes a new initializer (uint8, 64-byte aligned in the
 packed for in `_packed_isa`. The raw weights stay in the file too: a host
 whose selected ISA differs (or a forced AIE_ISA) packs again from them when
 it builds a plan, instead of failing. Weights shared by several nodes with
-the same packing are packed once.
+the same packing are packed once. A group-1 Conv marked `_precision: bf16`
+gets its bf16 blob instead (engine.kernels.conv_lowp: one layout for every
+ISA, so it carries no `_packed_isa`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import numpy as np
 
 from engine.errors import KernelError
 from engine.ir import Graph
+from engine.kernels.conv_lowp import pack_conv_bf16
 from engine.packing import conv_params, host_isa, pack_conv, pack_gemm_b, winograd_wins
 
 
@@ -54,12 +57,28 @@ def _pack(node, inits) -> tuple[tuple, np.ndarray | None] | None:
     return None
 
 
+def _pack_conv_bf16(node, inits) -> tuple[tuple, np.ndarray | None] | None:
+    """A group-1 Conv marked `_precision: bf16`: its weights rounded to bf16
+    in the bf16 GEMM's layout, the same at every ISA level (no _packed_isa)."""
+    if node.op != "Conv" or node.attrs.get("_precision") != "bf16" or int(node.attrs.get("group", 1)) != 1:
+        return None
+    if len(node.inputs) < 2 or node.inputs[1] not in inits:
+        return None
+    w = inits[node.inputs[1]]
+    if w.dtype != np.float32 or w.ndim not in (3, 4) or w.size == 0:
+        return None
+    return (node.inputs[1], "conv_bf16"), (lambda: pack_conv_bf16(w.reshape(w.shape[:2] + (1,) + w.shape[2:])
+                                                                   if w.ndim == 3 else w))
+
+
 def prepack_weights(graph: Graph) -> Graph:
     isa = host_isa()
     inits = graph.initializers
     done: dict[tuple, str] = {}
     for node in graph.nodes:
-        job = _pack(node, inits)
+        job = _pack_conv_bf16(node, inits)
+        any_isa = job is not None
+        job = job or _pack(node, inits)
         if job is None or len(node.inputs) > 5:
             continue
         key, pack = job
@@ -76,5 +95,6 @@ def prepack_weights(graph: Graph) -> Graph:
         ins = (list(node.inputs) + [""] * 4)
         ins[3] = done[key]
         node.inputs = ins[:max(4, len(node.inputs))]
-        node.attrs["_packed_isa"] = isa
+        if not any_isa:
+            node.attrs["_packed_isa"] = isa
     return graph
