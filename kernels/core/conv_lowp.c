@@ -87,18 +87,40 @@ typedef struct {
     int64_t P, Q, D, kp;
     const float *x;
     aie_bf16_cvt_fn cvt;
+    /* Convs with several taps read each input R*S times: x is converted once
+     * into a zero-padded bf16 image (N x Hp x Wp x C, every tap inside it),
+     * and im2col copies bf16 runs from it; NULL for 1x1 convs. */
+    aie_bf16 *xb;
+    int64_t hp, wp;
 } im2col_src;
 
+/* d[i] = s[i] for i < n <= 32 in fixed-size moves: gcc turns a variable
+ * memcpy into `rep movs`, whose start-up costs more than these short runs. */
+static inline void copy_bf16(aie_bf16 *d, const aie_bf16 *s, int64_t n) {
+    if (n == LOWP_KCHUNK_BF16) {
+        memcpy(d, s, LOWP_KCHUNK_BF16 * sizeof *d);
+        return;
+    }
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) memcpy(d + i, s + i, 8 * sizeof *d);
+    for (; i + 2 <= n; i += 2) memcpy(d + i, s + i, 2 * sizeof *d);
+    if (i < n) d[i] = s[i];
+}
+
 /* Elements [k0, k0 + n) of one strip row (element k at row[(k / 32) * 16 *
- * 32 + k % 32]) from n fp32 values (src) or zeros (src NULL); a run is cut
- * where it crosses a k-chunk. */
-static void put_run(const im2col_src *s, aie_bf16 *row, int64_t k0, const float *src, int64_t n) {
+ * 32 + k % 32]) from n fp32 values (src, converted), n bf16 values (srcb,
+ * copied) or zeros (both NULL); a run is cut where it crosses a k-chunk. */
+static void put_run(const im2col_src *s, aie_bf16 *row, int64_t k0, const float *src, const aie_bf16 *srcb,
+                    int64_t n) {
     while (n > 0) {
         const int64_t off = k0 % LOWP_KCHUNK_BF16, take = min64(LOWP_KCHUNK_BF16 - off, n);
         aie_bf16 *d = row + (k0 / LOWP_KCHUNK_BF16) * (LOWP_STRIP * LOWP_KCHUNK_BF16) + off;
         if (src) {
             s->cvt(src, d, take);
             src += take;
+        } else if (srcb) {
+            copy_bf16(d, srcb, take);
+            srcb += take;
         } else {
             memset(d, 0, (size_t)take * sizeof *d);
         }
@@ -109,28 +131,61 @@ static void put_run(const im2col_src *s, aie_bf16 *row, int64_t k0, const float 
 
 /* The im2col row of output pixel m: taps (r, s) in order, C channels each;
  * taps outside the input are zeros (padding), then zeros up to kp. A kernel
- * row whose S taps are all inside is one run of S*C floats when dil_w == 1
- * (neighbours in NHWC): a 1x1 stride-1 conv's row is x's pixel itself. */
+ * row whose S taps are neighbours (dil_w == 1) is one run of S*C values in
+ * NHWC: a 1x1 stride-1 conv's row is x's pixel itself. */
 static void pack_row(const im2col_src *s, int64_t m, aie_bf16 *row) {
     const aie_conv2d_params *p = s->p;
     const int64_t q = m % s->Q, t = m / s->Q, oh = t % s->P, n = t / s->P;
     const int64_t ih0 = oh * p->stride_h - p->pad_top, iw0 = q * p->stride_w - p->pad_left, C = p->C;
-    const float *img = s->x + n * p->H * p->W * C;
     int64_t k = 0;
-    for (int64_t r = 0; r < p->R; r++, k += p->S * C) {
-        const int64_t ih = ih0 + r * p->dil_h;
-        if (ih < 0 || ih >= p->H) {
-            put_run(s, row, k, NULL, p->S * C);
-        } else if (p->dil_w == 1 && iw0 >= 0 && iw0 + p->S <= p->W) {
-            put_run(s, row, k, img + (ih * p->W + iw0) * C, p->S * C);
-        } else {
-            for (int64_t c = 0; c < p->S; c++) {
-                const int64_t iw = iw0 + c * p->dil_w;
-                put_run(s, row, k + c * C, iw >= 0 && iw < p->W ? img + (ih * p->W + iw) * C : NULL, C);
+    if (s->xb) { /* padded: every tap is inside, at (ih + pad_top, iw + pad_left) */
+        const aie_bf16 *img = s->xb + n * s->hp * s->wp * C;
+        for (int64_t r = 0; r < p->R; r++, k += p->S * C) {
+            const aie_bf16 *line = img + ((ih0 + r * p->dil_h + p->pad_top) * s->wp + iw0 + p->pad_left) * C;
+            if (p->dil_w == 1) put_run(s, row, k, NULL, line, p->S * C);
+            else
+                for (int64_t c = 0; c < p->S; c++) put_run(s, row, k + c * C, NULL, line + c * p->dil_w * C, C);
+        }
+    } else {
+        const float *img = s->x + n * p->H * p->W * C;
+        for (int64_t r = 0; r < p->R; r++, k += p->S * C) {
+            const int64_t ih = ih0 + r * p->dil_h;
+            if (ih < 0 || ih >= p->H) {
+                put_run(s, row, k, NULL, NULL, p->S * C);
+            } else if (p->dil_w == 1 && iw0 >= 0 && iw0 + p->S <= p->W) {
+                put_run(s, row, k, img + (ih * p->W + iw0) * C, NULL, p->S * C);
+            } else {
+                for (int64_t c = 0; c < p->S; c++) {
+                    const int64_t iw = iw0 + c * p->dil_w;
+                    put_run(s, row, k + c * C, iw >= 0 && iw < p->W ? img + (ih * p->W + iw) * C : NULL, NULL, C);
+                }
             }
         }
     }
-    put_run(s, row, s->D, NULL, s->kp - s->D);
+    put_run(s, row, s->D, NULL, NULL, s->kp - s->D);
+}
+
+/* Row t (of N * Hp) of the padded bf16 image: zeros in the padding. */
+static void pad_row_task(void *ctx, int64_t t, int worker) {
+    const im2col_src *s = ctx;
+    const aie_conv2d_params *p = s->p;
+    (void)worker;
+    const int64_t n = t / s->hp, h = t % s->hp - p->pad_top, C = p->C;
+    aie_bf16 *d = s->xb + t * s->wp * C;
+    if (h < 0 || h >= p->H) {
+        memset(d, 0, (size_t)(s->wp * C) * sizeof *d);
+        return;
+    }
+    memset(d, 0, (size_t)(p->pad_left * C) * sizeof *d);
+    s->cvt(s->x + (n * p->H + h) * p->W * C, d + p->pad_left * C, p->W * C);
+    memset(d + (p->pad_left + p->W) * C, 0, (size_t)(p->pad_right * C) * sizeof *d);
+}
+
+/* Bytes of the padded bf16 image (0 for 1x1 convs, which read x in place). */
+static size_t padded_bytes(const aie_conv2d_params *p) {
+    if (p->R * p->S == 1) return 0;
+    const int64_t hp = p->H + p->pad_top + p->pad_bottom, wp = p->W + p->pad_left + p->pad_right;
+    return AIE_ROUND_UP((size_t)(p->N * hp * wp * p->C) * sizeof(aie_bf16), AIE_ALIGN);
 }
 
 /* Rows [i0, i0 + mc) into whole 16-row strips; rows past mc are zeros. */
@@ -139,7 +194,7 @@ static void pack_a(const im2col_src *s, int64_t i0, int64_t mc, aie_bf16 *dst) {
     for (int64_t r = 0; r < rows; r++) {
         aie_bf16 *row = dst + (r / LOWP_STRIP) * ss + (r % LOWP_STRIP) * LOWP_KCHUNK_BF16;
         if (r < mc) pack_row(s, i0 + r, row);
-        else put_run(s, row, 0, NULL, s->kp);
+        else put_run(s, row, 0, NULL, NULL, s->kp);
     }
 }
 
@@ -249,7 +304,8 @@ size_t aie_conv2d_bf16_workspace_size(const aie_conv2d_params *p, int nthreads) 
     const int64_t M = p->N * P * Q;
     if (M == 0) return 0;
     /* + AIE_ALIGN: the caller's pointer may be unaligned */
-    return slot_bytes(M, p->K, AIE_ROUND_UP(depth(p), LOWP_KCHUNK_BF16)) * (size_t)eff_threads(nthreads) + AIE_ALIGN;
+    return padded_bytes(p) + slot_bytes(M, p->K, AIE_ROUND_UP(depth(p), LOWP_KCHUNK_BF16)) * (size_t)eff_threads(nthreads) +
+           AIE_ALIGN;
 }
 
 int aie_conv2d_bf16(const aie_conv2d_params *p, const float *x, const void *packed_w, const float *bias,
@@ -268,7 +324,7 @@ int aie_conv2d_bf16(const aie_conv2d_params *p, const float *x, const void *pack
     const int64_t D = depth(p), kp = AIE_ROUND_UP(D, LOWP_KCHUNK_BF16);
     conv_job j = {
         .kt = aie_kernels(),
-        .src = {p, P, Q, D, kp, x, NULL},
+        .src = {p, P, Q, D, kp, x, NULL, NULL, 0, 0},
         .M = M, .N = p->K,
         /* the conv header, then the bf16 GEMM's header (64 bytes), then the panels */
         .bpanels = (const aie_bf16 *)((const char *)packed_w + sizeof(aie_conv_pack_header) + 64),
@@ -284,10 +340,17 @@ int aie_conv2d_bf16(const aie_conv2d_params *p, const float *x, const void *pack
     const double flops = 2.0 * (double)M * (double)p->K * (double)D;
     if (flops / CONV_BF16_MIN_FLOPS_PER_THREAD < nt) nt = (int)max64(1, (int64_t)(flops / CONV_BF16_MIN_FLOPS_PER_THREAD));
     char *base;
-    rc = aie_workspace_layout(op, "aie_conv2d_bf16_workspace_size", workspace, workspace_size, 0, j.slot_bytes, M,
-                              p->K, D, &base, &nt);
+    const size_t padded = padded_bytes(p);
+    rc = aie_workspace_layout(op, "aie_conv2d_bf16_workspace_size", workspace, workspace_size, padded, j.slot_bytes,
+                              M, p->K, D, &base, &nt);
     if (rc) return rc;
-    j.slots = base;
+    j.slots = base + padded;
+    if (padded) {
+        j.src.xb = (aie_bf16 *)base;
+        j.src.hp = p->H + p->pad_top + p->pad_bottom;
+        j.src.wp = p->W + p->pad_left + p->pad_right;
+        aie_parallel_dynamic(p->N * j.src.hp, nt, pad_row_task, &j.src);
+    }
     aie_gemm_plan_tiles(M, p->K, CONV_BF16_MC, LOWP_MR, LOWP_NR, nt, &j.tile_m, &j.tile_n);
     j.tiles_n = (p->K + j.tile_n - 1) / j.tile_n;
     aie_parallel_dynamic((M + j.tile_m - 1) / j.tile_m * j.tiles_n, nt, tile_task, &j);

@@ -13,10 +13,12 @@
  * rather than multiply-bound anyway.
  *
  * Algorithm: one implicit GEMM, M = N*P*Q output pixels x N = K channels x
- * depth R*S*C. Each task converts its rows of the im2col matrix to bf16
- * straight into the micro-kernels' A strips (no fp32 or full im2col buffer;
- * a 1x1 stride-1 unpadded conv reads each pixel's C channels as its row, a
- * plain GEMM on x), then runs the 32 x 32 blocks against the packed weights.
+ * depth R*S*C. Each task writes its rows of the im2col matrix in bf16
+ * straight into the micro-kernels' A strips (no full im2col buffer), then
+ * runs the 32 x 32 blocks against the packed weights. A conv with several
+ * taps first converts x once into a zero-padded bf16 image in the workspace
+ * (each input is read R*S times: converted once, copied after); a 1x1 conv
+ * converts its rows from x directly (stride 1, unpadded: a plain GEMM on x).
  * Threads split the output as the bf16 GEMM does (aie_gemm_plan_tiles);
  * each element's arithmetic depends only on the level, so results are
  * bitwise equal for any thread count. Every shape runs on one AMX tile
