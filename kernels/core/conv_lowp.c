@@ -165,6 +165,34 @@ static void pack_row(const im2col_src *s, int64_t m, aie_bf16 *row) {
     put_run(s, row, s->D, NULL, NULL, s->kp - s->D);
 }
 
+/* d[0, n) = s[0, n) in 16-byte moves, reading and writing up to 7 elements
+ * past n: callers leave room behind both (and write what follows later). */
+static inline void copy_over(aie_bf16 *d, const aie_bf16 *s, int64_t n) {
+    for (int64_t i = 0; i < n; i += 8) memcpy(d + i, s + i, 8 * sizeof *d);
+}
+
+/* pack_row for a padded image whose taps' runs do not fall on k-chunk
+ * boundaries (C not a multiple of 32: the 3-channel stem's runs are 21
+ * values): the row is assembled in `line` (kp + 8 elements) in a few
+ * overlapping moves per run, then copied into the strip chunk by chunk,
+ * instead of a short cut copy at every chunk boundary. */
+static void stage_row(const im2col_src *s, int64_t m, aie_bf16 *line, aie_bf16 *row) {
+    const aie_conv2d_params *p = s->p;
+    const int64_t q = m % s->Q, t = m / s->Q, oh = t % s->P, n = t / s->P, C = p->C;
+    const aie_bf16 *img = s->xb + n * s->hp * s->wp * C;
+    int64_t k = 0;
+    for (int64_t r = 0; r < p->R; r++, k += p->S * C) {
+        const aie_bf16 *src = img + ((oh * p->stride_h + r * p->dil_h) * s->wp + q * p->stride_w) * C;
+        if (p->dil_w == 1) copy_over(line + k, src, p->S * C);
+        else
+            for (int64_t c = 0; c < p->S; c++) copy_over(line + k + c * C, src + c * p->dil_w * C, C);
+    }
+    memset(line + s->D, 0, (size_t)(s->kp - s->D) * sizeof *line);
+    for (int64_t c = 0; c < s->kp; c += LOWP_KCHUNK_BF16)
+        memcpy(row + (c / LOWP_KCHUNK_BF16) * (LOWP_STRIP * LOWP_KCHUNK_BF16), line + c,
+               LOWP_KCHUNK_BF16 * sizeof *line);
+}
+
 /* Row t (of N * Hp) of the padded bf16 image: zeros in the padding. */
 static void pad_row_task(void *ctx, int64_t t, int worker) {
     const im2col_src *s = ctx;
@@ -185,15 +213,18 @@ static void pad_row_task(void *ctx, int64_t t, int worker) {
 static size_t padded_bytes(const aie_conv2d_params *p) {
     if (p->R * p->S == 1) return 0;
     const int64_t hp = p->H + p->pad_top + p->pad_bottom, wp = p->W + p->pad_left + p->pad_right;
-    return AIE_ROUND_UP((size_t)(p->N * hp * wp * p->C) * sizeof(aie_bf16), AIE_ALIGN);
+    /* + 8 elements: copy_over reads up to 7 past a run */
+    return AIE_ROUND_UP((size_t)(p->N * hp * wp * p->C + 8) * sizeof(aie_bf16), AIE_ALIGN);
 }
 
 /* Rows [i0, i0 + mc) into whole 16-row strips; rows past mc are zeros. */
-static void pack_a(const im2col_src *s, int64_t i0, int64_t mc, aie_bf16 *dst) {
+static void pack_a(const im2col_src *s, int64_t i0, int64_t mc, aie_bf16 *dst, aie_bf16 *line) {
     const int64_t rows = AIE_ROUND_UP(mc, LOWP_STRIP), ss = s->kp * LOWP_STRIP;
+    const int staged = s->xb && s->p->C % LOWP_KCHUNK_BF16 != 0;
     for (int64_t r = 0; r < rows; r++) {
         aie_bf16 *row = dst + (r / LOWP_STRIP) * ss + (r % LOWP_STRIP) * LOWP_KCHUNK_BF16;
-        if (r < mc) pack_row(s, i0 + r, row);
+        if (r < mc && staged) stage_row(s, i0 + r, line, row);
+        else if (r < mc) pack_row(s, i0 + r, row);
         else put_run(s, row, 0, NULL, NULL, s->kp);
     }
 }
@@ -210,7 +241,7 @@ typedef struct {
     int has_ep;
     float *y;
     char *slots; /* per worker: the A block, then up to CONV_BF16_MC x CONV_BF16_NB sums */
-    size_t a_bytes, slot_bytes;
+    size_t a_bytes, slot_bytes, line_off;
     int64_t acc_ld;
     int64_t tile_m, tile_n, tiles_n;
 } conv_job;
@@ -257,7 +288,7 @@ static void tile_task(void *ctx, int64_t t, int worker) {
     float *acc = (float *)(slot + j->a_bytes);
     const int64_t kp = j->src.kp, ss = kp * LOWP_STRIP;
     const lowp_bf16_kernels *kb = j->kt->bf16;
-    pack_a(&j->src, i0, mc, pa);
+    pack_a(&j->src, i0, mc, pa, (aie_bf16 *)(slot + j->line_off));
     if (kb->begin) kb->begin();
     for (int64_t cb = n0; cb < n1; cb += CONV_BF16_NB) {
         const int64_t nb = min64(CONV_BF16_NB, n1 - cb);
@@ -289,8 +320,13 @@ static size_t a_block_bytes(int64_t M, int64_t kp) {
     return AIE_ROUND_UP((size_t)block_rows(M) * (size_t)kp * sizeof(aie_bf16), AIE_ALIGN);
 }
 
+/* The sums of a slot (after its A block), then stage_row's line. */
+static size_t acc_bytes(int64_t M, int64_t N) {
+    return AIE_ROUND_UP((size_t)block_rows(M) * (size_t)acc_cols(N) * sizeof(float), AIE_ALIGN);
+}
+
 static size_t slot_bytes(int64_t M, int64_t N, int64_t kp) {
-    return a_block_bytes(M, kp) + AIE_ROUND_UP((size_t)block_rows(M) * (size_t)acc_cols(N) * sizeof(float), AIE_ALIGN);
+    return a_block_bytes(M, kp) + acc_bytes(M, N) + AIE_ROUND_UP((size_t)(kp + 8) * sizeof(aie_bf16), AIE_ALIGN);
 }
 
 static int eff_threads(int nthreads) {
@@ -333,6 +369,7 @@ int aie_conv2d_bf16(const aie_conv2d_params *p, const float *x, const void *pack
         .has_ep = bias != NULL || e.act != AIE_U_IDENTITY,
         .y = y,
         .a_bytes = a_block_bytes(M, kp), .slot_bytes = slot_bytes(M, p->K, kp),
+        .line_off = a_block_bytes(M, kp) + acc_bytes(M, p->K),
         .acc_ld = acc_cols(p->K),
     };
     j.src.cvt = j.kt->bf16_cvt;
@@ -349,6 +386,7 @@ int aie_conv2d_bf16(const aie_conv2d_params *p, const float *x, const void *pack
         j.src.xb = (aie_bf16 *)base;
         j.src.hp = p->H + p->pad_top + p->pad_bottom;
         j.src.wp = p->W + p->pad_left + p->pad_right;
+        memset(j.src.xb + p->N * j.src.hp * j.src.wp * p->C, 0, 8 * sizeof(aie_bf16)); /* copy_over's slack */
         aie_parallel_dynamic(p->N * j.src.hp, nt, pad_row_task, &j.src);
     }
     aie_gemm_plan_tiles(M, p->K, CONV_BF16_MC, LOWP_MR, LOWP_NR, nt, &j.tile_m, &j.tile_n);
