@@ -142,9 +142,16 @@ static void pack_row(const im2col_src *s, int64_t m, aie_bf16 *row) {
         const aie_bf16 *img = s->xb + n * s->hp * s->wp * C;
         for (int64_t r = 0; r < p->R; r++, k += p->S * C) {
             const aie_bf16 *line = img + ((ih0 + r * p->dil_h + p->pad_top) * s->wp + iw0 + p->pad_left) * C;
-            if (p->dil_w == 1) put_run(s, row, k, NULL, line, p->S * C);
-            else
+            if (C % LOWP_KCHUNK_BF16 == 0) { /* whole chunks (stage_row takes the others) */
+                aie_bf16 *d = row + (k / LOWP_KCHUNK_BF16) * (LOWP_STRIP * LOWP_KCHUNK_BF16);
+                for (int64_t c = 0; c < p->S; c++, line += p->dil_w * C)
+                    for (int64_t e = 0; e < C; e += LOWP_KCHUNK_BF16, d += LOWP_STRIP * LOWP_KCHUNK_BF16)
+                        memcpy(d, line + e, LOWP_KCHUNK_BF16 * sizeof *d);
+            } else if (p->dil_w == 1) {
+                put_run(s, row, k, NULL, line, p->S * C);
+            } else {
                 for (int64_t c = 0; c < p->S; c++) put_run(s, row, k + c * C, NULL, line + c * p->dil_w * C, C);
+            }
         }
     } else {
         const float *img = s->x + n * p->H * p->W * C;
