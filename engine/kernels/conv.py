@@ -56,6 +56,11 @@ def _c():
             ("aie_conv2d_winograd_packed_size", sz, [cp]),
             ("aie_conv2d_pack_winograd", ctypes.c_int, [cp, vp, vp, sz]),
             ("aie_conv2d", ctypes.c_int, [cp, vp, vp, vp, vp, ep, vp, vp, sz, ctypes.c_int]),
+            ("aie_conv2d_bf16_packed_size", sz, [cp]),  # engine.kernels.conv_lowp
+            ("aie_conv2d_bf16_pack_weights", ctypes.c_int, [cp, vp, vp, sz]),
+            ("aie_conv2d_bf16_workspace_size", sz, [cp, ctypes.c_int]),
+            ("aie_conv2d_bf16", ctypes.c_int, [cp, vp, vp, vp, vp, ep, vp, vp, sz, ctypes.c_int]),
+            ("aie_conv2d_bf16_path", ctypes.c_char_p, []),
             ("aie_conv_transpose2d_output_shape", ctypes.c_int, [cp, i64p, i64p]),
             ("aie_conv_transpose2d_packed_size", sz, [cp]),
             ("aie_conv_transpose2d_pack_weights", ctypes.c_int, [cp, vp, vp, sz]),

@@ -25,25 +25,10 @@ from engine.kernels.conv import (ConvParams, _aligned_bytes, _c, _conv_operands,
 # version, isa, kind as little-endian uint32s; kind 5 = AIE_CONV_PACK_BF16.
 _CONV_PACK_MAGIC, _CONV_PACK_BF16 = 0x43454941, 5
 
-_bound = False
-
 
 def _lib():
-    global _bound
-    h = _c()
-    if not _bound:
-        cp, vp, sz = ctypes.POINTER(ConvParams), ctypes.c_void_p, ctypes.c_size_t
-        for name, res, args in (
-            ("aie_conv2d_bf16_packed_size", sz, [cp]),
-            ("aie_conv2d_bf16_pack_weights", ctypes.c_int, [cp, vp, vp, sz]),
-            ("aie_conv2d_bf16_workspace_size", sz, [cp, ctypes.c_int]),
-            ("aie_conv2d_bf16", ctypes.c_int, [cp, vp, vp, vp, vp, vp, vp, vp, sz, ctypes.c_int]),
-            ("aie_conv2d_bf16_path", ctypes.c_char_p, []),
-        ):
-            fn = getattr(h, name)
-            fn.restype, fn.argtypes = res, args
-        _bound = True
-    return h
+    """The library, its conv signatures (these included) declared by engine.kernels.conv."""
+    return _c()
 
 
 def conv_bf16_path() -> str:

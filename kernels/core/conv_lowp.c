@@ -347,8 +347,8 @@ size_t aie_conv2d_bf16_workspace_size(const aie_conv2d_params *p, int nthreads) 
     const int64_t M = p->N * P * Q;
     if (M == 0) return 0;
     /* + AIE_ALIGN: the caller's pointer may be unaligned */
-    return padded_bytes(p) + slot_bytes(M, p->K, AIE_ROUND_UP(depth(p), LOWP_KCHUNK_BF16)) * (size_t)eff_threads(nthreads) +
-           AIE_ALIGN;
+    const size_t slot = slot_bytes(M, p->K, AIE_ROUND_UP(depth(p), LOWP_KCHUNK_BF16));
+    return padded_bytes(p) + slot * (size_t)eff_threads(nthreads) + AIE_ALIGN;
 }
 
 int aie_conv2d_bf16(const aie_conv2d_params *p, const float *x, const void *packed_w, const float *bias,
@@ -382,7 +382,8 @@ int aie_conv2d_bf16(const aie_conv2d_params *p, const float *x, const void *pack
     j.src.cvt = j.kt->bf16_cvt;
     int nt = eff_threads(nthreads);
     const double flops = 2.0 * (double)M * (double)p->K * (double)D;
-    if (flops / CONV_BF16_MIN_FLOPS_PER_THREAD < nt) nt = (int)max64(1, (int64_t)(flops / CONV_BF16_MIN_FLOPS_PER_THREAD));
+    if (flops / CONV_BF16_MIN_FLOPS_PER_THREAD < nt)
+        nt = (int)max64(1, (int64_t)(flops / CONV_BF16_MIN_FLOPS_PER_THREAD));
     char *base;
     const size_t padded = padded_bytes(p);
     rc = aie_workspace_layout(op, "aie_conv2d_bf16_workspace_size", workspace, workspace_size, padded, j.slot_bytes,
