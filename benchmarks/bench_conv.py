@@ -15,6 +15,8 @@ the median per-call time of each and the median of the per-block ratios.
                             weights come from memory as inside a model,
                             not from cache as in a loop over one layer)
     ... --algo winograd    (Winograd packing for every 3x3 stride-1 layer)
+    ... --bf16             (add our bf16 conv, conv2d_bf16, on every group-1 layer: its time
+                            and the speed-up over our fp32 conv, timed as a pair)
 
 The "path" column is the engine's algorithm for the layer: the library's
 own choice (auto), including Winograd where aie_conv2d_winograd_wins says so.
@@ -116,8 +118,9 @@ def _path(kernels, x_shape, w_shape, stride, pad, group, winograd: bool) -> str:
     return _ALGO_NAMES.get(fn(ctypes.byref(p)), "?")
 
 
-def run(threads_list=(1, 2), repeats=11, budget_s=2.0, name_filter="", weight_sets=1, algo="auto"):
+def run(threads_list=(1, 2), repeats=11, budget_s=2.0, name_filter="", weight_sets=1, algo="auto", bf16=False):
     from engine import kernels
+    from engine.kernels.conv_lowp import conv2d_bf16, pack_conv_weights_bf16
 
     rng = np.random.default_rng(0)
     rows = []
@@ -165,6 +168,21 @@ def run(threads_list=(1, 2), repeats=11, budget_s=2.0, name_filter="", weight_se
                              ratio=ratio, gflops=flops / t_ours / 1e9, ort_gflops=flops / t_ort / 1e9, err=err))
             print(f"  {name:28s} t={nt}  {path:9s} ours {t_ours * 1e3:8.3f} ms  ort {t_ort * 1e3:8.3f} ms  "
                   f"ratio {ratio:5.2f}  max rel err {err:.1e}", flush=True)
+            if bf16 and group == 1:
+                packs16 = [pack_conv_weights_bf16(w) for w in wts]
+                out16 = np.empty_like(out)
+                err16 = float(np.max(np.abs(conv2d_bf16(x, packs16[0], b, **dict(kw, out=out16)) - want))
+                              / (np.max(np.abs(want)) + 1e-30))
+                turn["bf16"] = 0
+
+                def ours_bf16():
+                    turn["bf16"] = (turn["bf16"] + 1) % len(packs16)
+                    conv2d_bf16(x, packs16[turn["bf16"]], b, **dict(kw, out=out16))
+
+                t16, t32, r16 = _paired_seconds(ours_bf16, ours, repeats, budget_s)
+                rows[-1].update(bf16_ms=t16 * 1e3, bf16_speedup=1 / r16, bf16_err=err16)
+                print(f"  {'':28s}      bf16      ours {t16 * 1e3:8.3f} ms  fp32 {t32 * 1e3:8.3f} ms  "
+                      f"speed-up {1 / r16:5.2f}  max rel err {err16:.1e}", flush=True)
     return rows
 
 
@@ -179,6 +197,13 @@ def markdown(rows) -> str:
         ratios = [r["ratio"] for r in rows if r["threads"] == nt]
         geo = float(np.exp(np.mean(np.log(ratios))))
         lines.append(f"\nGeometric mean ratio at {nt} thread(s): {geo:.2f} over {len(ratios)} layers.")
+    bf16 = [r for r in rows if "bf16_ms" in r]
+    if bf16:
+        lines += ["", "| layer | threads | engine fp32 ms | engine bf16 ms | bf16 speed-up | bf16 GFLOP/s | "
+                  "bf16 max rel err |", "|---|---|---|---|---|---|---|"]
+        lines += [f"| {r['name']} | {r['threads']} | {r['ours_ms']:.3f} | {r['bf16_ms']:.3f} | "
+                  f"{r['bf16_speedup']:.2f} | {r['gflops'] * r['ours_ms'] / r['bf16_ms']:.1f} | {r['bf16_err']:.1e} |"
+                  for r in bf16]
     return "\n".join(lines)
 
 
@@ -214,6 +239,8 @@ def main() -> None:
     ap.add_argument("--weight-sets", type=int, default=1,
                     help="copies of the weights rotated call by call on both sides (default 1; 8: weights "
                          "come from memory, as inside a model)")
+    ap.add_argument("--bf16", action="store_true",
+                    help="add our bf16 conv (conv2d_bf16) on every group-1 layer, timed against our fp32 conv")
     args = ap.parse_args()
     threads = tuple(int(t) for t in args.threads.split(","))
     repeats, budget = (5, 0.6) if args.quick else (11, 2.0)
@@ -224,7 +251,7 @@ def main() -> None:
 
         lib().aie_conv2d_set_algo.argtypes = [ctypes.c_int]
         lib().aie_conv2d_set_algo({"gemm": 1, "direct": 2}[args.algo])
-    rows = run(threads, repeats, budget, args.filter, args.weight_sets, args.algo)
+    rows = run(threads, repeats, budget, args.filter, args.weight_sets, args.algo, args.bf16)
     print()
     print(header() + (f", {args.weight_sets} weight sets in rotation" if args.weight_sets > 1 else "")
           + (f", algo {args.algo}" if args.algo != "auto" else ""))

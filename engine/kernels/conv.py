@@ -56,6 +56,11 @@ def _c():
             ("aie_conv2d_winograd_packed_size", sz, [cp]),
             ("aie_conv2d_pack_winograd", ctypes.c_int, [cp, vp, vp, sz]),
             ("aie_conv2d", ctypes.c_int, [cp, vp, vp, vp, vp, ep, vp, vp, sz, ctypes.c_int]),
+            ("aie_conv2d_bf16_packed_size", sz, [cp]),  # engine.kernels.conv_lowp
+            ("aie_conv2d_bf16_pack_weights", ctypes.c_int, [cp, vp, vp, sz]),
+            ("aie_conv2d_bf16_workspace_size", sz, [cp, ctypes.c_int]),
+            ("aie_conv2d_bf16", ctypes.c_int, [cp, vp, vp, vp, vp, ep, vp, vp, sz, ctypes.c_int]),
+            ("aie_conv2d_bf16_path", ctypes.c_char_p, []),
             ("aie_conv_transpose2d_output_shape", ctypes.c_int, [cp, i64p, i64p]),
             ("aie_conv_transpose2d_packed_size", sz, [cp]),
             ("aie_conv_transpose2d_pack_weights", ctypes.c_int, [cp, vp, vp, sz]),
@@ -213,22 +218,19 @@ def winograd_wins(x_shape, w_shape, *, strides=(1, 1), pads=(0, 0, 0, 0), dilati
     return bool(_c().aie_conv2d_winograd_wins(ctypes.byref(params)))
 
 
-def conv2d_packed(x_nhwc: np.ndarray, packed: PackedConvWeights, bias: np.ndarray | None = None, *,
-                  strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), activation=None,
-                  residual: np.ndarray | None = None, threads: int | None = None,
-                  out: np.ndarray | None = None) -> np.ndarray:
-    """NHWC convolution with pre-packed weights; returns N x P x Q x K float32
-    (written into `out` when given; `residual` may be `out` itself)."""
+def _conv_operands(what: str, x_nhwc, weight_shape, group: int, bias, residual, out, strides, pads, dilations):
+    """(params, x, bias, residual, y) of a Conv call, every argument checked
+    (one ValueError naming it); y is `out` or a new N x P x Q x K array."""
     x = _f32_array("x", x_nhwc, 4)
-    k, cg, r, s = packed.weight_shape
-    _check_group(packed.group, x.shape[3], k, cg, "conv2d")
+    k, cg, r, s = weight_shape
+    _check_group(group, x.shape[3], k, cg, what)
     strides = _ints("strides", strides, 2, 1)
     dilations = _ints("dilations", dilations, 2, 1)
     pads = _ints("pads", pads, 4, 0)
-    params = _conv_params(x.shape, k, cg, r, s, strides, pads, dilations, packed.group)
+    params = _conv_params(x.shape, k, cg, r, s, strides, pads, dilations, group)
     h = _c()
     p, q = ctypes.c_int64(), ctypes.c_int64()
-    _shape_or_raise(h.aie_conv2d_output_shape(ctypes.byref(params), ctypes.byref(p), ctypes.byref(q)), "conv2d")
+    _shape_or_raise(h.aie_conv2d_output_shape(ctypes.byref(params), ctypes.byref(p), ctypes.byref(q)), what)
     y_shape = (x.shape[0], p.value, q.value, k)
     if bias is not None:
         bias = _f32_array("bias", bias, 1)
@@ -238,8 +240,6 @@ def conv2d_packed(x_nhwc: np.ndarray, packed: PackedConvWeights, bias: np.ndarra
         residual = _f32_array("residual", residual, 4)
         if residual.shape != y_shape:
             raise ValueError(f"residual: expected the output shape {y_shape}, got {residual.shape}")
-    ep = _epilogue(activation)
-    nt = _threads(threads)
     if out is None:
         y = np.empty(y_shape, dtype=np.float32)
     else:
@@ -250,6 +250,20 @@ def conv2d_packed(x_nhwc: np.ndarray, packed: PackedConvWeights, bias: np.ndarra
             raise ValueError("out: must not overlap the input x")
         if residual is not None and np.shares_memory(y, residual) and residual.ctypes.data != y.ctypes.data:
             raise ValueError("residual: must be `out` itself or not overlap it")
+    return params, x, bias, residual, y
+
+
+def conv2d_packed(x_nhwc: np.ndarray, packed: PackedConvWeights, bias: np.ndarray | None = None, *,
+                  strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), activation=None,
+                  residual: np.ndarray | None = None, threads: int | None = None,
+                  out: np.ndarray | None = None) -> np.ndarray:
+    """NHWC convolution with pre-packed weights; returns N x P x Q x K float32
+    (written into `out` when given; `residual` may be `out` itself)."""
+    params, x, bias, residual, y = _conv_operands("conv2d", x_nhwc, packed.weight_shape, packed.group, bias,
+                                                  residual, out, strides, pads, dilations)
+    ep = _epilogue(activation)
+    nt = _threads(threads)
+    h = _c()
     ws_size = h.aie_conv2d_workspace_size(ctypes.byref(params), nt)
     ws = _workspace(ws_size)
     rc = h.aie_conv2d(ctypes.byref(params), _ptr(x), _ptr(packed.blob), _ptr(bias), _ptr(residual),

@@ -4,7 +4,9 @@ Convolution and pooling run on the library's NHWC kernels. Nodes the layout
 pass (engine.passes.to_kernel_layout) marked _nhwc read and write NHWC
 tensors directly; any other (NCHW) node is lowered as transpose in, NHWC
 kernel, transpose out. Conv weights come pre-packed from the converter
-(input 3, tagged _packed_isa) or are packed at plan time.
+(input 3, tagged _packed_isa) or are packed at plan time. A group-1 Conv
+whose `_precision` attribute is "bf16" runs the bf16 kernel (CONV_BF16:
+bf16 products, fp32 sums, aie_conv_lowp.h) on its bf16 blob.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import numpy as np
 
 from engine.kernels.abi import (Binary, ConvPackStep, ConvStep, GlobalPoolStep, Op, PoolStep, Reduce, ResizeStep,
                                Unary)
+from engine.kernels.conv_lowp import conv_bf16_workspace, is_bf16_conv_blob, pack_conv_bf16
 from engine.lowering import LoweringContext, Value
 from engine.ops.data import emit_copy
 from engine.ops.elementwise import emit_binary, emit_unary
@@ -85,6 +88,19 @@ def _nhwc_result(ctx, shape) -> Value:
     return ctx.out(0, shape, np.float32) if ctx.attr("_nhwc", 0) else ctx.temp(shape, np.float32)
 
 
+def _packed_weights_bf16(ctx, w: Value) -> Value | None:
+    """The bf16 weight blob of a group-1 Conv: the converter's (input 3; one
+    layout at every ISA level), else packed now from constant weights; None
+    for weights computed at run time (the node then runs in fp32)."""
+    packed = ctx.input(3)
+    if packed is not None and packed.const is not None and is_bf16_conv_blob(packed.const):
+        return packed
+    if w.const is None:
+        return None
+    blob = pack_conv_bf16(w.const.reshape(w.shape[:2] + (1,) + w.shape[2:]) if w.rank == 3 else w.const)
+    return Value(blob.shape, np.uint8, const=blob)
+
+
 def _packed_weights(ctx, w: Value, params, group: int, transposed: bool) -> Value:
     """The packed weight blob: the converter's (input 3) when it was packed
     for this host's ISA, else packed now from a constant, else by a step."""
@@ -133,7 +149,12 @@ def lower_conv(ctx: LoweringContext) -> None:
     if isinstance(pq, str):
         raise ctx.unsupported(pq)
     P, Q = pq
-    packed = _packed_weights(ctx, w, params, G, False)
+    # bf16 nodes (the precision pass's _precision) run CONV_BF16 where its
+    # weights are constants; grouped convs and run-time weights stay fp32.
+    packed = _packed_weights_bf16(ctx, w) if ctx.attr("_precision", "fp32") == "bf16" and G == 1 else None
+    op, workspace = (Op.CONV_BF16, conv_bf16_workspace) if packed is not None else (Op.CONV, conv_workspace)
+    if packed is None:
+        packed = _packed_weights(ctx, w, params, G, False)
     act, p0, p1 = ctx.attr("_act", 0), ctx.attr("_p0", 0.0), ctx.attr("_p1", 0.0)
     residual = ctx.input(4)
     if b is not None:
@@ -144,7 +165,7 @@ def lower_conv(ctx: LoweringContext) -> None:
     if residual is not None and residual.shape != y.shape:
         # The fused residual must match y exactly; a broadcasting Add runs as its own step.
         conv_y = ctx.temp(y.shape, np.float32)
-        _conv_step(ctx, conv_y, xt, packed, b, None, params, 0, 0.0, 0.0, conv_workspace)
+        _conv_step(ctx, op, conv_y, xt, packed, b, None, params, 0, 0.0, 0.0, workspace)
         if act:
             summed = ctx.temp(y.shape, np.float32)
             emit_binary(ctx, summed, conv_y, residual, Binary.ADD)
@@ -152,15 +173,16 @@ def lower_conv(ctx: LoweringContext) -> None:
         else:
             emit_binary(ctx, y, conv_y, residual, Binary.ADD)
     else:
-        _conv_step(ctx, y, xt, packed, b, residual, params, act, p0, p1, conv_workspace)
+        _conv_step(ctx, op, y, xt, packed, b, residual, params, act, p0, p1, workspace)
     _emit_image_out(ctx, y, one_d)
 
 
-def _conv_step(ctx, y, xt, packed, b, residual, params, act, p0, p1, conv_workspace) -> None:
+def _conv_step(ctx, op, y, xt, packed, b, residual, params, act, p0, p1, conv_workspace) -> None:
+    """A CONV or CONV_BF16 step (the same operands and conv_step)."""
     if y.size == 0:
         return
     ws_bytes = conv_workspace(params, ctx.planner.nthreads)
-    ctx.step(Op.CONV, [y, xt, packed, b, residual, ctx.scratch(ws_bytes)],
+    ctx.step(op, [y, xt, packed, b, residual, ctx.scratch(ws_bytes)],
              ConvStep(conv=params, act=act, workspace_bytes=ws_bytes).words(),
              [p0, p1])
 
@@ -336,7 +358,7 @@ _WINDOW = {"auto_pad", "pads", "strides", "dilations", "kernel_shape"}
 # activation), _packed_isa (input 3 holds weights packed for that aie_isa).
 _FUSED = {"_nhwc", "_act", "_p0", "_p1", "_packed_isa"}
 ATTRS = {
-    "Conv": _WINDOW | {"group"} | _FUSED,
+    "Conv": _WINDOW | {"group", "_precision"} | _FUSED,
     "ConvTranspose": _WINDOW | {"group", "output_padding", "output_shape"} | _FUSED,
     "MaxPool": _WINDOW | {"ceil_mode", "storage_order", "_nhwc"},
     "AveragePool": _WINDOW | {"ceil_mode", "count_include_pad", "_nhwc"},

@@ -12,6 +12,8 @@ GEMM weights of nodes marked bf16 (engine.passes.precision) are packed in
 bf16 for aie_gemm_bf16 (`_packed_bf16`): that layout is the same on every
 level, so when only such nodes read a weight its fp32 copy is dropped (the
 node keeps B's shape in `_b_shape`) and the .aie shrinks to about half.
+A group-1 Conv marked bf16 gets its bf16 blob (engine.kernels.conv_lowp: one
+layout for every ISA, so it carries no `_packed_isa`; its fp32 copy stays).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import numpy as np
 
 from engine.errors import KernelError
 from engine.ir import Graph
+from engine.kernels.conv_lowp import pack_conv_bf16
 from engine.kernels.gemm_lowp import pack_b_bf16
 from engine.packing import conv_params, host_isa, pack_conv, pack_gemm_b, winograd_wins
 
@@ -60,6 +63,20 @@ def _pack(node, inits) -> tuple[tuple, np.ndarray | None] | None:
     return None
 
 
+def _pack_conv_bf16(node, inits) -> tuple[tuple, np.ndarray | None] | None:
+    """A group-1 Conv marked `_precision: bf16`: its weights rounded to bf16
+    in the bf16 GEMM's layout, the same at every ISA level (no _packed_isa)."""
+    if node.op != "Conv" or node.attrs.get("_precision") != "bf16" or int(node.attrs.get("group", 1)) != 1:
+        return None
+    if len(node.inputs) < 2 or node.inputs[1] not in inits:
+        return None
+    w = inits[node.inputs[1]]
+    if w.dtype != np.float32 or w.ndim not in (3, 4) or w.size == 0:
+        return None
+    return (node.inputs[1], "conv_bf16"), (lambda: pack_conv_bf16(w.reshape(w.shape[:2] + (1,) + w.shape[2:])
+                                                                   if w.ndim == 3 else w))
+
+
 def _bf16_gemm(node, inits) -> tuple[tuple, np.ndarray | None] | None:
     if node.attrs.get("_precision") != "bf16" or node.op not in ("Gemm", "MatMul"):
         return None
@@ -93,7 +110,7 @@ def prepack_weights(graph: Graph) -> Graph:
     done: dict[tuple, str] = {}
     bf16_names: set[str] = set()
     for node in graph.nodes:
-        job = _bf16_gemm(node, inits) or _pack(node, inits)
+        job = _pack_conv_bf16(node, inits) or _bf16_gemm(node, inits) or _pack(node, inits)
         if job is None or len(node.inputs) > 5:
             continue
         key, pack = job
@@ -113,7 +130,7 @@ def prepack_weights(graph: Graph) -> Graph:
         if key[1] == "gemm_bf16":
             node.attrs["_packed_bf16"] = 1
             bf16_names.add(node.inputs[1])
-        else:
+        elif key[1] != "conv_bf16":
             node.attrs["_packed_isa"] = isa
     _drop_fp32_copies(graph, bf16_names)
     return graph

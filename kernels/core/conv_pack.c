@@ -21,6 +21,8 @@ void aie_conv_pack_header_fill(aie_conv_pack_header *h, const aie_conv2d_params 
         h->group_bytes = AIE_ROUND_UP(aie_sgemm_packed_b_size(Cg, p->R * p->S * Kg), AIE_ALIGN);
     else if (kind == AIE_CONV_PACK_WINOGRAD)
         h->group_bytes = AIE_ROUND_UP(aie_sgemm_packed_b_size(p->C, p->K), AIE_ALIGN);
+    else if (kind == AIE_CONV_PACK_BF16)
+        h->group_bytes = AIE_ROUND_UP(aie_gemm_bf16_packed_b_size(p->R * p->S * p->C, p->K), AIE_ALIGN);
     else
         h->group_bytes = 0;
 }
@@ -37,7 +39,7 @@ int aie_conv_pack_header_check(const aie_conv_pack_header *h, const aie_conv2d_p
                         "C=%lld K=%lld R=%lld S=%lld groups=%lld",
                         op, (long long)h->C, (long long)h->K, (long long)h->R, (long long)h->S, (long long)h->groups,
                         (long long)p->C, (long long)p->K, (long long)p->R, (long long)p->S, (long long)p->groups);
-    if (kind != AIE_CONV_PACK_DEPTHWISE && h->isa != (uint32_t)aie_selected_isa())
+    if (kind != AIE_CONV_PACK_DEPTHWISE && kind != AIE_CONV_PACK_BF16 && h->isa != (uint32_t)aie_selected_isa())
         return aie_fail(AIE_EINVAL, "%s: weights were packed for ISA %s, the selected ISA is %s: repack them", op,
                         aie_isa_name((aie_isa)h->isa), aie_isa_name(aie_selected_isa()));
     return AIE_OK;

@@ -17,6 +17,7 @@ typedef enum {
     AIE_CONV_PACK_DEPTHWISE = 2, /* R*S x C floats */
     AIE_CONV_PACK_TRANSPOSE = 3, /* per group: aie_sgemm_pack_b of (C/g) x (R*S*K/g) */
     AIE_CONV_PACK_WINOGRAD = 4,  /* 16 x aie_sgemm_pack_b of C x K (transformed 3x3 weights), group_bytes apart */
+    AIE_CONV_PACK_BF16 = 5,      /* aie_gemm_bf16_pack_b of (R*S*C) x K: the same on every ISA (aie_conv_lowp.h) */
 } aie_conv_pack_kind;
 
 typedef struct {

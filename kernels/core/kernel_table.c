@@ -13,8 +13,13 @@
 #define FP32(isa)                                                                                         \
     .sgemm = &aie_gemm_kernels_##isa, .conv_direct = &aie_conv_direct_##isa, .winograd = &aie_winograd_##isa, \
     .dwconv = aie_dwconv_rows_##isa, .pool = aie_pool_rows_##isa, .gpool = aie_gpool_##isa, .vm = &aie_vm_##isa
-#define ROW(l, isa, bf16_k, s8_k) \
-    [l] = {.level = l, FP32(isa), .bf16 = &aie_lowp_bf16_##bf16_k, .s8 = &aie_lowp_s8_##s8_k}
+#define ROW(l, isa, bf16_k, s8_k)                                                                      \
+    [l] = {.level = l, FP32(isa), .bf16 = &aie_lowp_bf16_##bf16_k, .s8 = &aie_lowp_s8_##s8_k,          \
+           .bf16_cvt = BF16_CVT_##bf16_k}
+/* fp32 -> bf16 conversion by bf16 kernel: AMX hosts have AVX-512 BF16 */
+#define BF16_CVT_portable aie_bf16_cvt_portable
+#define BF16_CVT_avx512_bf16 aie_bf16_cvt_avx512_bf16
+#define BF16_CVT_amx aie_bf16_cvt_avx512_bf16
 
 #ifdef AIE_HAVE_X86
 static const aie_kernel_table_entry table[AIE_LEVEL_COUNT] = {

@@ -8,6 +8,7 @@
 #define AIE_KERNEL_TABLE_H
 
 #include "conv_kernels.h"
+#include "conv_lowp_internal.h"
 #include "gemm_lowp_internal.h"
 #include "vmath.h"
 
@@ -16,6 +17,7 @@ typedef struct {
     const gemm_kernels *sgemm; /* fp32: the level's vector ISA */
     const lowp_bf16_kernels *bf16;
     const lowp_s8_kernels *s8;
+    aie_bf16_cvt_fn bf16_cvt; /* fp32 -> bf16 runs: the bf16 conv's A packing */
     const aie_conv_direct_kernel *conv_direct; /* direct conv tiles (and Winograd's products) */
     const aie_winograd_kernel *winograd;       /* Winograd tile transforms */
     aie_dwconv_fn dwconv;

@@ -1,13 +1,15 @@
 """prepack_weights, called directly: constant float32 GEMM B matrices and
 Conv weights get a packed blob as input 3 (tagged with the host ISA in
 _packed_isa), one blob per distinct weight and packing; runtime weights and
-non-float weights stay unpacked; the packed graph computes the same."""
+non-float weights stay unpacked; the packed graph computes the same. A
+group-1 Conv marked `_precision: bf16` gets its bf16 blob instead."""
 
 from __future__ import annotations
 
 import numpy as np
 from onnx import helper
 
+from engine.kernels.conv_lowp import is_bf16_conv_blob
 from engine.packing import host_isa
 from engine.passes.prepack import prepack_weights
 from tests.passes.graph_check import assert_computes_same, graph_of, model
@@ -53,3 +55,22 @@ def test_three_dimensional_matmul_weights_stay_unpacked():
               {"W3": np.stack([W, W])})
     g = prepack_weights(graph_of(m))
     assert g.nodes[0].inputs == ["x", "W3"]
+
+
+def test_bf16_conv_weights_get_the_bf16_blob():
+    """A group-1 Conv marked `_precision: bf16` gets its bf16 blob (one layout on every ISA: no _packed_isa),
+    shared by the Convs that use the same weights; a grouped one marked bf16 keeps the fp32 packing."""
+    w = RNG.standard_normal((8, 4, 3, 3)).astype(np.float32)
+    m = model([helper.make_node("Conv", ["x", "w"], ["a"], pads=[1, 1, 1, 1]),
+               helper.make_node("Conv", ["x", "w"], ["b"], pads=[1, 1, 1, 1]),
+               helper.make_node("Conv", ["x", "wg"], ["c"], pads=[1, 1, 1, 1], group=2),
+               helper.make_node("Sum", ["a", "b", "c"], ["y"])],
+              {"x": [1, 4, 7, 7]}, {"y": [1, 8, 7, 7]}, {"w": w, "wg": w[:, :2].copy()})
+    g = graph_of(m)
+    for n in g.nodes[:3]:
+        n.attrs["_precision"] = "bf16"
+    g = prepack_weights(g)
+    a, b, c = g.nodes[:3]
+    assert a.inputs[3] == b.inputs[3] == "w/packed" and is_bf16_conv_blob(g.initializers["w/packed"])
+    assert "_packed_isa" not in a.attrs and "_packed_isa" not in b.attrs
+    assert not is_bf16_conv_blob(g.initializers[c.inputs[3]]) and c.attrs["_packed_isa"] == host_isa()

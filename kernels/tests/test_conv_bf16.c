@@ -1,0 +1,169 @@
+/*
+ * bf16 convolution tests (aie_conv_lowp.h): every level this CPU runs
+ * (aie_set_level) against the naive double reference (ref/conv_bf16_ref.c).
+ *  - vs the convolution of the bf16-ROUNDED inputs: only the fp32 sums err,
+ *    |y - ref~| <= (D + 2) * 2^-24 * mag~ (D = R*S*C, mag the sum of |x w|
+ *    plus |residual| and |bias|): a layout or im2col bug cannot hide in an
+ *    input-rounding term;
+ *  - vs the fp32 inputs, the header's bound (2^-8 + (D + 2) * 2^-24) * mag.
+ * Relu is exact, so it keeps both bounds. Shapes: 1x1 (a plain GEMM on x),
+ * 3x3 with padding, strides, dilation, asymmetric pads, 7x7 on 3 channels
+ * (the ResNet stem), depths over several K slices, output channels with
+ * tails and over one column block, one-pixel images; bias, residual (also
+ * in place) and activations. The weights are packed once, at the first
+ * level, and run at every level (one layout everywhere); 1 and 3 threads
+ * give the same bits. Bad arguments: one error each.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "aie_kernels.h"
+#include "conv_bf16_ref.h"
+#include "kernel_test.h"
+
+typedef struct {
+    int64_t N, H, W, C, K, R, S, sh, sw, dh, dw, pt, pl, pb, pr;
+    int bias, residual, act; /* residual: 0 none, 1 separate, 2 in place (residual == y) */
+} conv_case;
+
+static const conv_case CASES[] = {
+    /* N  H   W   C    K    R  S  sh sw dh dw pt pl pb pr  bias res act */
+    {2, 5, 7, 33, 17, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 0, AIE_U_IDENTITY}, /* 1x1: GEMM on x */
+    {1, 9, 11, 16, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, AIE_U_RELU},
+    {1, 12, 10, 64, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 2, AIE_U_RELU}, /* C whole k-chunks; in place */
+    {1, 20, 19, 3, 64, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, 1, 0, AIE_U_RELU}, /* the stem: runs of S*C = 21 */
+    {1, 13, 14, 5, 33, 2, 3, 1, 2, 2, 2, 0, 2, 1, 0, 0, 0, AIE_U_IDENTITY}, /* dilation, asymmetric pads */
+    {1, 6, 5, 130, 31, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, AIE_U_CLIP}, /* D = 1170: three K slices */
+    {1, 4, 4, 32, 300, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1, AIE_U_RELU}, /* K over one column block */
+    {3, 1, 1, 7, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 0, AIE_U_IDENTITY}, /* one pixel, one channel */
+    {1, 3, 3, 9, 5, 3, 3, 1, 1, 1, 1, 2, 2, 2, 2, 0, 1, AIE_U_SILU}, /* taps mostly in the padding */
+    {2, 17, 16, 24, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, AIE_U_RELU}, /* M = 544: several row tiles */
+};
+#define NCASES (sizeof CASES / sizeof CASES[0])
+
+static int run_levels(aie_level *out) {
+    int n = 0;
+    for (int l = 0; l < AIE_LEVEL_COUNT; l++)
+        if (aie_level_supported((aie_level)l, NULL)) out[n++] = (aie_level)l;
+    return n;
+}
+
+static aie_conv2d_params params_of(const conv_case *c) {
+    aie_conv2d_params p;
+    memset(&p, 0, sizeof p);
+    p.N = c->N, p.H = c->H, p.W = c->W, p.C = c->C, p.K = c->K, p.R = c->R, p.S = c->S;
+    p.stride_h = c->sh, p.stride_w = c->sw, p.dil_h = c->dh, p.dil_w = c->dw;
+    p.pad_top = c->pt, p.pad_left = c->pl, p.pad_bottom = c->pb, p.pad_right = c->pr, p.groups = 1;
+    return p;
+}
+
+static void test_case(const aie_level *levels, int nlevels, const conv_case *c, int ci) {
+    aie_conv2d_params p = params_of(c);
+    int64_t P, Q;
+    KT_CHECK(aie_conv2d_output_shape(&p, &P, &Q) == AIE_OK, "case %d: bad shape", ci);
+    const int64_t nx = p.N * p.H * p.W * p.C, nw = p.K * p.C * p.R * p.S, ny = p.N * P * Q * p.K;
+    const int64_t D = p.R * p.S * p.C;
+    float *x = kt_xmalloc((size_t)nx * sizeof(float)), *w = kt_xmalloc((size_t)nw * sizeof(float));
+    float *bias = kt_xmalloc((size_t)p.K * sizeof(float)), *res = kt_xmalloc((size_t)ny * sizeof(float));
+    float *y = kt_xmalloc((size_t)ny * sizeof(float)), *first = kt_xmalloc((size_t)ny * sizeof(float));
+    double *ref_r = kt_xmalloc((size_t)ny * sizeof(double)), *ref_e = kt_xmalloc((size_t)ny * sizeof(double));
+    double *mag = kt_xmalloc((size_t)ny * sizeof(double));
+    kt_fill(x, (size_t)nx, (uint64_t)ci * 3 + 1);
+    kt_fill(w, (size_t)nw, (uint64_t)ci * 3 + 2);
+    kt_fill(bias, (size_t)p.K, (uint64_t)ci * 3 + 3);
+    kt_fill(res, (size_t)ny, (uint64_t)ci * 3 + 4);
+    const float p0 = c->act == AIE_U_CLIP ? -0.25f : 0.f, p1 = c->act == AIE_U_CLIP ? 0.5f : 0.f;
+    aie_conv2d_bf16_naive(&p, x, w, c->bias ? bias : NULL, c->residual ? res : NULL, c->act, p0, p1, ref_r, ref_e,
+                          mag);
+    /* silu's own rounding (a few ulp of fp32, vmath) on top of the sum's */
+    const double act_tol = c->act == AIE_U_SILU ? 0x1p-20 : 0.0;
+    size_t psz = aie_conv2d_bf16_packed_size(&p);
+    KT_CHECK(psz > 0, "case %d: packed size: %s", ci, aie_last_error());
+    void *packed = kt_xmalloc(psz);
+    KT_CHECK(aie_conv2d_bf16_pack_weights(&p, w, packed, psz) == AIE_OK, "case %d: pack: %s", ci, aie_last_error());
+    aie_epilogue ep = {NULL, AIE_BIAS_NONE, c->act, p0, p1};
+    for (int li = 0; li < nlevels; li++) {
+        aie_set_level(levels[li]);
+        for (int threads = 1; threads <= 3; threads += 2) {
+            size_t wss = aie_conv2d_bf16_workspace_size(&p, threads);
+            void *ws = kt_xmalloc(wss);
+            const float *r = NULL;
+            if (c->residual == 2) {
+                memcpy(y, res, (size_t)ny * sizeof(float));
+                r = y;
+            } else {
+                for (int64_t i = 0; i < ny; i++) y[i] = NAN; /* every element must be written */
+                if (c->residual) r = res;
+            }
+            int rc = aie_conv2d_bf16(&p, x, packed, c->bias ? bias : NULL, r, &ep, y, ws, wss, threads);
+            KT_CHECK(rc == AIE_OK, "case %d %s: %s", ci, aie_level_name(levels[li]), aie_last_error());
+            free(ws);
+            double worst_r = 0, worst_e = 0;
+            for (int64_t i = 0; i < ny; i++) {
+                /* |x|, |w| < 1: the rounded magnitudes exceed mag by < 2^-7 */
+                double tol_r = (double)(D + 2) * 0x1p-24 * mag[i] * (1 + 0x1p-7) + act_tol * fabs(ref_r[i]) + 1e-30;
+                double tol_e = (0x1p-8 + (double)(D + 2) * 0x1p-24) * mag[i] + act_tol * fabs(ref_e[i]) + 1e-30;
+                double er = fabs(y[i] - ref_r[i]) / tol_r, ee = fabs(y[i] - ref_e[i]) / tol_e;
+                if (!(er <= worst_r)) worst_r = er;
+                if (!(ee <= worst_e)) worst_e = ee;
+            }
+            KT_CHECK(worst_r <= 1.0 && worst_e <= 1.0,
+                     "case %d %s threads=%d: error %.3g of the summation bound, %.3g of the input bound", ci,
+                     aie_level_name(levels[li]), threads, worst_r, worst_e);
+            if (threads == 1) memcpy(first, y, (size_t)ny * sizeof(float));
+            else
+                KT_CHECK(memcmp(first, y, (size_t)ny * sizeof(float)) == 0, "case %d %s: 1 and 3 threads differ",
+                         ci, aie_level_name(levels[li]));
+        }
+    }
+    aie_set_level(aie_best_level());
+    free(x), free(w), free(bias), free(res), free(y), free(first), free(ref_r), free(ref_e), free(mag), free(packed);
+}
+
+static void test_errors(void) {
+    conv_case c = CASES[1];
+    aie_conv2d_params p = params_of(&c);
+    size_t psz = aie_conv2d_bf16_packed_size(&p), wss = aie_conv2d_bf16_workspace_size(&p, 1);
+    void *packed = kt_xmalloc(psz), *ws = kt_xmalloc(wss);
+    float *w = kt_xmalloc((size_t)(p.K * p.C * 9) * sizeof(float)), *x = kt_xmalloc((size_t)(9 * 11 * 16) * 4);
+    float *y = kt_xmalloc((size_t)(9 * 11 * 40) * 4);
+    kt_fill(w, (size_t)(p.K * p.C * 9), 5);
+    kt_fill(x, (size_t)(9 * 11 * 16), 6);
+    KT_CHECK(aie_conv2d_bf16_pack_weights(&p, w, packed, psz) == AIE_OK, "pack: %s", aie_last_error());
+
+    aie_conv2d_params g = p;
+    g.groups = 2;
+    KT_CHECK(aie_conv2d_bf16_packed_size(&g) == 0 && strstr(aie_last_error(), "groups == 1"),
+             "groups=2 refused by the size query: %s", aie_last_error());
+    KT_CHECK(aie_conv2d_bf16(&g, x, packed, NULL, NULL, NULL, y, ws, wss, 1) == AIE_EINVAL &&
+                 strstr(aie_last_error(), "groups == 1"),
+             "groups=2 refused: %s", aie_last_error());
+    KT_CHECK(aie_conv2d_bf16_pack_weights(&p, w, packed, psz - 1) == AIE_ENOMEM, "short destination refused");
+    KT_CHECK(aie_conv2d_bf16(&p, x, packed, NULL, NULL, NULL, y, ws, wss - 128, 1) == AIE_ENOMEM &&
+                 strstr(aie_last_error(), "aie_conv2d_bf16_workspace_size"),
+             "short workspace refused: %s", aie_last_error());
+    aie_conv2d_params other = p;
+    other.K = 41;
+    KT_CHECK(aie_conv2d_bf16(&other, x, packed, NULL, NULL, NULL, y, ws, wss, 1) == AIE_EINVAL,
+             "weights packed for other params refused");
+    /* fp32 weights (aie_conv2d_pack_weights) are another kind */
+    size_t fsz = aie_conv2d_packed_size(&p);
+    void *fp32 = kt_xmalloc(fsz);
+    KT_CHECK(aie_conv2d_pack_weights(&p, w, fp32, fsz) == AIE_OK, "fp32 pack: %s", aie_last_error());
+    KT_CHECK(aie_conv2d_bf16(&p, x, fp32, NULL, NULL, NULL, y, ws, wss, 1) == AIE_EINVAL &&
+                 strstr(aie_last_error(), "kind"),
+             "fp32 weights refused: %s", aie_last_error());
+    aie_epilogue bad = {NULL, AIE_BIAS_NONE, 99, 0.f, 0.f};
+    KT_CHECK(aie_conv2d_bf16(&p, x, packed, NULL, NULL, &bad, y, ws, wss, 1) == AIE_EINVAL, "unknown act refused");
+    KT_CHECK(aie_conv2d_bf16(&p, NULL, packed, NULL, NULL, NULL, y, ws, wss, 1) == AIE_EINVAL, "NULL x refused");
+    KT_CHECK(strlen(aie_conv2d_bf16_path()) > 0, "a path name");
+    free(packed), free(ws), free(w), free(x), free(y), free(fp32);
+}
+
+int main(void) {
+    aie_level levels[AIE_LEVEL_COUNT];
+    int nlevels = run_levels(levels);
+    for (size_t i = 0; i < NCASES; i++) test_case(levels, nlevels, &CASES[i], (int)i);
+    test_errors();
+    return kt_report("test_conv_bf16");
+}
