@@ -1,6 +1,6 @@
 /* Internal: the per-ISA direct kernels behind aie_conv.h / aie_pool.h and
- * the pieces their drivers share (not installed). Each kernel has a scalar
- * reference (scalar/) and avx2/avx512 variants with the same signature; the
+ * the pieces their drivers share (not installed). Each kernel has a portable
+ * variant (scalar/) and avx2/avx512 ones with the same signature; the
  * drivers pick one through the dispatch table (kernel_table.h). */
 #ifndef AIE_CONV_KERNELS_H
 #define AIE_CONV_KERNELS_H
@@ -144,9 +144,5 @@ static inline aie_window aie_pool_window(int64_t o, int64_t stride, int64_t pad_
     if (w.i0 > w.i1) w.i0 = w.i1;
     return w;
 }
-
-/* Epilogue row helper: v[i] = act(v[i] + residual[i]) for n floats, scalar
- * (scalar/act_scalar.c: vmath_fn.h at one lane). */
-void aie_act_row_scalar(float *v, const float *residual, int64_t n, const aie_epilogue *ep);
 
 #endif

@@ -15,6 +15,25 @@ import numpy as np
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
 
+def conv_data(case, seed=0):
+    """Seeded float32 x (N, H, W, C), w (K, C / group, R, S) and bias (K) for a case
+    (N, H, W, C, K, R, S, strides, dilations, pads[, group]), the tests' layout."""
+    n, h, w, c, k, r, s = case[:7]
+    group = case[10] if len(case) > 10 else 1
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, h, w, c), dtype=np.float32)
+    wt = rng.standard_normal((k, c // group, r, s), dtype=np.float32)
+    return x, wt, rng.standard_normal(k, dtype=np.float32)
+
+
+def conv_kw(case) -> dict:
+    """The keyword arguments of a case: strides, dilations, pads (and group when it has one)."""
+    kw = dict(strides=case[7], dilations=case[8], pads=case[9])
+    if len(case) > 10:
+        kw["group"] = case[10]
+    return kw
+
+
 def assert_close(y, want, scale, what):
     """|y - want| within float32 accumulation error of the |x|*|w| scale."""
     assert y.shape == want.shape, f"{what}: shape {y.shape} != {want.shape}"
