@@ -28,6 +28,9 @@ def _specs(spec: list[str] | None) -> list[Path]:
     return [Path(s) for s in spec] if spec else [DEFAULT_SPEC]
 
 
+_SPEC_HELP = "spec file; repeat to overlay site files on a base (later wins). Default: sysconfig/spec.yaml"
+
+
 def _exit_with(rc: int) -> None:
     """A library command's non-zero exit status becomes the task's (invoke exits with it)."""
     if rc:
@@ -63,7 +66,7 @@ def build_kernels(c, jobs=0, sanitize=False):
 @task(
     iterable=["spec"],
     help={
-        "spec": "spec file; repeat to overlay site files on a base (later wins). Default: sysconfig/spec.yaml",
+        "spec": _SPEC_HELP,
         "root": "install into this directory (default: /, the live system: kernel state, GRUB, systemd, users; needs root)",
         "check": "change nothing: print every difference (file diffs, live values) and exit 2 on drift, 0 in sync",
         "rollback": "restore the newest backup set under ROOT/var/lib/ai-engine/provision/backups (live values too at /)",
@@ -84,7 +87,7 @@ def provision(c, spec=None, root="/", check=False, rollback=False):
 @task(
     iterable=["spec"],
     help={
-        "spec": "spec file; repeat to overlay site files on a base (later wins). Default: sysconfig/spec.yaml",
+        "spec": _SPEC_HELP,
         "out": "directory the file tree is written into, mirroring the target root (default: build/rootfs)",
     },
 )
@@ -111,7 +114,6 @@ def zoo(c, name=None, out="build/models", force=False):
     _exit_with(zoo_main(["--out", str(ROOT / out), *(["--force"] if force else []), *(name or [])]))
 
 
-_SPEC_HELP = "spec file; repeat to overlay site files on a base (later wins). Default: sysconfig/spec.yaml"
 _HOST_HELP = "only this host of the spec's hosts list; repeat for several (default: all)"
 
 

@@ -185,6 +185,15 @@ def test_one_spec_file_gets_exactly_these_problems(in_tmp, text, expected):
     assert problems(write(in_tmp, "spec.yaml", text)) == expected
 
 
+def _arena_size_spec(in_tmp, value) -> str:
+    return write(in_tmp, "spec.yaml", f"""
+        version: 1
+        engine:
+          arena:
+            size: {value}
+        """)
+
+
 @pytest.mark.parametrize("value,expected", [
     ("4X", "bad size '4X' (expected a size like 512M, 4G or 1.5T (K, M, G, T = 1024-based) or a whole number of bytes)"),
     ("1.2.3M", "bad size '1.2.3M' (expected a size like 512M, 4G or 1.5T (K, M, G, T = 1024-based) or a whole number of bytes)"),
@@ -192,25 +201,13 @@ def test_one_spec_file_gets_exactly_these_problems(in_tmp, text, expected):
     ("0.3K", "bad size '0.3K': not a whole number of bytes (307.2)"),
 ])
 def test_bad_size_strings(in_tmp, value, expected):
-    f = write(in_tmp, "spec.yaml", f"""
-        version: 1
-        engine:
-          arena:
-            size: {value}
-        """)
-    assert problems(f) == [f"spec.yaml:4: engine.arena.size: {expected}"]
+    assert problems(_arena_size_spec(in_tmp, value)) == [f"spec.yaml:4: engine.arena.size: {expected}"]
 
 
 @pytest.mark.parametrize("value,size", [("4G", 4 << 30), ("512M", 512 << 20), ("1.5T", 3 << 39), ("64K", 64 << 10),
                                         (12345, 12345)])
 def test_good_size_strings_become_bytes(in_tmp, value, size):
-    f = write(in_tmp, "spec.yaml", f"""
-        version: 1
-        engine:
-          arena:
-            size: {value}
-        """)
-    assert load_spec([f]).data["engine"]["arena"]["size"] == size
+    assert load_spec([_arena_size_spec(in_tmp, value)]).data["engine"]["arena"]["size"] == size
 
 
 def test_non_mapping_top_level(in_tmp):
