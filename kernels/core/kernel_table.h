@@ -18,9 +18,9 @@ typedef struct {
     const lowp_s8_kernels *s8;
     const aie_conv_direct_kernel *conv_direct; /* direct conv tiles (and Winograd's products) */
     const aie_winograd_kernel *winograd;       /* Winograd tile transforms */
-    aie_dwconv_fn dwconv;
-    aie_pool_fn pool;
-    aie_gpool_fn gpool;
+    aie_dwconv_fn *dwconv;
+    aie_pool_fn *pool;
+    aie_gpool_fn *gpool;
     const aie_vm_table *vm; /* elementwise, reduction and normalisation loops */
 } aie_kernel_table_entry;
 

@@ -43,6 +43,35 @@ static inline void aie_nd_row_offsets(const aie_nd *nd, int64_t row, int64_t *of
     }
 }
 
+/* Element-at-a-time walks (gather/scatter by element, pad): a coordinate
+ * counter over a shape, and offsets through row-major strides. */
+static inline int64_t aie_shape_numel(int64_t r, const int64_t *shape) {
+    int64_t n = 1;
+    for (int64_t d = 0; d < r; d++) n *= shape[d];
+    return n;
+}
+
+static inline void aie_row_major_strides(int64_t r, const int64_t *shape, int64_t *str) {
+    str[r - 1] = 1;
+    for (int64_t d = r - 2; d >= 0; d--) str[d] = str[d + 1] * shape[d + 1];
+}
+
+/* Advance cnt to the next row-major coordinate of shape (after the last it
+ * wraps to all zeros). */
+static inline void aie_coord_next(int64_t r, const int64_t *shape, int64_t *cnt) {
+    for (int64_t d = r - 1; d >= 0; d--) {
+        if (++cnt[d] < shape[d]) return;
+        cnt[d] = 0;
+    }
+}
+
+/* Offset of coordinate cnt with its `axis` component replaced by k. */
+static inline int64_t aie_offset_with(int64_t r, const int64_t *cnt, const int64_t *str, int64_t axis, int64_t k) {
+    int64_t off = 0;
+    for (int64_t d = 0; d < r; d++) off += (d == axis ? k : cnt[d]) * str[d];
+    return off;
+}
+
 /* Split [0, n) into contiguous chunks for parallel_for task `task`. */
 static inline void aie_chunk(int64_t n, int64_t task, int64_t ntasks, int64_t *lo, int64_t *hi) {
     *lo = n * task / ntasks;

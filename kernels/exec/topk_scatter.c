@@ -1,7 +1,7 @@
 /* Extension indexing ops: TopK, ScatterElements, ScatterND, GatherND.
  * Every index is checked against the data shape at run time: an
  * out-of-range index is an error, never an out-of-bounds access. */
-#include "exec_ops.h"
+#include "nd_iter.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -109,10 +109,8 @@ int aie_x_scatter_elements(const aie_step_args *a) {
     if (r < 1 || r > AIE_MAX_DIMS) return aie_fail(AIE_EINVAL, "scatter_elements: bad rank %lld", (long long)r);
     const int64_t *ishape = sp->dims, *dshape = sp->dims + r;
     int64_t axis = sp->axis, idt = sp->idx_dtype;
-    int64_t dstr[AIE_MAX_DIMS], cnt[AIE_MAX_DIMS] = {0}, n = 1;
-    dstr[r - 1] = 1;
-    for (int64_t d = r - 2; d >= 0; d--) dstr[d] = dstr[d + 1] * dshape[d + 1];
-    for (int64_t d = 0; d < r; d++) n *= ishape[d];
+    int64_t dstr[AIE_MAX_DIMS], cnt[AIE_MAX_DIMS] = {0}, n = aie_shape_numel(r, ishape);
+    aie_row_major_strides(r, dshape, dstr);
     char *out = a->t[0];
     const char *upd = a->t[2];
     for (int64_t i = 0; i < n; i++) {
@@ -121,14 +119,10 @@ int aie_x_scatter_elements(const aie_step_args *a) {
         if (kk < 0 || kk >= dshape[axis])
             return aie_fail(AIE_EINVAL, "scatter_elements index %lld out of range for axis of %lld",
                             (long long)aie_load_index(a->t[1], idt, i), (long long)dshape[axis]);
-        int64_t off = 0;
-        for (int64_t d = 0; d < r; d++) off += (d == axis ? kk : cnt[d]) * dstr[d];
-        int rc = scatter_one(out + (size_t)off * es, upd + (size_t)i * es, dt, red, es);
+        int rc = scatter_one(out + (size_t)aie_offset_with(r, cnt, dstr, axis, kk) * es, upd + (size_t)i * es, dt,
+                             red, es);
         if (rc != AIE_OK) return rc;
-        for (int64_t d = r - 1; d >= 0; d--) {
-            if (++cnt[d] < ishape[d]) break;
-            cnt[d] = 0;
-        }
+        aie_coord_next(r, ishape, cnt);
     }
     return AIE_OK;
 }

@@ -44,6 +44,22 @@ def assert_close(y, want, scale, what):
     assert np.all(err <= tol), f"{what}: max error {err.max():.3g} (worst ratio {(err / tol).max():.3g})"
 
 
+def check_fused_epilogues(run, x, w, b, activations, what, *, without_bias=False, **kw):
+    """run(bias, act, residual) -> y, for every activation in `activations`,
+    with the bias b (and with none when without_bias), without and with a
+    seeded residual, each against conv2d in float64. Returns (scale, residual):
+    the |x|*|w| scale and that residual, for the caller's further checks."""
+    scale = conv2d(x, w, **kw, absolute=True)
+    residual = np.random.default_rng(2).standard_normal(scale.shape, dtype=np.float32)
+    for act in activations:
+        for bias in (b, None) if without_bias else (b,):
+            for res in (None, residual):
+                assert_close(run(bias, act, res), conv2d(x, w, bias, residual=res, act=act, **kw),
+                             scale + (0 if res is None else np.abs(residual)) + 1,
+                             f"{what}/{act}/bias={bias is not None}/residual={res is not None}")
+    return scale, residual
+
+
 def activation(y: np.ndarray, act) -> np.ndarray:
     """The activations of engine.kernels.conv, in float64."""
     if act is None:

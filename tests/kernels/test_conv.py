@@ -58,15 +58,10 @@ def test_conv2d_fused_epilogue(isa, name):
     case = CASES[name]
     x, w, b = ref.conv_data(case, seed=1)
     kw = ref.conv_kw(case)
-    scale = ref.conv2d(x, w, **kw, absolute=True)
-    residual = np.random.default_rng(2).standard_normal(scale.shape, dtype=np.float32)
     with kernels.use_isa(isa):
-        for act in ACTIVATIONS:
-            for res in (None, residual):
-                y = kernels.conv2d(x, w, b, activation=act, residual=res, threads=1, **kw)
-                want = ref.conv2d(x, w, b, residual=res, act=act, **kw)
-                ref.assert_close(y, want, scale + (0 if res is None else np.abs(residual)) + 1,
-                              f"{name}/{isa}/{act}/residual={res is not None}")
+        ref.check_fused_epilogues(
+            lambda bias, act, res: kernels.conv2d(x, w, bias, activation=act, residual=res, threads=1, **kw),
+            x, w, b, ACTIVATIONS, f"{name}/{isa}", **kw)
 
 
 @pytest.mark.parametrize("isa", ISAS)

@@ -93,21 +93,15 @@ def test_direct_fused_epilogue_and_residual(isa, name):
     case = CASES[name]
     x, w, b = ref.conv_data(case, seed=1)
     kw = ref.conv_kw(case)
-    scale = ref.conv2d(x, w, **kw, absolute=True)
-    residual = np.random.default_rng(2).standard_normal(scale.shape, dtype=np.float32)
     with kernels.use_isa(isa), conv_algo(ALGO_DIRECT):
-        for act in ACTIVATIONS:
-            for bias in (b, None):
-                for res in (None, residual):
-                    y = kernels.conv2d(x, w, bias, activation=act, residual=res, threads=1, **kw)
-                    want = ref.conv2d(x, w, bias, residual=res, act=act, **kw)
-                    ref.assert_close(y, want, scale + (0 if res is None else np.abs(residual)) + 1,
-                                  f"{name}/{isa}/{act}/bias={bias is not None}/residual={res is not None}")
+        scale, residual = ref.check_fused_epilogues(
+            lambda bias, act, res: kernels.conv2d(x, w, bias, activation=act, residual=res, threads=1, **kw),
+            x, w, b, ACTIVATIONS, f"{name}/{isa}", without_bias=True, **kw)
         packed = kernels.pack_conv_weights(w)
         y = residual.copy()
         kernels.conv2d_packed(x, packed, b, residual=y, activation="relu", threads=2, out=y, **kw)
     ref.assert_close(y, ref.conv2d(x, w, b, residual=residual, act="relu", **kw), scale + np.abs(residual) + 1,
-                  f"{name}/{isa} residual in place")
+                     f"{name}/{isa} residual in place")
 
 
 @pytest.mark.parametrize("isa", ISAS)

@@ -124,13 +124,7 @@ def test_hugepage_plan_auto_counts_arena_models_and_headroom(in_tmp):
 
 
 def test_hugepage_plan_rounds_up_and_honours_per_node(in_tmp):
-    f = write(in_tmp, "spec.yaml", """
-        version: 1
-        host:
-          hugepages: {count: auto, headroom: 0%}
-        engine:
-          arena: {size: 3M}
-        """)
+    f = write(in_tmp, "spec.yaml", "version: 1\nhost:\n  hugepages: {count: auto, headroom: 0%}\nengine:\n  arena: {size: 3M}\n")
     assert hugepage_plan(load_spec([f])).count == 2
     g = write(in_tmp, "g.yaml", "version: 1\nhost:\n  hugepages: {size: 1G, count: 4, per_node: {1: 2, 0: 2}}\n")
     plan = hugepage_plan(load_spec([g]))
