@@ -44,6 +44,11 @@ def assert_close(y, want, scale, what):
     assert np.all(err <= tol), f"{what}: max error {err.max():.3g} (worst ratio {(err / tol).max():.3g})"
 
 
+def assert_conv_close(y, what, x, w, b=None, act=None, **kw):
+    """y is conv2d(x, w, b) [then act] within float32 error of its |x|*|w| scale."""
+    assert_close(y, conv2d(x, w, b, act=act, **kw), conv2d(x, w, **kw, absolute=True), what)
+
+
 def check_fused_epilogues(run, x, w, b, activations, what, *, without_bias=False, **kw):
     """run(bias, act, residual) -> y, for every activation in `activations`,
     with the bias b (and with none when without_bias), without and with a

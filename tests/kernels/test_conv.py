@@ -42,8 +42,7 @@ def test_conv2d_matches_float64(isa, name):
     kw = ref.conv_kw(case)
     with kernels.use_isa(isa):
         y = kernels.conv2d(x, w, b, threads=1, **kw)
-    want = ref.conv2d(x, w, b, **kw)
-    ref.assert_close(y, want, ref.conv2d(x, w, **kw, absolute=True), f"{name}/{isa}")
+    ref.assert_conv_close(y, f"{name}/{isa}", x, w, b, **kw)
 
 
 EPILOGUE_CASES = ["3x3-s2-asym", "1x1-gemm", "dw-3x3", "group2-3x3"]
@@ -72,7 +71,7 @@ def test_conv2d_without_bias(isa, name):
     kw = ref.conv_kw(case)
     with kernels.use_isa(isa):
         y = kernels.conv2d(x, w, None, activation="relu", threads=1, **kw)
-    ref.assert_close(y, ref.conv2d(x, w, act="relu", **kw), ref.conv2d(x, w, **kw, absolute=True), f"{name}/{isa}")
+    ref.assert_conv_close(y, f"{name}/{isa}", x, w, act="relu", **kw)
 
 
 @pytest.mark.parametrize("name", ["3x3-multitile", "1x1-gemm", "dw-3x3-s2-d2-asym"])
@@ -134,7 +133,7 @@ def test_conv2d_large_magnitudes():
     x *= 1e15
     kw = ref.conv_kw(case)
     y = kernels.conv2d(x, w, b, threads=1, **kw)
-    ref.assert_close(y, ref.conv2d(x, w, b, **kw), ref.conv2d(x, w, **kw, absolute=True), "1e15 inputs")
+    ref.assert_conv_close(y, "1e15 inputs", x, w, b, **kw)
 
 
 def test_packed_weights_reject_other_isa():
