@@ -32,20 +32,15 @@ int aie_x_gather(const aie_step_args *a) {
 int aie_x_gather_elements(const aie_step_args *a) {
     const aie_gather_elements_step *sp = (const aie_gather_elements_step *)(const void *)a->ip;
     size_t es = (size_t)sp->esize;
-    int64_t r = sp->rank;
-    if (r < 1 || r > AIE_MAX_DIMS) return aie_fail(AIE_EINVAL, "bad rank %lld", (long long)r);
-    const int64_t *oshape = sp->dims, *dshape = sp->dims + r;
-    int64_t axis = sp->axis, idt = sp->idx_dtype;
-    int64_t dstr[AIE_MAX_DIMS], cnt[AIE_MAX_DIMS] = {0}, n = aie_shape_numel(r, oshape);
-    aie_row_major_strides(r, dshape, dstr);
+    aie_elements_walk w; /* the output has the index tensor's shape */
+    if (aie_elements_walk_init(&w, sp->rank, sp->dims, sp->dims + sp->rank, sp->axis, sp->idx_dtype))
+        return aie_fail(AIE_EINVAL, "bad rank %lld", (long long)sp->rank);
     char *o = a->t[0];
     const char *src = a->t[1];
-    for (int64_t i = 0; i < n; i++) {
-        int64_t k = aie_load_index(a->t[2], idt, i);
-        if (k < 0) k += dshape[axis];
-        if (k < 0 || k >= dshape[axis]) return aie_fail(AIE_EINVAL, "gather_elements index out of range");
-        memcpy(o + (size_t)i * es, src + (size_t)aie_offset_with(r, cnt, dstr, axis, k) * es, es);
-        aie_coord_next(r, oshape, cnt);
+    for (int64_t i = 0; i < w.n; i++) {
+        int64_t off = aie_elements_walk_next(&w, a->t[2], i);
+        if (off < 0) return aie_fail(AIE_EINVAL, "gather_elements index out of range");
+        memcpy(o + (size_t)i * es, src + (size_t)off * es, es);
     }
     return AIE_OK;
 }

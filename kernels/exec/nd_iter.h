@@ -43,8 +43,8 @@ static inline void aie_nd_row_offsets(const aie_nd *nd, int64_t row, int64_t *of
     }
 }
 
-/* Element-at-a-time walks (gather/scatter by element, pad): a coordinate
- * counter over a shape, and offsets through row-major strides. */
+/* Element-at-a-time walks (pad, gather/scatter by element): a coordinate
+ * counter over a shape, and row-major strides. */
 static inline int64_t aie_shape_numel(int64_t r, const int64_t *shape) {
     int64_t n = 1;
     for (int64_t d = 0; d < r; d++) n *= shape[d];
@@ -65,10 +65,34 @@ static inline void aie_coord_next(int64_t r, const int64_t *shape, int64_t *cnt)
     }
 }
 
-/* Offset of coordinate cnt with its `axis` component replaced by k. */
-static inline int64_t aie_offset_with(int64_t r, const int64_t *cnt, const int64_t *str, int64_t axis, int64_t k) {
-    int64_t off = 0;
-    for (int64_t d = 0; d < r; d++) off += (d == axis ? k : cnt[d]) * str[d];
+/* GatherElements / ScatterElements: the index tensor (shape ishape) walked
+ * in row-major order; each index (negative counts from the end) replaces its
+ * coordinate's `axis` component to address the data tensor (dshape). */
+typedef struct {
+    int64_t rank, axis, idt, n;
+    const int64_t *ishape, *dshape;
+    int64_t dstr[AIE_MAX_DIMS], cnt[AIE_MAX_DIMS];
+} aie_elements_walk;
+
+/* 0, or -1 when the rank is out of range. */
+static inline int aie_elements_walk_init(aie_elements_walk *w, int64_t r, const int64_t *ishape,
+                                         const int64_t *dshape, int64_t axis, int64_t idt) {
+    if (r < 1 || r > AIE_MAX_DIMS) return -1;
+    w->rank = r, w->axis = axis, w->idt = idt, w->ishape = ishape, w->dshape = dshape;
+    w->n = aie_shape_numel(r, ishape);
+    aie_row_major_strides(r, dshape, w->dstr);
+    for (int64_t d = 0; d < r; d++) w->cnt[d] = 0;
+    return 0;
+}
+
+/* The data offset for index element i, the walk's next coordinate (the walk
+ * then steps past it); -1 when the index is out of range. */
+static inline int64_t aie_elements_walk_next(aie_elements_walk *w, const void *idx, int64_t i) {
+    int64_t k = aie_load_index(idx, w->idt, i), len = w->dshape[w->axis], off = 0;
+    if (k < 0) k += len;
+    if (k < 0 || k >= len) return -1;
+    for (int64_t d = 0; d < w->rank; d++) off += (d == w->axis ? k : w->cnt[d]) * w->dstr[d];
+    aie_coord_next(w->rank, w->ishape, w->cnt);
     return off;
 }
 
