@@ -28,6 +28,15 @@ def _specs(spec: list[str] | None) -> list[Path]:
     return [Path(s) for s in spec] if spec else [DEFAULT_SPEC]
 
 
+_SPEC_HELP = "spec file; repeat to overlay site files on a base (later wins). Default: sysconfig/spec.yaml"
+
+
+def _exit_with(rc: int) -> None:
+    """A library command's non-zero exit status becomes the task's (invoke exits with it)."""
+    if rc:
+        raise Exit(code=rc)
+
+
 @task(
     help={
         "sanitize": "also run the C tests under AddressSanitizer + UBSan (default: on)",
@@ -57,7 +66,7 @@ def build_kernels(c, jobs=0, sanitize=False):
 @task(
     iterable=["spec"],
     help={
-        "spec": "spec file; repeat to overlay site files on a base (later wins). Default: sysconfig/spec.yaml",
+        "spec": _SPEC_HELP,
         "root": "install into this directory (default: /, the live system: kernel state, GRUB, systemd, users; needs root)",
         "check": "change nothing: print every difference (file diffs, live values) and exit 2 on drift, 0 in sync",
         "rollback": "restore the newest backup set under ROOT/var/lib/ai-engine/provision/backups (live values too at /)",
@@ -72,15 +81,13 @@ def provision(c, spec=None, root="/", check=False, rollback=False):
     specs = spec if rollback else _specs(spec)
     argv += [arg for path in specs or [] for arg in ("--spec", str(path))]
     argv += ["--check"] * check + ["--rollback"] * rollback
-    rc = hostspec_main(argv)
-    if rc:
-        raise Exit(code=rc)
+    _exit_with(hostspec_main(argv))
 
 
 @task(
     iterable=["spec"],
     help={
-        "spec": "spec file; repeat to overlay site files on a base (later wins). Default: sysconfig/spec.yaml",
+        "spec": _SPEC_HELP,
         "out": "directory the file tree is written into, mirroring the target root (default: build/rootfs)",
     },
 )
@@ -104,12 +111,9 @@ def zoo(c, name=None, out="build/models", force=False):
     """Generate the ONNX model zoo (digits, mlp, cnn_bn, ..., resnet18) deterministically; skips up-to-date files."""
     from models.zoo import main as zoo_main
 
-    rc = zoo_main(["--out", str(ROOT / out), *(["--force"] if force else []), *(name or [])])
-    if rc:
-        raise Exit(code=rc)
+    _exit_with(zoo_main(["--out", str(ROOT / out), *(["--force"] if force else []), *(name or [])]))
 
 
-_SPEC_HELP = "spec file; repeat to overlay site files on a base (later wins). Default: sysconfig/spec.yaml"
 _HOST_HELP = "only this host of the spec's hosts list; repeat for several (default: all)"
 
 
@@ -150,10 +154,8 @@ def deploy(c, spec=None, host=None, parallel=0, version=None, bundle=None, token
     """Render, build kernels, convert, bundle, then install + start + verify on every host (rollback on failure)."""
     from engine.deploy.commands import deploy as run_deploy
 
-    rc = run_deploy(_deploy_options(spec, host, token, token_file, parallel=parallel or None, version=version,
-                                    bundle=Path(bundle) if bundle else None))
-    if rc:
-        raise Exit(code=rc)
+    _exit_with(run_deploy(_deploy_options(spec, host, token, token_file, parallel=parallel or None, version=version,
+                                          bundle=Path(bundle) if bundle else None)))
 
 
 @task(
@@ -164,9 +166,7 @@ def bundle(c, spec=None, version=None):
     """Build the release bundle only (build/bundles/ai-engine-<version>-<arch>.tar.gz), reproducibly."""
     from engine.deploy.commands import bundle as run_bundle
 
-    rc = run_bundle(_deploy_options(spec, None, version=version))
-    if rc:
-        raise Exit(code=rc)
+    _exit_with(run_bundle(_deploy_options(spec, None, version=version)))
 
 
 @task(iterable=["spec", "host"], help={"spec": _SPEC_HELP, "host": _HOST_HELP})
@@ -174,9 +174,7 @@ def stop(c, spec=None, host=None):
     """Stop the engine on the hosts (SIGTERM, SIGKILL after deploy's stop timeout)."""
     from engine.deploy.commands import operate
 
-    rc = operate(_deploy_options(spec, host), "stop")
-    if rc:
-        raise Exit(code=rc)
+    _exit_with(operate(_deploy_options(spec, host), "stop"))
 
 
 @task(iterable=["spec", "host"], help={"spec": _SPEC_HELP, "host": _HOST_HELP, "token": _TOKEN_HELP,
@@ -185,9 +183,7 @@ def status(c, spec=None, host=None, token=None, token_file=None):
     """Per host: active release, pid, health, uptime, installed releases."""
     from engine.deploy.commands import operate
 
-    rc = operate(_deploy_options(spec, host, token, token_file), "status")
-    if rc:
-        raise Exit(code=rc)
+    _exit_with(operate(_deploy_options(spec, host, token, token_file), "status"))
 
 
 @task(
@@ -200,9 +196,7 @@ def logs(c, spec=None, host=None, lines=50, follow=False):
     """Print the engine log of each host (ROOT/var/log/ai-engine/engine.log)."""
     from engine.deploy.commands import logs as run_logs
 
-    rc = run_logs(_deploy_options(spec, host), lines=lines, follow=follow)
-    if rc:
-        raise Exit(code=rc)
+    _exit_with(run_logs(_deploy_options(spec, host), lines=lines, follow=follow))
 
 
 @task(
@@ -215,9 +209,7 @@ def rollback(c, spec=None, host=None, to=None, token=None, token_file=None):
     """Switch hosts back to their previous release: config, current symlink, restart, verify."""
     from engine.deploy.commands import operate
 
-    rc = operate(_deploy_options(spec, host, token, token_file), "rollback", *(["--to", to] if to else []))
-    if rc:
-        raise Exit(code=rc)
+    _exit_with(operate(_deploy_options(spec, host, token, token_file), "rollback", *(["--to", to] if to else [])))
 
 
 @task(
@@ -291,11 +283,10 @@ def bench(c, spec=None, host=None, rate=200.0, warmup_s=5.0, steady_s=20.0, spik
     """
     from engine.deploy.commands import bench as run_bench
 
-    rc = run_bench(_deploy_options(spec, [host] if host else None, token, token_file), rate=float(rate),
-                   warmup_s=float(warmup_s), steady_s=float(steady_s), spike_s=float(spike_s), workers=int(workers),
-                   model=model, out_dir=ROOT / out, max_error_rate=float(max_error_rate))
-    if rc:
-        raise Exit(code=rc)
+    _exit_with(run_bench(_deploy_options(spec, [host] if host else None, token, token_file), rate=float(rate),
+                         warmup_s=float(warmup_s), steady_s=float(steady_s), spike_s=float(spike_s),
+                         workers=int(workers), model=model, out_dir=ROOT / out,
+                         max_error_rate=float(max_error_rate)))
 
 
 # --- tasks added by later work go above this line ---------------------------

@@ -12,6 +12,7 @@ import numpy as np
 
 from engine.errors import ConversionError
 from engine.ir import Graph, node_reads
+from engine.passes.rewrite import Chains
 from engine.plan import NO_FOLD, Value, fold_node
 
 # Folding a node that would materialise more than this many bytes (e.g. an
@@ -49,16 +50,13 @@ def fold_constants(graph: Graph) -> Graph:
 def fold_batchnorm(graph: Graph) -> Graph:
     """Conv -> BatchNormalization (inference, constant params, Conv output
     read only by the BN) becomes one Conv with scaled weights and bias."""
-    consumers = graph.consumers()
-    producers = graph.producers()
-    outputs = {t.name for t in graph.outputs}
-    inits = graph.initializers
-    drop = set()
+    chains = Chains(graph)
+    inits, drop = chains.inits, chains.drop
     for bn in graph.nodes:
         if bn.op != "BatchNormalization" or bn.attrs.get("training_mode", 0) or len([o for o in bn.outputs if o]) > 1:
             continue
-        conv = producers.get(bn.inputs[0])
-        if conv is None or conv.op != "Conv" or len(consumers.get(bn.inputs[0], [])) != 1 or bn.inputs[0] in outputs:
+        conv = chains.producers.get(bn.inputs[0])
+        if conv is None or conv.op != "Conv" or chains.only(bn.inputs[0]) is not bn:
             continue
         params = bn.inputs[1:5]
         if not all(p in inits for p in params) or conv.inputs[1] not in inits or \

@@ -19,7 +19,7 @@ import numpy as np
 
 from engine.ir import Graph, Node
 from engine.kernels.abi import Unary
-from engine.passes.rewrite import single_consumer
+from engine.passes.rewrite import Chains, single_consumer
 
 
 def _activation(node: Node, inits) -> tuple[int, float, float] | None:
@@ -262,59 +262,50 @@ def _last_axis_mean(node: Node, inits, rank_hint=None) -> bool:
 
 def fuse_layernorm(graph: Graph) -> Graph:
     """x - mean(x) = d; d / sqrt(mean(d^2) + eps) [* gamma + beta]."""
-    consumers = graph.consumers()
-    producers = graph.producers()
-    outputs = {t.name for t in graph.outputs}
-    inits = graph.initializers
-    drop = set()
+    chains = Chains(graph)
+    inits, outputs, only = chains.inits, chains.outputs, chains.only
     for mean1 in graph.nodes:
         if not _last_axis_mean(mean1, inits):
             continue
         x = mean1.inputs[0]
-        subs = [n for n in consumers.get(mean1.outputs[0], []) if n.op == "Sub" and n.inputs == [x, mean1.outputs[0]]]
+        subs = [n for n in chains.readers(mean1.outputs[0]) if n.op == "Sub" and n.inputs == [x, mean1.outputs[0]]]
         if len(subs) != 1:
             continue
         sub = subs[0]
-        d_users = consumers.get(sub.outputs[0], [])
+        d_users = chains.readers(sub.outputs[0])
         pow_ = next((n for n in d_users if n.op == "Pow" and _scalar(inits, n.inputs[1], 2.0)), None)
         div = next((n for n in d_users if n.op == "Div" and n.inputs[0] == sub.outputs[0]), None)
         if pow_ is None or div is None or len(d_users) != 2:
             continue
-        mean2 = single_consumer(consumers, outputs, pow_.outputs[0])
+        mean2 = only(pow_.outputs[0])
         if mean2 is None or not _last_axis_mean(mean2, inits):
             continue
-        add = single_consumer(consumers, outputs, mean2.outputs[0])
+        add = only(mean2.outputs[0])
         if add is None or add.op != "Add":
             continue
         eps_name = add.inputs[1] if add.inputs[0] == mean2.outputs[0] else add.inputs[0]
         if eps_name not in inits or inits[eps_name].size != 1:
             continue
-        sqrt = single_consumer(consumers, outputs, add.outputs[0])
-        if sqrt is None or sqrt.op != "Sqrt" or producers.get(div.inputs[1]) is not sqrt:
+        sqrt = only(add.outputs[0])
+        if sqrt is None or sqrt.op != "Sqrt" or chains.producers.get(div.inputs[1]) is not sqrt:
             continue
         if any(n in outputs for n in (mean1.outputs[0], sub.outputs[0], pow_.outputs[0], sqrt.outputs[0])):
             continue
         chain = [mean1, sub, pow_, mean2, add, sqrt, div]
-        out, scale, bias = div.outputs[0], "", ""
-        mul = single_consumer(consumers, outputs, out)
-        if mul is not None and mul.op == "Mul":
-            g = mul.inputs[1] if mul.inputs[0] == out else mul.inputs[0]
-            if g in inits and inits[g].ndim == 1:
-                scale, out = g, mul.outputs[0]
-                chain.append(mul)
-                badd = single_consumer(consumers, outputs, out)
-                if badd is not None and badd.op == "Add":
-                    b = badd.inputs[1] if badd.inputs[0] == out else badd.inputs[0]
-                    if b in inits and inits[b].ndim == 1:
-                        bias, out = b, badd.outputs[0]
-                        chain.append(badd)
-        if not scale:
-            continue  # LayerNormalization needs a scale; a bare chain stays as is
+        # LayerNormalization needs a scale (a bare chain stays as is); the bias is optional
+        scaled = chains.only_with_1d_const(div.outputs[0], "Mul")
+        if scaled is None:
+            continue
+        mul, scale = scaled
+        chain.append(mul)
+        out, bias = mul.outputs[0], ""
+        shifted = chains.only_with_1d_const(out, "Add")
+        if shifted is not None:
+            badd, bias = shifted
+            chain.append(badd)
+            out = badd.outputs[0]
         eps = float(inits[eps_name].reshape(-1)[0])
-        ln = Node("LayerNormalization", mean1.name + "/fused_layernorm", [x, scale] + ([bias] if bias else []), [out],
-                  {"axis": -1, "epsilon": eps})
-        idx = graph.nodes.index(chain[-1])
-        graph.nodes.insert(idx + 1, ln)
-        drop.update(id(n) for n in chain)
-    graph.nodes = [n for n in graph.nodes if id(n) not in drop]
-    return graph
+        chains.fused[id(chain[-1])] = Node("LayerNormalization", mean1.name + "/fused_layernorm",
+                                           [x, scale] + ([bias] if bias else []), [out], {"axis": -1, "epsilon": eps})
+        chains.drop.update(id(n) for n in chain)
+    return chains.splice()

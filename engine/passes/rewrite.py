@@ -15,19 +15,32 @@ def single_consumer(consumers: dict[str, list[Node]], outputs: set[str], name: s
 
 
 class Chains:
-    """One fusion pass's working state over a graph: its initializers, the
-    one reader of a value (`only`), and the nodes fused or dropped so far
-    (`splice` applies them)."""
+    """One fusion pass's working state over a graph: its initializers, graph
+    outputs and producers, the readers of a value (`readers`, `only`: the one
+    reader), and the nodes fused or dropped so far (`splice` applies them)."""
 
     def __init__(self, graph: Graph):
         self.graph, self.inits = graph, graph.initializers
-        self._outputs = {t.name for t in graph.outputs}
+        self.outputs = {t.name for t in graph.outputs}
+        self.producers = graph.producers()
         self._consumers = graph.consumers()
         self.drop: set[int] = set()
         self.fused: dict[int, Node] = {}
 
+    def readers(self, name: str) -> list[Node]:
+        return self._consumers.get(name, [])
+
     def only(self, name: str) -> Node | None:
-        return single_consumer(self._consumers, self._outputs, name)
+        return single_consumer(self._consumers, self.outputs, name)
+
+    def only_with_1d_const(self, name: str, op: str) -> tuple[Node, str] | None:
+        """The one reader of `name` if it is `op` with a 1-D initializer as
+        its other operand: (that node, the initializer's name)."""
+        node = self.only(name)
+        if node is None or node.op != op:
+            return None
+        const = node.inputs[1] if node.inputs[0] == name else node.inputs[0]
+        return (node, const) if const in self.inits and self.inits[const].ndim == 1 else None
 
     def splice(self) -> Graph:
         return splice(self.graph, self.fused, self.drop)

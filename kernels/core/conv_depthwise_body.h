@@ -1,11 +1,12 @@
 /*
  * Depthwise convolution (contract: aie_dwconv_fn in conv_kernels.h) written
  * once over the per-ISA vector vocabulary: VL channels per vector, the
- * channel tail masked; taps accumulated with FMA in the reference's (r, s)
- * order, the epilogue (residual, then the activation of vmath_fn.h, as the
- * standalone ops) in registers. avx2/conv_depthwise_avx2.c and
+ * channel tail masked; taps accumulated with FMA in (r, s) order, the
+ * epilogue (residual, then the activation of vmath_fn.h, as the standalone
+ * ops) in registers. avx2/conv_depthwise_avx2.c and
  * avx512/conv_depthwise_avx512.c include their vf header, define DW_ROWS
- * (the function name) and include this file.
+ * (the function name) and include this file; scalar/conv_depthwise_scalar.c
+ * does so at one lane. The naive reference is ref/conv_ref.c.
  * 3x3 (MobileNet's only depthwise kernel) has a fast path: per channel block
  * the nine weight vectors stay in registers while the block sweeps the
  * output row, so each output vector costs nine input loads and nine FMAs

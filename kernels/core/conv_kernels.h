@@ -1,6 +1,6 @@
 /* Internal: the per-ISA direct kernels behind aie_conv.h / aie_pool.h and
- * the pieces their drivers share (not installed). Each kernel has a scalar
- * reference (scalar/) and avx2/avx512 variants with the same signature; the
+ * the pieces their drivers share (not installed). Each kernel has a portable
+ * variant (scalar/) and avx2/avx512 ones with the same signature; the
  * drivers pick one through the dispatch table (kernel_table.h). */
 #ifndef AIE_CONV_KERNELS_H
 #define AIE_CONV_KERNELS_H
@@ -20,10 +20,9 @@ typedef struct {
     float *y;
 } aie_dwconv_args;
 
-typedef void (*aie_dwconv_fn)(const aie_dwconv_args *a, int64_t row0, int64_t row1);
-void aie_dwconv_rows_scalar(const aie_dwconv_args *a, int64_t row0, int64_t row1);
-void aie_dwconv_rows_avx2(const aie_dwconv_args *a, int64_t row0, int64_t row1);
-void aie_dwconv_rows_avx512(const aie_dwconv_args *a, int64_t row0, int64_t row1);
+/* A function type: each ISA's kernel is declared with it (one prototype). */
+typedef void aie_dwconv_fn(const aie_dwconv_args *a, int64_t row0, int64_t row1);
+aie_dwconv_fn aie_dwconv_rows_scalar, aie_dwconv_rows_avx2, aie_dwconv_rows_avx512;
 
 /* Direct (packing-free) convolution micro-kernel, NHWC, groups == 1.
  * One call computes an h-pixel x NR-channel output tile (h <= MR consecutive
@@ -111,16 +110,12 @@ typedef struct {
     float *y;
 } aie_pool_args;
 
-typedef void (*aie_pool_fn)(const aie_pool_args *a, int64_t row0, int64_t row1);
-void aie_pool_rows_scalar(const aie_pool_args *a, int64_t row0, int64_t row1);
-void aie_pool_rows_avx2(const aie_pool_args *a, int64_t row0, int64_t row1);
-void aie_pool_rows_avx512(const aie_pool_args *a, int64_t row0, int64_t row1);
+typedef void aie_pool_fn(const aie_pool_args *a, int64_t row0, int64_t row1);
+aie_pool_fn aie_pool_rows_scalar, aie_pool_rows_avx2, aie_pool_rows_avx512;
 
 /* Global pooling of images [n0, n1): x N x HW x C -> y N x C. */
-typedef void (*aie_gpool_fn)(int kind, int64_t HW, int64_t C, const float *x, float *y, int64_t n0, int64_t n1);
-void aie_gpool_scalar(int kind, int64_t HW, int64_t C, const float *x, float *y, int64_t n0, int64_t n1);
-void aie_gpool_avx2(int kind, int64_t HW, int64_t C, const float *x, float *y, int64_t n0, int64_t n1);
-void aie_gpool_avx512(int kind, int64_t HW, int64_t C, const float *x, float *y, int64_t n0, int64_t n1);
+typedef void aie_gpool_fn(int kind, int64_t HW, int64_t C, const float *x, float *y, int64_t n0, int64_t n1);
+aie_gpool_fn aie_gpool_scalar, aie_gpool_avx2, aie_gpool_avx512;
 
 /* Window of one pooling/conv output coordinate along one axis: the taps
  * i in [i0, i1) land inside [0, in); `count` is the divisor for an average. */
@@ -144,9 +139,5 @@ static inline aie_window aie_pool_window(int64_t o, int64_t stride, int64_t pad_
     if (w.i0 > w.i1) w.i0 = w.i1;
     return w;
 }
-
-/* Epilogue row helper: v[i] = act(v[i] + residual[i]) for n floats, scalar
- * (scalar/act_scalar.c: vmath_fn.h at one lane). */
-void aie_act_row_scalar(float *v, const float *residual, int64_t n, const aie_epilogue *ep);
 
 #endif

@@ -20,9 +20,9 @@ typedef struct {
     aie_bf16_cvt_fn bf16_cvt; /* fp32 -> bf16 runs: the bf16 conv's A packing */
     const aie_conv_direct_kernel *conv_direct; /* direct conv tiles (and Winograd's products) */
     const aie_winograd_kernel *winograd;       /* Winograd tile transforms */
-    aie_dwconv_fn dwconv;
-    aie_pool_fn pool;
-    aie_gpool_fn gpool;
+    aie_dwconv_fn *dwconv;
+    aie_pool_fn *pool;
+    aie_gpool_fn *gpool;
     const aie_vm_table *vm; /* elementwise, reduction and normalisation loops */
 } aie_kernel_table_entry;
 

@@ -3,8 +3,9 @@
  * written once over the per-ISA vector vocabulary: VL channels per vector,
  * the channel tail through a masked load/store. avx2/pool_avx2.c and
  * avx512/pool_avx512.c include their vf header, define POOL_ROWS and GPOOL
- * (the function names) and include this file. Window rules and NaN
- * behaviour as the scalar reference (scalar/pool_ref.c, aie_pool.h).
+ * (the function names) and include this file, and scalar/pool_scalar.c at one
+ * lane. Window rules and NaN behaviour: aie_pool.h; the naive reference the
+ * C tests check against is ref/pool_ref.c.
  */
 #ifndef AIE_POOL_BODY_H
 #define AIE_POOL_BODY_H

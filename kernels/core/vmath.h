@@ -47,6 +47,12 @@ typedef struct {
                        const float *scale, const float *bias);
 } aie_vm_table;
 
+/* Every ISA's table, from the vm_* functions of the file that expands it
+ * (core/vmath_simd.h, scalar/vmath_scalar.c): the members listed once. */
+#define AIE_VM_TABLE_OF_VM_FUNCTIONS                                                              \
+    {.unary = vm_unary, .binary = vm_binary, .compare = vm_compare, .row_reduce = vm_row_reduce, \
+     .col_accumulate = vm_col_accumulate, .exp_shift = vm_exp_shift, .norm_apply = vm_norm_apply}
+
 extern const aie_vm_table aie_vm_scalar;
 #if defined(AIE_HAVE_X86)
 extern const aie_vm_table aie_vm_avx2;

@@ -42,21 +42,40 @@ static inline vf vminn(vf a, vf b) { return vsel((a < b) | (a != a), a, b); }
 
 /* ---- binary and compare --------------------------------------------- */
 
-/* sa/sb are loop-invariant: -O3 unswitches the loop into the three cases. */
-#define DEFINE_BINARY(NAME, EXPR)                                                                    \
-    static void NAME(const float *a, int64_t sa, const float *b, int64_t sb, float *y, int64_t n) { \
-        if (n <= 0) return;                                                                          \
-        vf ka = vset1(a[0]), kb = vset1(b[0]);                                                       \
-        int64_t i = 0;                                                                               \
-        for (; i + VW <= n; i += VW) {                                                               \
-            vf u = sa ? vload(a + i) : ka, w = sb ? vload(b + i) : kb;                               \
-            vstore(y + i, (EXPR));                                                                   \
-        }                                                                                            \
-        if (i < n) {                                                                                 \
-            vf u = sa ? vload_n(a + i, n - i, 1.0f) : ka, w = sb ? vload_n(b + i, n - i, 1.0f) : kb; \
-            vstore_n(y + i, (EXPR), n - i);                                                          \
-        }                                                                                            \
+/* y = EXPR(u, w) over a (stride sa: 0 broadcasts a[0]) and b (sb); STORE
+ * writes a result vector's first cnt lanes. Tail lanes past n read as PAD
+ * (1 for the arithmetic: no spurious division by zero). sa/sb are
+ * loop-invariant: -O3 unswitches the loop into the three cases. */
+#define DEFINE_PAIRWISE(NAME, YT, EXPR, STORE, PAD)                                                \
+    static void NAME(const float *a, int64_t sa, const float *b, int64_t sb, YT *y, int64_t n) {   \
+        if (n <= 0) return;                                                                        \
+        vf ka = vset1(a[0]), kb = vset1(b[0]);                                                     \
+        int64_t i = 0;                                                                             \
+        for (; i + VW <= n; i += VW) {                                                             \
+            vf u = sa ? vload(a + i) : ka, w = sb ? vload(b + i) : kb;                             \
+            STORE(y + i, (EXPR), VW);                                                              \
+        }                                                                                          \
+        if (i < n) {                                                                               \
+            vf u = sa ? vload_n(a + i, n - i, PAD) : ka, w = sb ? vload_n(b + i, n - i, PAD) : kb; \
+            STORE(y + i, (EXPR), n - i);                                                           \
+        }                                                                                          \
     }
+
+/* cnt is the constant VW in the loop body: the branch folds away there. */
+static inline void store_floats(float *y, vf v, int64_t cnt) {
+    if (cnt == VW)
+        vstore(y, v);
+    else
+        vstore_n(y, v, cnt);
+}
+
+static inline void store_mask(uint8_t *y, vi m, int64_t cnt) {
+    vs8 bytes = __builtin_convertvector(m, vs8) & 1;
+    memcpy(y, &bytes, (size_t)cnt);
+}
+
+#define DEFINE_BINARY(NAME, EXPR) DEFINE_PAIRWISE(NAME, float, EXPR, store_floats, 1.0f)
+#define DEFINE_COMPARE(NAME, EXPR) DEFINE_PAIRWISE(NAME, uint8_t, EXPR, store_mask, 0.0f)
 
 DEFINE_BINARY(b_add, u + w)
 DEFINE_BINARY(b_sub, u - w)
@@ -70,8 +89,8 @@ static void b_pow(const float *a, int64_t sa, const float *b, int64_t sb, float 
     float e = b[0];
     if (e == 2.0f) b_mul(a, 1, a, 1, y, n);
     else if (e == 1.0f) memmove(y, a, (size_t)n * sizeof(float));
-    else if (e == 0.5f) u_sqrt(a, y, n, 0, 0);
-    else if (e == -1.0f) u_reciprocal(a, y, n, 0, 0);
+    else if (e == 0.5f) u_SQRT(a, y, n, 0, 0);
+    else if (e == -1.0f) u_RECIPROCAL(a, y, n, 0, 0);
     else if (e == 3.0f) { b_mul(a, 1, a, 1, y, n); b_mul(y, 1, a, 1, y, n); }
     else for (int64_t i = 0; i < n; i++) y[i] = 1.0f; /* e == 0: pow(x, 0) = 1, even NaN */
 }
@@ -86,26 +105,6 @@ static const binary_fn binary_table[] = {
 static void vm_binary(int op, const float *a, int64_t sa, const float *b, int64_t sb, float *y, int64_t n) {
     binary_table[op](a, sa, b, sb, y, n);
 }
-
-static inline void store_mask(uint8_t *y, vi m, int64_t cnt) {
-    vs8 bytes = __builtin_convertvector(m, vs8) & 1;
-    memcpy(y, &bytes, (size_t)cnt);
-}
-
-#define DEFINE_COMPARE(NAME, EXPR)                                                                     \
-    static void NAME(const float *a, int64_t sa, const float *b, int64_t sb, uint8_t *y, int64_t n) { \
-        if (n <= 0) return;                                                                            \
-        vf ka = vset1(a[0]), kb = vset1(b[0]);                                                         \
-        int64_t i = 0;                                                                                 \
-        for (; i + VW <= n; i += VW) {                                                                 \
-            vf u = sa ? vload(a + i) : ka, w = sb ? vload(b + i) : kb;                                 \
-            store_mask(y + i, (EXPR), VW);                                                             \
-        }                                                                                              \
-        if (i < n) {                                                                                   \
-            vf u = sa ? vload_n(a + i, n - i, 0.0f) : ka, w = sb ? vload_n(b + i, n - i, 0.0f) : kb;   \
-            store_mask(y + i, (EXPR), n - i);                                                          \
-        }                                                                                              \
-    }
 
 DEFINE_COMPARE(c_eq, u == w)
 DEFINE_COMPARE(c_ne, u != w)
@@ -231,12 +230,4 @@ static void vm_norm_apply(const float *x, float *y, int64_t n, float mean, float
     }
 }
 
-const aie_vm_table VM_TABLE = {
-    .unary = vm_unary,
-    .binary = vm_binary,
-    .compare = vm_compare,
-    .row_reduce = vm_row_reduce,
-    .col_accumulate = vm_col_accumulate,
-    .exp_shift = vm_exp_shift,
-    .norm_apply = vm_norm_apply,
-};
+const aie_vm_table VM_TABLE = AIE_VM_TABLE_OF_VM_FUNCTIONS;

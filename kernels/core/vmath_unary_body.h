@@ -1,7 +1,7 @@
 /*
  * The unary ops of the vmath table (vmath.h), written once over the per-ISA
  * vector vocabulary: include after vf_scalar.h, vf_avx2.h or vf_avx512.h.
- * Defines vm_unary and u_sqrt / u_reciprocal (the exact pow cases reuse
+ * Defines vm_unary and u_SQRT / u_RECIPROCAL (the exact pow cases reuse
  * them). The math itself is vmath_fn.h, shared with the GEMM/conv epilogues.
  */
 #ifndef AIE_VMATH_UNARY_BODY_H
@@ -26,43 +26,25 @@
         }                                                                       \
     }
 
-DEFINE_UNARY(u_relu, vmf_relu(u))
-DEFINE_UNARY(u_leaky_relu, vmf_leaky_relu(u, p0))
-DEFINE_UNARY(u_sigmoid, vmf_sigmoid(u))
-DEFINE_UNARY(u_tanh, vmf_tanh(u))
-DEFINE_UNARY(u_erf, vmf_erf(u))
-DEFINE_UNARY(u_gelu, vmf_gelu(u))
-DEFINE_UNARY(u_gelu_tanh, vmf_gelu_tanh(u))
-DEFINE_UNARY(u_hardsigmoid, vmf_hardsigmoid(u, p0, p1))
-DEFINE_UNARY(u_hardswish, vmf_hardswish(u))
-DEFINE_UNARY(u_silu, vmf_silu(u))
-DEFINE_UNARY(u_exp, vmf_exp(u))
-DEFINE_UNARY(u_log, vmf_log(u))
-DEFINE_UNARY(u_sqrt, vf_sqrt(u))
-DEFINE_UNARY(u_reciprocal, vf_div(vf_set1(1.0f), u))
-DEFINE_UNARY(u_abs, vf_abs(u))
-DEFINE_UNARY(u_neg, vf_neg(u))
-DEFINE_UNARY(u_clip, vmf_clip(u, p0, p1))
-DEFINE_UNARY(u_floor, vf_floor(u))
-DEFINE_UNARY(u_ceil, vf_ceil(u))
-DEFINE_UNARY(u_round, vf_round(u))
-DEFINE_UNARY(u_sign, vmf_sign(u))
-DEFINE_UNARY(u_softplus, vmf_softplus(u))
-DEFINE_UNARY(u_elu, vmf_elu(u, p0))
-DEFINE_UNARY(u_selu, vmf_selu(u, p0, p1))
+/* Every unary op once: its AIE_U_* code and its value at u (p0, p1: the
+ * op's parameters); the functions u_<code> and the table both expand it. */
+#define UNARY_OPS(X)                                                                                          \
+    X(RELU, vmf_relu(u)) X(LEAKY_RELU, vmf_leaky_relu(u, p0)) X(SIGMOID, vmf_sigmoid(u)) X(TANH, vmf_tanh(u)) \
+    X(ERF, vmf_erf(u)) X(GELU, vmf_gelu(u)) X(GELU_TANH, vmf_gelu_tanh(u))                                    \
+    X(HARDSIGMOID, vmf_hardsigmoid(u, p0, p1)) X(HARDSWISH, vmf_hardswish(u)) X(SILU, vmf_silu(u))            \
+    X(EXP, vmf_exp(u)) X(LOG, vmf_log(u)) X(SQRT, vf_sqrt(u)) X(RECIPROCAL, vf_div(vf_set1(1.0f), u))         \
+    X(ABS, vf_abs(u)) X(NEG, vf_neg(u)) X(CLIP, vmf_clip(u, p0, p1)) X(FLOOR, vf_floor(u))                    \
+    X(CEIL, vf_ceil(u)) X(ROUND, vf_round(u)) X(SIGN, vmf_sign(u)) X(SOFTPLUS, vmf_softplus(u))               \
+    X(ELU, vmf_elu(u, p0)) X(SELU, vmf_selu(u, p0, p1))
+
+#define UNARY_FN(CODE, EXPR) DEFINE_UNARY(u_##CODE, EXPR)
+UNARY_OPS(UNARY_FN)
+#undef UNARY_FN
 
 typedef void (*unary_fn)(const float *, float *, int64_t, float, float);
-static const unary_fn unary_table[AIE_U_COUNT] = {
-    [AIE_U_RELU] = u_relu, [AIE_U_LEAKY_RELU] = u_leaky_relu,
-    [AIE_U_SIGMOID] = u_sigmoid, [AIE_U_TANH] = u_tanh, [AIE_U_ERF] = u_erf,
-    [AIE_U_GELU] = u_gelu, [AIE_U_GELU_TANH] = u_gelu_tanh,
-    [AIE_U_HARDSIGMOID] = u_hardsigmoid, [AIE_U_HARDSWISH] = u_hardswish,
-    [AIE_U_SILU] = u_silu, [AIE_U_EXP] = u_exp, [AIE_U_LOG] = u_log,
-    [AIE_U_SQRT] = u_sqrt, [AIE_U_RECIPROCAL] = u_reciprocal, [AIE_U_ABS] = u_abs,
-    [AIE_U_NEG] = u_neg, [AIE_U_CLIP] = u_clip, [AIE_U_FLOOR] = u_floor,
-    [AIE_U_CEIL] = u_ceil, [AIE_U_ROUND] = u_round, [AIE_U_SIGN] = u_sign,
-    [AIE_U_SOFTPLUS] = u_softplus, [AIE_U_ELU] = u_elu, [AIE_U_SELU] = u_selu,
-};
+#define UNARY_ENTRY(CODE, EXPR) [AIE_U_##CODE] = u_##CODE,
+static const unary_fn unary_table[AIE_U_COUNT] = {UNARY_OPS(UNARY_ENTRY)};
+#undef UNARY_ENTRY
 
 static void vm_unary(int op, const float *x, float *y, int64_t n, float p0, float p1) {
     unary_table[op](x, y, n, p0, p1);

@@ -32,27 +32,15 @@ int aie_x_gather(const aie_step_args *a) {
 int aie_x_gather_elements(const aie_step_args *a) {
     const aie_gather_elements_step *sp = (const aie_gather_elements_step *)(const void *)a->ip;
     size_t es = (size_t)sp->esize;
-    int64_t r = sp->rank;
-    if (r < 1 || r > AIE_MAX_DIMS) return aie_fail(AIE_EINVAL, "bad rank %lld", (long long)r);
-    const int64_t *oshape = sp->dims, *dshape = sp->dims + r;
-    int64_t axis = sp->axis, idt = sp->idx_dtype;
-    int64_t dstr[AIE_MAX_DIMS], cnt[AIE_MAX_DIMS] = {0}, n = 1;
-    dstr[r - 1] = 1;
-    for (int64_t d = r - 2; d >= 0; d--) dstr[d] = dstr[d + 1] * dshape[d + 1];
-    for (int64_t d = 0; d < r; d++) n *= oshape[d];
+    aie_elements_walk w; /* the output has the index tensor's shape */
+    if (aie_elements_walk_init(&w, sp->rank, sp->dims, sp->dims + sp->rank, sp->axis, sp->idx_dtype))
+        return aie_fail(AIE_EINVAL, "bad rank %lld", (long long)sp->rank);
     char *o = a->t[0];
     const char *src = a->t[1];
-    for (int64_t i = 0; i < n; i++) {
-        int64_t k = aie_load_index(a->t[2], idt, i);
-        if (k < 0) k += dshape[axis];
-        if (k < 0 || k >= dshape[axis]) return aie_fail(AIE_EINVAL, "gather_elements index out of range");
-        int64_t off = 0;
-        for (int64_t d = 0; d < r; d++) off += (d == axis ? k : cnt[d]) * dstr[d];
+    for (int64_t i = 0; i < w.n; i++) {
+        int64_t off = aie_elements_walk_next(&w, a->t[2], i);
+        if (off < 0) return aie_fail(AIE_EINVAL, "gather_elements index out of range");
         memcpy(o + (size_t)i * es, src + (size_t)off * es, es);
-        for (int64_t d = r - 1; d >= 0; d--) {
-            if (++cnt[d] < oshape[d]) break;
-            cnt[d] = 0;
-        }
     }
     return AIE_OK;
 }
@@ -79,10 +67,8 @@ int aie_x_pad(const aie_step_args *a) {
     const int64_t *ishape = sp->dims, *oshape = sp->dims + r, *begin = sp->dims + 2 * r;
     int64_t mode = sp->mode;
     const int64_t *value = &sp->value;
-    int64_t istr[AIE_MAX_DIMS], cnt[AIE_MAX_DIMS] = {0}, n = 1;
-    istr[r - 1] = 1;
-    for (int64_t d = r - 2; d >= 0; d--) istr[d] = istr[d + 1] * ishape[d + 1];
-    for (int64_t d = 0; d < r; d++) n *= oshape[d];
+    int64_t istr[AIE_MAX_DIMS], cnt[AIE_MAX_DIMS] = {0}, n = aie_shape_numel(r, oshape);
+    aie_row_major_strides(r, ishape, istr);
     char *o = a->t[0];
     const char *x = a->t[1];
     for (int64_t i = 0; i < n; i++) {
@@ -92,10 +78,7 @@ int aie_x_pad(const aie_step_args *a) {
             off = s < 0 ? -1 : off + s * istr[d];
         }
         memcpy(o + (size_t)i * es, off < 0 ? (const char *)value : x + (size_t)off * es, es);
-        for (int64_t d = r - 1; d >= 0; d--) {
-            if (++cnt[d] < oshape[d]) break;
-            cnt[d] = 0;
-        }
+        aie_coord_next(r, oshape, cnt);
     }
     return AIE_OK;
 }

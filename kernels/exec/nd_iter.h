@@ -43,6 +43,59 @@ static inline void aie_nd_row_offsets(const aie_nd *nd, int64_t row, int64_t *of
     }
 }
 
+/* Element-at-a-time walks (pad, gather/scatter by element): a coordinate
+ * counter over a shape, and row-major strides. */
+static inline int64_t aie_shape_numel(int64_t r, const int64_t *shape) {
+    int64_t n = 1;
+    for (int64_t d = 0; d < r; d++) n *= shape[d];
+    return n;
+}
+
+static inline void aie_row_major_strides(int64_t r, const int64_t *shape, int64_t *str) {
+    str[r - 1] = 1;
+    for (int64_t d = r - 2; d >= 0; d--) str[d] = str[d + 1] * shape[d + 1];
+}
+
+/* Advance cnt to the next row-major coordinate of shape (after the last it
+ * wraps to all zeros). */
+static inline void aie_coord_next(int64_t r, const int64_t *shape, int64_t *cnt) {
+    for (int64_t d = r - 1; d >= 0; d--) {
+        if (++cnt[d] < shape[d]) return;
+        cnt[d] = 0;
+    }
+}
+
+/* GatherElements / ScatterElements: the index tensor (shape ishape) walked
+ * in row-major order; each index (negative counts from the end) replaces its
+ * coordinate's `axis` component to address the data tensor (dshape). */
+typedef struct {
+    int64_t rank, axis, idt, n;
+    const int64_t *ishape, *dshape;
+    int64_t dstr[AIE_MAX_DIMS], cnt[AIE_MAX_DIMS];
+} aie_elements_walk;
+
+/* 0, or -1 when the rank is out of range. */
+static inline int aie_elements_walk_init(aie_elements_walk *w, int64_t r, const int64_t *ishape,
+                                         const int64_t *dshape, int64_t axis, int64_t idt) {
+    if (r < 1 || r > AIE_MAX_DIMS) return -1;
+    w->rank = r, w->axis = axis, w->idt = idt, w->ishape = ishape, w->dshape = dshape;
+    w->n = aie_shape_numel(r, ishape);
+    aie_row_major_strides(r, dshape, w->dstr);
+    for (int64_t d = 0; d < r; d++) w->cnt[d] = 0;
+    return 0;
+}
+
+/* The data offset for index element i, the walk's next coordinate (the walk
+ * then steps past it); -1 when the index is out of range. */
+static inline int64_t aie_elements_walk_next(aie_elements_walk *w, const void *idx, int64_t i) {
+    int64_t k = aie_load_index(idx, w->idt, i), len = w->dshape[w->axis], off = 0;
+    if (k < 0) k += len;
+    if (k < 0 || k >= len) return -1;
+    for (int64_t d = 0; d < w->rank; d++) off += (d == w->axis ? k : w->cnt[d]) * w->dstr[d];
+    aie_coord_next(w->rank, w->ishape, w->cnt);
+    return off;
+}
+
 /* Split [0, n) into contiguous chunks for parallel_for task `task`. */
 static inline void aie_chunk(int64_t n, int64_t task, int64_t ntasks, int64_t *lo, int64_t *hi) {
     *lo = n * task / ntasks;

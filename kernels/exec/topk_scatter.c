@@ -1,7 +1,7 @@
 /* Extension indexing ops: TopK, ScatterElements, ScatterND, GatherND.
  * Every index is checked against the data shape at run time: an
  * out-of-range index is an error, never an out-of-bounds access. */
-#include "exec_ops.h"
+#include "nd_iter.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -105,30 +105,19 @@ static int scatter_one(void *dst, const void *src, int64_t dt, int64_t red, size
 int aie_x_scatter_elements(const aie_step_args *a) {
     const aie_scatter_elements_step *sp = (const aie_scatter_elements_step *)(const void *)a->ip;
     size_t es = (size_t)sp->esize;
-    int64_t dt = sp->dtype, red = sp->reduction, r = sp->rank;
-    if (r < 1 || r > AIE_MAX_DIMS) return aie_fail(AIE_EINVAL, "scatter_elements: bad rank %lld", (long long)r);
-    const int64_t *ishape = sp->dims, *dshape = sp->dims + r;
-    int64_t axis = sp->axis, idt = sp->idx_dtype;
-    int64_t dstr[AIE_MAX_DIMS], cnt[AIE_MAX_DIMS] = {0}, n = 1;
-    dstr[r - 1] = 1;
-    for (int64_t d = r - 2; d >= 0; d--) dstr[d] = dstr[d + 1] * dshape[d + 1];
-    for (int64_t d = 0; d < r; d++) n *= ishape[d];
+    int64_t dt = sp->dtype, red = sp->reduction;
+    aie_elements_walk w;
+    if (aie_elements_walk_init(&w, sp->rank, sp->dims, sp->dims + sp->rank, sp->axis, sp->idx_dtype))
+        return aie_fail(AIE_EINVAL, "scatter_elements: bad rank %lld", (long long)sp->rank);
     char *out = a->t[0];
     const char *upd = a->t[2];
-    for (int64_t i = 0; i < n; i++) {
-        int64_t kk = aie_load_index(a->t[1], idt, i);
-        if (kk < 0) kk += dshape[axis];
-        if (kk < 0 || kk >= dshape[axis])
+    for (int64_t i = 0; i < w.n; i++) {
+        int64_t off = aie_elements_walk_next(&w, a->t[1], i);
+        if (off < 0)
             return aie_fail(AIE_EINVAL, "scatter_elements index %lld out of range for axis of %lld",
-                            (long long)aie_load_index(a->t[1], idt, i), (long long)dshape[axis]);
-        int64_t off = 0;
-        for (int64_t d = 0; d < r; d++) off += (d == axis ? kk : cnt[d]) * dstr[d];
+                            (long long)aie_load_index(a->t[1], w.idt, i), (long long)w.dshape[w.axis]);
         int rc = scatter_one(out + (size_t)off * es, upd + (size_t)i * es, dt, red, es);
         if (rc != AIE_OK) return rc;
-        for (int64_t d = r - 1; d >= 0; d--) {
-            if (++cnt[d] < ishape[d]) break;
-            cnt[d] = 0;
-        }
     }
     return AIE_OK;
 }

@@ -88,12 +88,4 @@ static void vm_norm_apply(const float *x, float *y, int64_t n, float mean, float
     for (int64_t i = 0; i < n; i++) y[i] = (x[i] - mean) * invstd * scale[i] + (bias ? bias[i] : 0.0f);
 }
 
-const aie_vm_table aie_vm_scalar = {
-    .unary = vm_unary,
-    .binary = vm_binary,
-    .compare = vm_compare,
-    .row_reduce = vm_row_reduce,
-    .col_accumulate = vm_col_accumulate,
-    .exp_shift = vm_exp_shift,
-    .norm_apply = vm_norm_apply,
-};
+const aie_vm_table aie_vm_scalar = AIE_VM_TABLE_OF_VM_FUNCTIONS;

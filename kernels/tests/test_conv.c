@@ -1,6 +1,6 @@
-/* aie_conv2d and aie_conv_transpose2d: every ISA path against a float64
- * direct convolution, by normalised error |y - ref| / sum|x||w|, plus the
- * argument checks. */
+/* aie_conv2d and aie_conv_transpose2d: every ISA path against the float64
+ * naive references (ref/conv_ref.c), by normalised error
+ * |y - ref| / sum|x||w|, plus the argument checks. */
 #include <string.h>
 
 #include "aie_kernels.h"
@@ -51,37 +51,6 @@ static int g_algo_now = AIE_CONV_ALGO_AUTO;
 /* 1: pack with aie_conv2d_pack_winograd (the cases that allow it) */
 static int g_winograd = 0;
 
-/* float64 direct convolution; scale = sum |x||w| + |bias| + |residual|. */
-static void conv_ref(const aie_conv2d_params *p, int64_t P, int64_t Q, const float *x, const float *w,
-                     const float *b, const float *res, int act, double *y, double *scale) {
-    const int64_t Cg = p->C / p->groups, Kg = p->K / p->groups;
-    for (int64_t n = 0; n < p->N; n++)
-        for (int64_t pp = 0; pp < P; pp++)
-            for (int64_t q = 0; q < Q; q++)
-                for (int64_t k = 0; k < p->K; k++) {
-                    const int64_t g = k / Kg, o = ((n * P + pp) * Q + q) * p->K + k;
-                    double acc = b[k], sc = fabs(b[k]);
-                    for (int64_t r = 0; r < p->R; r++)
-                        for (int64_t s = 0; s < p->S; s++) {
-                            int64_t h = pp * p->stride_h - p->pad_top + r * p->dil_h;
-                            int64_t wc = q * p->stride_w - p->pad_left + s * p->dil_w;
-                            if (h < 0 || h >= p->H || wc < 0 || wc >= p->W) continue;
-                            for (int64_t c = 0; c < Cg; c++) {
-                                double xv = x[((n * p->H + h) * p->W + wc) * p->C + g * Cg + c];
-                                double wv = w[((k * Cg + c) * p->R + r) * p->S + s];
-                                acc += xv * wv;
-                                sc += fabs(xv * wv);
-                            }
-                        }
-                    if (res) {
-                        acc += res[o];
-                        sc += fabs(res[o]);
-                    }
-                    y[o] = aie_ref_act(act, acc, 0.0, 6.0); /* clip cases are relu6 */
-                    scale[o] = sc + 1e-30;
-                }
-}
-
 /* Runs one case on `isa` with `nt` threads; returns the max normalised error. */
 static double run_case(const conv_case *cs, aie_isa isa, int nt, float *y, const float *x, const float *w,
                        const float *b, const float *res, const double *ref, const double *scale, size_t ny) {
@@ -128,7 +97,7 @@ static void test_case(const conv_case *cs) {
     kt_fill(b, (size_t)p->K, 3);
     kt_fill(res, ny, 4);
     const float *r = cs->residual ? res : NULL;
-    conv_ref(p, P, Q, x, w, b, r, cs->act, ref, scale);
+    aie_ref_conv2d(p, P, Q, x, w, b, r, cs->act, 0.0, 6.0, ref, scale); /* clip cases are relu6 */
     const aie_isa saved = aie_selected_isa();
     double e = run_case(cs, AIE_ISA_SCALAR, 1, y_scalar, x, w, b, r, ref, scale, ny);
     KT_CHECK(e < 1e-6, "%s/scalar: normalised error %.3g", cs->name, e);
@@ -156,32 +125,14 @@ static void test_transpose(void) {
     int64_t P, Q;
     KT_CHECK(aie_conv_transpose2d_output_shape(&p, &P, &Q) == AIE_OK && P == 10 && Q == 8,
              "conv_transpose2d: output %lldx%lld, expected 10x8", (long long)P, (long long)Q);
-    const int64_t Cg = 2, Kg = 3;
     const size_t nx = 2 * 5 * 4 * 4, ny = (size_t)(2 * P * Q * 6), nw = 4 * 3 * 9;
     float x[2 * 5 * 4 * 4], w[4 * 3 * 9], b[6];
     float *y = malloc(ny * 4);
-    double *ref = calloc(ny, 8), *scale = calloc(ny, 8);
+    double *ref = malloc(ny * 8), *scale = malloc(ny * 8);
     kt_fill(x, nx, 5);
     kt_fill(w, nw, 6);
     kt_fill(b, 6, 7);
-    for (int64_t n = 0; n < 2; n++)
-        for (int64_t h = 0; h < 5; h++)
-            for (int64_t wc = 0; wc < 4; wc++)
-                for (int64_t c = 0; c < 4; c++)
-                    for (int64_t k = 0; k < Kg; k++)
-                        for (int64_t r = 0; r < 3; r++)
-                            for (int64_t s = 0; s < 3; s++) {
-                                int64_t oh = h * 2 - 1 + r, ow = wc * 2 - 1 + s, g = c / Cg;
-                                if (oh < 0 || oh >= P || ow < 0 || ow >= Q) continue;
-                                double v = (double)x[((n * 5 + h) * 4 + wc) * 4 + c] * w[(c * Kg + k) * 9 + r * 3 + s];
-                                size_t o = (size_t)(((n * P + oh) * Q + ow) * 6 + g * Kg + k);
-                                ref[o] += v;
-                                scale[o] += fabs(v);
-                            }
-    for (size_t o = 0; o < ny; o++) {
-        ref[o] += b[o % 6];
-        scale[o] += fabs(b[o % 6]) + 1e-30;
-    }
+    aie_ref_conv_transpose2d(&p, P, Q, x, w, b, ref, scale);
     const aie_isa saved = aie_selected_isa();
     for (int isa = AIE_ISA_SCALAR; isa <= (int)aie_best_isa(); isa++) {
         aie_set_isa((aie_isa)isa);

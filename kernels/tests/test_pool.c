@@ -1,10 +1,12 @@
-/* aie_pool2d / aie_global_pool: output shapes (ONNX ceil-mode rule), every
- * ISA path against the scalar reference (max bitwise, avg by relative
- * error), the scalar path against a float64 loop, NaN propagation. */
+/* aie_pool2d / aie_global_pool: output shapes (ONNX ceil-mode rule), the
+ * scalar path against the float64 naive references (ref/pool_ref.c), every
+ * other ISA against the scalar path (max bitwise, avg by relative error),
+ * NaN propagation. */
 #include <string.h>
 
 #include "aie_kernels.h"
 #include "kernel_test.h"
+#include "ref.h"
 
 typedef struct {
     const char *name;
@@ -20,32 +22,6 @@ static const pool_case CASES[] = {
     {"1x1", {3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}},
 };
 
-/* float64 window loop, onnxruntime's rules. */
-static void pool_ref(int kind, const aie_pool2d_params *p, int64_t P, int64_t Q, const float *x, double *y) {
-    for (int64_t n = 0; n < p->N; n++)
-        for (int64_t i = 0; i < P; i++)
-            for (int64_t j = 0; j < Q; j++)
-                for (int64_t c = 0; c < p->C; c++) {
-                    double acc = kind == AIE_POOL_MAX ? -INFINITY : 0;
-                    int64_t in = 0, all = 0;
-                    for (int64_t a = 0; a < p->kh; a++)
-                        for (int64_t b = 0; b < p->kw; b++) {
-                            int64_t h = i * p->stride_h - p->pad_top + a * p->dil_h;
-                            int64_t w = j * p->stride_w - p->pad_left + b * p->dil_w;
-                            if (h < p->H + p->pad_bottom && w < p->W + p->pad_right) all++;
-                            if (h < 0 || h >= p->H || w < 0 || w >= p->W) continue;
-                            double v = x[((n * p->H + h) * p->W + w) * p->C + c];
-                            in++;
-                            if (kind == AIE_POOL_MAX)
-                                acc = (v > acc || v != v) ? v : acc;
-                            else
-                                acc += v;
-                        }
-                    if (kind == AIE_POOL_AVG) acc /= (double)(p->count_include_pad ? all : in);
-                    y[((n * P + i) * Q + j) * p->C + c] = acc;
-                }
-}
-
 static void test_case(const pool_case *cs) {
     const aie_pool2d_params *p = &cs->p;
     int64_t P, Q;
@@ -57,7 +33,7 @@ static void test_case(const pool_case *cs) {
     x[nx / 2] = NAN; /* must reach every window that covers it */
     const aie_isa saved = aie_selected_isa();
     for (int kind = AIE_POOL_MAX; kind <= AIE_POOL_AVG; kind++) {
-        pool_ref(kind, p, P, Q, x, ref);
+        aie_ref_pool2d(kind, p, P, Q, x, ref);
         aie_set_isa(AIE_ISA_SCALAR);
         KT_CHECK(aie_pool2d(kind, p, x, ys, 1) == AIE_OK, "%s: %s", cs->name, aie_last_error());
         double e = 0;
@@ -110,24 +86,17 @@ static void test_shapes(void) {
 static void test_global(void) {
     const int64_t N = 2, HW = 49, C = 37;
     float x[2 * 49 * 37], ys[2 * 37], y[2 * 37];
+    double ref[2 * 37];
     kt_fill(x, (size_t)(N * HW * C), 12);
     x[100] = NAN;
     const aie_isa saved = aie_selected_isa();
     for (int kind = AIE_POOL_MAX; kind <= AIE_POOL_AVG; kind++) {
         aie_set_isa(AIE_ISA_SCALAR);
         KT_CHECK(aie_global_pool(kind, N, HW, C, x, ys, 1) == AIE_OK, "%s", aie_last_error());
-        for (int64_t n = 0; n < N; n++)
-            for (int64_t c = 0; c < C; c++) {
-                double acc = kind == AIE_POOL_MAX ? -INFINITY : 0;
-                for (int64_t i = 0; i < HW; i++) {
-                    double v = x[(n * HW + i) * C + c];
-                    acc = kind == AIE_POOL_MAX ? ((v > acc || v != v) ? v : acc) : acc + v;
-                }
-                if (kind == AIE_POOL_AVG) acc /= (double)HW;
-                float got = ys[n * C + c];
-                KT_CHECK(isnan(acc) ? isnan(got) : fabs(got - acc) < 1e-6, "global kind %d [%lld,%lld]: %g vs %g",
-                         kind, (long long)n, (long long)c, got, acc);
-            }
+        aie_ref_global_pool(kind, N, HW, C, x, ref);
+        for (int64_t i = 0; i < N * C; i++)
+            KT_CHECK(isnan(ref[i]) ? isnan(ys[i]) : fabs(ys[i] - ref[i]) < 1e-6, "global kind %d [%lld]: %g vs %g",
+                     kind, (long long)i, ys[i], ref[i]);
         for (int isa = AIE_ISA_AVX2; isa <= (int)aie_best_isa(); isa++) {
             aie_set_isa((aie_isa)isa);
             aie_global_pool(kind, N, HW, C, x, y, 2);

@@ -15,6 +15,25 @@ import numpy as np
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
 
+def conv_data(case, seed=0):
+    """Seeded float32 x (N, H, W, C), w (K, C / group, R, S) and bias (K) for a case
+    (N, H, W, C, K, R, S, strides, dilations, pads[, group]), the tests' layout."""
+    n, h, w, c, k, r, s = case[:7]
+    group = case[10] if len(case) > 10 else 1
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, h, w, c), dtype=np.float32)
+    wt = rng.standard_normal((k, c // group, r, s), dtype=np.float32)
+    return x, wt, rng.standard_normal(k, dtype=np.float32)
+
+
+def conv_kw(case) -> dict:
+    """The keyword arguments of a case: strides, dilations, pads (and group when it has one)."""
+    kw = dict(strides=case[7], dilations=case[8], pads=case[9])
+    if len(case) > 10:
+        kw["group"] = case[10]
+    return kw
+
+
 def assert_close(y, want, scale, what):
     """|y - want| within float32 accumulation error of the |x|*|w| scale."""
     assert y.shape == want.shape, f"{what}: shape {y.shape} != {want.shape}"
@@ -23,6 +42,27 @@ def assert_close(y, want, scale, what):
     err = np.abs(y.astype(np.float64) - want)[~nan]
     tol = (1e-5 * scale + 1e-6)[~nan]
     assert np.all(err <= tol), f"{what}: max error {err.max():.3g} (worst ratio {(err / tol).max():.3g})"
+
+
+def assert_conv_close(y, what, x, w, b=None, act=None, **kw):
+    """y is conv2d(x, w, b) [then act] within float32 error of its |x|*|w| scale."""
+    assert_close(y, conv2d(x, w, b, act=act, **kw), conv2d(x, w, **kw, absolute=True), what)
+
+
+def check_fused_epilogues(run, x, w, b, activations, what, *, without_bias=False, **kw):
+    """run(bias, act, residual) -> y, for every activation in `activations`,
+    with the bias b (and with none when without_bias), without and with a
+    seeded residual, each against conv2d in float64. Returns (scale, residual):
+    the |x|*|w| scale and that residual, for the caller's further checks."""
+    scale = conv2d(x, w, **kw, absolute=True)
+    residual = np.random.default_rng(2).standard_normal(scale.shape, dtype=np.float32)
+    for act in activations:
+        for bias in (b, None) if without_bias else (b,):
+            for res in (None, residual):
+                assert_close(run(bias, act, res), conv2d(x, w, bias, residual=res, act=act, **kw),
+                             scale + (0 if res is None else np.abs(residual)) + 1,
+                             f"{what}/{act}/bias={bias is not None}/residual={res is not None}")
+    return scale, residual
 
 
 def activation(y: np.ndarray, act) -> np.ndarray:

@@ -34,29 +34,15 @@ CASES = {
 }
 
 
-def _data(case, seed=0):
-    n, h, w, c, k, r, s, _, _, _, group = case
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((n, h, w, c), dtype=np.float32)
-    wt = rng.standard_normal((k, c // group, r, s), dtype=np.float32)
-    b = rng.standard_normal(k, dtype=np.float32)
-    return x, wt, b
-
-
-_assert_close = ref.assert_close
-
-
 @pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("name", list(CASES))
 def test_conv2d_matches_float64(isa, name):
     case = CASES[name]
-    x, w, b = _data(case)
-    strides, dil, pads, group = case[7], case[8], case[9], case[10]
-    kw = dict(strides=strides, pads=pads, dilations=dil, group=group)
+    x, w, b = ref.conv_data(case)
+    kw = ref.conv_kw(case)
     with kernels.use_isa(isa):
         y = kernels.conv2d(x, w, b, threads=1, **kw)
-    want = ref.conv2d(x, w, b, **kw)
-    _assert_close(y, want, ref.conv2d(x, w, **kw, absolute=True), f"{name}/{isa}")
+    ref.assert_conv_close(y, f"{name}/{isa}", x, w, b, **kw)
 
 
 EPILOGUE_CASES = ["3x3-s2-asym", "1x1-gemm", "dw-3x3", "group2-3x3"]
@@ -69,39 +55,34 @@ ACTIVATIONS = [None, "relu", "relu6", ("clip", -0.5, 0.7), "hardswish", "silu", 
 def test_conv2d_fused_epilogue(isa, name):
     """y = act(conv + bias + residual) for every activation, with and without a residual."""
     case = CASES[name]
-    x, w, b = _data(case, seed=1)
-    kw = dict(strides=case[7], pads=case[9], dilations=case[8], group=case[10])
-    scale = ref.conv2d(x, w, **kw, absolute=True)
-    residual = np.random.default_rng(2).standard_normal(scale.shape, dtype=np.float32)
+    x, w, b = ref.conv_data(case, seed=1)
+    kw = ref.conv_kw(case)
     with kernels.use_isa(isa):
-        for act in ACTIVATIONS:
-            for res in (None, residual):
-                y = kernels.conv2d(x, w, b, activation=act, residual=res, threads=1, **kw)
-                want = ref.conv2d(x, w, b, residual=res, act=act, **kw)
-                _assert_close(y, want, scale + (0 if res is None else np.abs(residual)) + 1,
-                              f"{name}/{isa}/{act}/residual={res is not None}")
+        ref.check_fused_epilogues(
+            lambda bias, act, res: kernels.conv2d(x, w, bias, activation=act, residual=res, threads=1, **kw),
+            x, w, b, ACTIVATIONS, f"{name}/{isa}", **kw)
 
 
 @pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("name", ["3x3-s2-asym", "1x1-gemm", "dw-3x3", "group4-1x1"])
 def test_conv2d_without_bias(isa, name):
     case = CASES[name]
-    x, w, _ = _data(case, seed=8)
-    kw = dict(strides=case[7], pads=case[9], dilations=case[8], group=case[10])
+    x, w, _ = ref.conv_data(case, seed=8)
+    kw = ref.conv_kw(case)
     with kernels.use_isa(isa):
         y = kernels.conv2d(x, w, None, activation="relu", threads=1, **kw)
-    _assert_close(y, ref.conv2d(x, w, act="relu", **kw), ref.conv2d(x, w, **kw, absolute=True), f"{name}/{isa}")
+    ref.assert_conv_close(y, f"{name}/{isa}", x, w, act="relu", **kw)
 
 
 @pytest.mark.parametrize("name", ["3x3-multitile", "1x1-gemm", "dw-3x3-s2-d2-asym"])
 def test_conv2d_threads_agree_and_are_deterministic(name):
     case = CASES[name]
-    x, w, b = _data(case, seed=3)
-    kw = dict(strides=case[7], pads=case[9], dilations=case[8], group=case[10])
+    x, w, b = ref.conv_data(case, seed=3)
+    kw = ref.conv_kw(case)
     y1 = kernels.conv2d(x, w, b, threads=1, **kw)
     y2 = kernels.conv2d(x, w, b, threads=2, **kw)
     assert np.array_equal(y2, kernels.conv2d(x, w, b, threads=2, **kw)), "2 threads: not bitwise repeatable"
-    _assert_close(y2, y1.astype(np.float64), ref.conv2d(x, w, **kw, absolute=True), f"{name}: 1 vs 2 threads")
+    ref.assert_close(y2, y1.astype(np.float64), ref.conv2d(x, w, **kw, absolute=True), f"{name}: 1 vs 2 threads")
 
 
 @pytest.mark.parametrize("isa", ISAS)
@@ -109,7 +90,7 @@ def test_conv2d_threads_agree_and_are_deterministic(name):
 def test_conv2d_residual_in_place(isa, name):
     """The residual may be the output buffer itself (ResNet's Add + Relu in place)."""
     case = CASES[name]
-    x, w, b = _data(case, seed=4)
+    x, w, b = ref.conv_data(case, seed=4)
     kw = dict(strides=case[7], pads=case[9], dilations=case[8])
     with kernels.use_isa(isa):
         packed = kernels.pack_conv_weights(w, group=case[10])
@@ -119,46 +100,46 @@ def test_conv2d_residual_in_place(isa, name):
         kernels.conv2d_packed(x, packed, b, residual=y, activation="relu", threads=1, out=y, **kw)
     want = ref.conv2d(x, w, b, residual=res, act="relu", group=case[10], **kw)
     scale = ref.conv2d(x, w, **kw, group=case[10], absolute=True) + np.abs(res)
-    _assert_close(y, want, scale, f"{name}/{isa} residual in place")
+    ref.assert_close(y, want, scale, f"{name}/{isa} residual in place")
 
 
 @pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("name", ["3x3-pad1", "1x1-gemm", "dw-3x3"])
 def test_conv2d_nan_propagates(isa, name):
     case = CASES[name]
-    x, w, b = _data(case, seed=5)
+    x, w, b = ref.conv_data(case, seed=5)
     x[0, 2, 3, 0] = np.nan
-    kw = dict(strides=case[7], pads=case[9], dilations=case[8], group=case[10])
+    kw = ref.conv_kw(case)
     with kernels.use_isa(isa):
         y = kernels.conv2d(x, w, b, activation="relu", threads=1, **kw)
     want = ref.conv2d(x, w, b, act="relu", **kw)
     assert np.isnan(want).any()
-    _assert_close(y, want, np.nan_to_num(ref.conv2d(x, w, **kw, absolute=True)), f"{name}/{isa} NaN")
+    ref.assert_close(y, want, np.nan_to_num(ref.conv2d(x, w, **kw, absolute=True)), f"{name}/{isa} NaN")
 
 
 @pytest.mark.parametrize("name", ["3x3-s2-asym", "1x1-gemm", "dw-3x3"])
 def test_conv2d_empty_batch(name):
     case = CASES[name]
-    x, w, b = _data(case)
+    x, w, b = ref.conv_data(case)
     x = x[:0]
-    y = kernels.conv2d(x, w, b, strides=case[7], pads=case[9], dilations=case[8], group=case[10])
-    want = ref.conv2d(x, w, b, strides=case[7], pads=case[9], dilations=case[8], group=case[10])
+    y = kernels.conv2d(x, w, b, **ref.conv_kw(case))
+    want = ref.conv2d(x, w, b, **ref.conv_kw(case))
     assert y.shape == want.shape and y.shape[0] == 0
 
 
 def test_conv2d_large_magnitudes():
     case = CASES["3x3-s2-asym"]
-    x, w, b = _data(case, seed=6)
+    x, w, b = ref.conv_data(case, seed=6)
     x *= 1e15
-    kw = dict(strides=case[7], pads=case[9], dilations=case[8], group=case[10])
+    kw = ref.conv_kw(case)
     y = kernels.conv2d(x, w, b, threads=1, **kw)
-    _assert_close(y, ref.conv2d(x, w, b, **kw), ref.conv2d(x, w, **kw, absolute=True), "1e15 inputs")
+    ref.assert_conv_close(y, "1e15 inputs", x, w, b, **kw)
 
 
 def test_packed_weights_reject_other_isa():
     if len(ISAS) < 2:
         pytest.skip("needs two ISA paths to pack for one and run on another")
-    x, w, b = _data(CASES["3x3-pad1"])
+    x, w, b = ref.conv_data(CASES["3x3-pad1"])
     with kernels.use_isa(ISAS[-1]):
         packed = kernels.pack_conv_weights(w)
     with kernels.use_isa("scalar"):
@@ -167,7 +148,7 @@ def test_packed_weights_reject_other_isa():
 
 
 def test_packed_weights_reject_other_channels():
-    x, w, _ = _data(CASES["3x3-pad1"])
+    x, w, _ = ref.conv_data(CASES["3x3-pad1"])
     packed = kernels.pack_conv_weights(w)
     with pytest.raises(ValueError, match="weights expect 3 input channels"):
         kernels.conv2d_packed(np.zeros((1, 5, 5, 4), np.float32), packed)
@@ -220,7 +201,7 @@ def test_conv_transpose2d_matches_float64(isa, name):
     with kernels.use_isa(isa):
         y = kernels.conv_transpose2d(x, w, b, activation="relu", threads=2, **kw)
     want = ref.conv_transpose2d(x, w, b, act="relu", **kw)
-    _assert_close(y, want, ref.conv_transpose2d(x, w, **kw, absolute=True), f"{name}/{isa}")
+    ref.assert_close(y, want, ref.conv_transpose2d(x, w, **kw, absolute=True), f"{name}/{isa}")
 
 
 def test_conv_transpose2d_bad_output_padding():

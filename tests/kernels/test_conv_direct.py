@@ -71,30 +71,16 @@ CASES = {
 }
 
 
-def _data(case, seed=0):
-    n, h, w, c, k, r, s = case[:7]
-    rng = np.random.default_rng(seed)
-    return (rng.standard_normal((n, h, w, c), dtype=np.float32),
-            rng.standard_normal((k, c, r, s), dtype=np.float32),
-            rng.standard_normal(k, dtype=np.float32))
-
-
-def _kw(case):
-    return dict(strides=case[7], dilations=case[8], pads=case[9])
-
-
-_assert_close = ref.assert_close
-
-
 @pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("name", list(CASES))
 def test_direct_matches_float64(isa, name):
     case = CASES[name]
-    x, w, b = _data(case)
+    x, w, b = ref.conv_data(case)
+    kw = ref.conv_kw(case)
     with kernels.use_isa(isa), conv_algo(ALGO_DIRECT):
         assert algo_of(x.shape, w.shape, case[7], case[9], case[8]) == ALGO_DIRECT, f"{name}: direct not taken"
-        y = kernels.conv2d(x, w, b, threads=1, **_kw(case))
-    _assert_close(y, ref.conv2d(x, w, b, **_kw(case)), ref.conv2d(x, w, **_kw(case), absolute=True), f"{name}/{isa}")
+        y = kernels.conv2d(x, w, b, threads=1, **kw)
+    ref.assert_conv_close(y, f"{name}/{isa}", x, w, b, **kw)
 
 
 ACTIVATIONS = [None, "relu", ("clip", -0.5, 0.7), "hardswish", "silu", "sigmoid", "gelu"]
@@ -105,34 +91,28 @@ ACTIVATIONS = [None, "relu", ("clip", -0.5, 0.7), "hardswish", "silu", "sigmoid"
 def test_direct_fused_epilogue_and_residual(isa, name):
     """y = act(conv + bias + residual), bias optional, residual optional and in place."""
     case = CASES[name]
-    x, w, b = _data(case, seed=1)
-    kw = _kw(case)
-    scale = ref.conv2d(x, w, **kw, absolute=True)
-    residual = np.random.default_rng(2).standard_normal(scale.shape, dtype=np.float32)
+    x, w, b = ref.conv_data(case, seed=1)
+    kw = ref.conv_kw(case)
     with kernels.use_isa(isa), conv_algo(ALGO_DIRECT):
-        for act in ACTIVATIONS:
-            for bias in (b, None):
-                for res in (None, residual):
-                    y = kernels.conv2d(x, w, bias, activation=act, residual=res, threads=1, **kw)
-                    want = ref.conv2d(x, w, bias, residual=res, act=act, **kw)
-                    _assert_close(y, want, scale + (0 if res is None else np.abs(residual)) + 1,
-                                  f"{name}/{isa}/{act}/bias={bias is not None}/residual={res is not None}")
+        scale, residual = ref.check_fused_epilogues(
+            lambda bias, act, res: kernels.conv2d(x, w, bias, activation=act, residual=res, threads=1, **kw),
+            x, w, b, ACTIVATIONS, f"{name}/{isa}", without_bias=True, **kw)
         packed = kernels.pack_conv_weights(w)
         y = residual.copy()
         kernels.conv2d_packed(x, packed, b, residual=y, activation="relu", threads=2, out=y, **kw)
-    _assert_close(y, ref.conv2d(x, w, b, residual=residual, act="relu", **kw), scale + np.abs(residual) + 1,
-                  f"{name}/{isa} residual in place")
+    ref.assert_close(y, ref.conv2d(x, w, b, residual=residual, act="relu", **kw), scale + np.abs(residual) + 1,
+                     f"{name}/{isa} residual in place")
 
 
 @pytest.mark.parametrize("isa", ISAS)
 def test_direct_nan_and_inf_propagate(isa):
     case = CASES["3x3-pad1-W31"]
-    x, w, b = _data(case, seed=5)
+    x, w, b = ref.conv_data(case, seed=5)
     x[0, 0, 0, 0] = np.nan  # a border pixel: reaches outputs through copied taps
     x[0, 4, 15, 3] = np.inf  # an interior one
     with kernels.use_isa(isa), conv_algo(ALGO_DIRECT):
-        y = kernels.conv2d(x, w, b, threads=1, **_kw(case))
-    want = ref.conv2d(x, w, b, **_kw(case))
+        y = kernels.conv2d(x, w, b, threads=1, **ref.conv_kw(case))
+    want = ref.conv2d(x, w, b, **ref.conv_kw(case))
     assert np.isnan(want).any() and np.isinf(want).any()
     assert np.array_equal(np.isnan(y), np.isnan(want)) and np.array_equal(np.isinf(y), np.isinf(want))
 
@@ -142,9 +122,9 @@ def test_direct_nan_and_inf_propagate(isa):
 def test_direct_deterministic_across_threads(isa, name):
     """Each output's arithmetic does not depend on the worker: 1, 2 and 3 threads agree bitwise."""
     case = CASES[name]
-    x, w, b = _data(case, seed=3)
+    x, w, b = ref.conv_data(case, seed=3)
     with kernels.use_isa(isa), conv_algo(ALGO_DIRECT):
-        ys = [kernels.conv2d(x, w, b, activation="relu", threads=t, **_kw(case)) for t in (1, 2, 3, 2)]
+        ys = [kernels.conv2d(x, w, b, activation="relu", threads=t, **ref.conv_kw(case)) for t in (1, 2, 3, 2)]
     for y in ys[1:]:
         assert np.array_equal(y, ys[0])
 
@@ -152,14 +132,15 @@ def test_direct_deterministic_across_threads(isa, name):
 @pytest.mark.parametrize("isa", ISAS)
 def test_direct_and_gemm_paths_agree(isa):
     case = CASES["stem-7x7-s2"]
-    x, w, b = _data(case, seed=4)
+    x, w, b = ref.conv_data(case, seed=4)
+    kw = ref.conv_kw(case)
     with kernels.use_isa(isa):
         with conv_algo(ALGO_DIRECT):
-            yd = kernels.conv2d(x, w, b, threads=1, **_kw(case))
+            yd = kernels.conv2d(x, w, b, threads=1, **kw)
         with conv_algo(ALGO_GEMM):
             assert algo_of(x.shape, w.shape, case[7], case[9], case[8]) == ALGO_GEMM
-            yg = kernels.conv2d(x, w, b, threads=1, **_kw(case))
-    _assert_close(yd, yg.astype(np.float64), 2 * ref.conv2d(x, w, **_kw(case), absolute=True), f"{isa}: direct vs gemm")
+            yg = kernels.conv2d(x, w, b, threads=1, **kw)
+    ref.assert_close(yd, yg.astype(np.float64), 2 * ref.conv2d(x, w, **kw, absolute=True), f"{isa}: direct vs gemm")
 
 
 def test_automatic_choice():

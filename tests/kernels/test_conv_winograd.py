@@ -37,11 +37,7 @@ CASES = {
 
 
 def _data(case, seed=0):
-    n, h, w, c, k, _ = case
-    rng = np.random.default_rng(seed)
-    return (rng.standard_normal((n, h, w, c), dtype=np.float32),
-            rng.standard_normal((k, c, 3, 3), dtype=np.float32),
-            rng.standard_normal(k, dtype=np.float32))
+    return ref.conv_data((*case[:5], 3, 3), seed)
 
 
 @pytest.mark.parametrize("isa", ISAS)
@@ -70,17 +66,12 @@ def test_winograd_fused_epilogue_and_residual(isa, name):
     case = CASES[name]
     x, w, b = _data(case, seed=1)
     pads = case[5]
-    scale = ref.conv2d(x, w, pads=pads, absolute=True)
-    residual = np.random.default_rng(2).standard_normal(scale.shape, dtype=np.float32)
     with kernels.use_isa(isa):
         packed = kernels.pack_conv_weights(w, winograd=True)
-        for act in ACTIVATIONS:
-            for bias in (b, None):
-                for res in (None, residual):
-                    y = kernels.conv2d_packed(x, packed, bias, pads=pads, activation=act, residual=res, threads=2)
-                    want = ref.conv2d(x, w, bias, pads=pads, residual=res, act=act)
-                    ref.assert_close(y, want, scale + (0 if res is None else np.abs(residual)) + 1,
-                                     f"{name}/{isa}/{act}/bias={bias is not None}/residual={res is not None}")
+        scale, residual = ref.check_fused_epilogues(
+            lambda bias, act, res: kernels.conv2d_packed(x, packed, bias, pads=pads, activation=act, residual=res,
+                                                         threads=2),
+            x, w, b, ACTIVATIONS, f"{name}/{isa}", without_bias=True, pads=pads)
         # residual in place: out is the residual buffer (ResNet's Add + Relu)
         out = residual.copy()
         kernels.conv2d_packed(x, packed, b, pads=pads, activation="relu", residual=out, out=out, threads=2)

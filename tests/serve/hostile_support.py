@@ -100,6 +100,23 @@ def http_exchange(port: int, data: bytes, wait: float = 5.0) -> tuple[bytes, boo
         return read_until_close(s, wait)
 
 
+def keep_alive_exchanges(port: int, request: bytes, times: int, wait: float = 5.0) -> list[bytes]:
+    """Send `request` `times` times on one connection, each after the previous
+    answer's head arrived; what each send read back (its head, and any body
+    bytes that came with it). A close before a head is an AssertionError."""
+    answers = []
+    with socket.create_connection(("127.0.0.1", port), timeout=wait) as s:
+        for i in range(times):
+            s.sendall(request)
+            data = b""
+            while b"\r\n\r\n" not in data:
+                chunk = s.recv(4096)
+                assert chunk, f"request {i + 1} of {times}: the server closed the connection after {data[:200]!r}"
+                data += chunk
+            answers.append(data)
+    return answers
+
+
 def read_until_close(s: socket.socket, wait: float) -> tuple[bytes, bool]:
     chunks, closed = [], False
     deadline = time.monotonic() + wait

@@ -55,6 +55,20 @@ def wait_for(predicate, what: str, timeout: float = 30.0):
         time.sleep(POLL_S)
 
 
+def stop_process(proc: subprocess.Popen, timeout: float = 15.0) -> int:
+    """SIGTERM, then proc's exit status; SIGKILL (and its status, -9) when it
+    has not exited within `timeout`, so a hung stop fails the caller's
+    exit-status assertion instead of leaving a process behind."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.returncode
+
+
 class RunGate:
     """The test's end of kernel_mlp's run hook: `started()` counts the runs
     that began; each `release()` lets that many runs compute. Pass it to a
@@ -271,15 +285,9 @@ class ServerProcess:
         self.proc.send_signal(sig)
 
     def stop(self, timeout: float = 15.0) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        code = stop_process(self.proc, timeout)
         self._log.close()
-        return self.proc.returncode
+        return code
 
 
 @pytest.fixture

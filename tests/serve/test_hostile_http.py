@@ -14,8 +14,8 @@ import time
 import pytest
 
 from engine import wire
-from hostile_support import (unlimited_failures, Auth, HealthProbe, http_exchange, log_events, read_frame, read_until_close, rss_bytes,
-                             status_of, wait_for)
+from hostile_support import (unlimited_failures, Auth, HealthProbe, http_exchange, keep_alive_exchanges, log_events,
+                             read_frame, read_until_close, rss_bytes, status_of, wait_for)
 from kernel_mlp import write_mlp
 
 MIB = 1 << 20
@@ -76,14 +76,9 @@ def test_routing_uses_the_raw_path(server, path, statuses):
 
 def test_http10_keep_alive_is_confirmed_and_kept(server):
     req = b"GET /v2/health/live HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"
-    with socket.create_connection(("127.0.0.1", server.http_port), timeout=5) as s:
-        for _ in range(2):
-            s.sendall(req)
-            data = b""
-            while b"\r\n\r\n" not in data:
-                data += s.recv(4096)
-            head = data.split(b"\r\n\r\n")[0].lower()
-            assert data.startswith(b"HTTP/1.1 200") and b"\r\nconnection: keep-alive" in head, data
+    for data in keep_alive_exchanges(server.http_port, req, 2):
+        head = data.split(b"\r\n\r\n")[0].lower()
+        assert data.startswith(b"HTTP/1.1 200") and b"\r\nconnection: keep-alive" in head, data
 
 
 def test_a_stalled_body_is_cut_by_its_progress(server):

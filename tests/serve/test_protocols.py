@@ -13,7 +13,7 @@ import pytest
 
 from engine.client import Client, ServerError
 from engine import wire
-from hostile_support import http_exchange
+from hostile_support import http_exchange, keep_alive_exchanges
 
 LIMITS = {"max_body": 64 << 10, "max_header_bytes": 2048, "max_headers": 20, "header_timeout_s": 0.5,
           "idle_timeout_s": 1.0, "drain_timeout_s": 5.0}
@@ -84,14 +84,8 @@ def test_nonfinite_floats_accepted_where_the_model_takes_floats(server, zoo_mlp)
 
 
 def test_keep_alive_serves_many_requests_on_one_connection(server):
-    req = b"GET /v2/health/ready HTTP/1.1\r\nHost: x\r\n\r\n"
-    with socket.create_connection(("127.0.0.1", server.http_port), timeout=5) as s:
-        for _ in range(20):
-            s.sendall(req)
-            data = b""
-            while b"\r\n\r\n" not in data:
-                data += s.recv(4096)
-            assert data.startswith(b"HTTP/1.1 200")
+    answers = keep_alive_exchanges(server.http_port, b"GET /v2/health/ready HTTP/1.1\r\nHost: x\r\n\r\n", 20)
+    assert all(data.startswith(b"HTTP/1.1 200") for data in answers), answers
 
 
 def test_slowloris_and_idle_clients_are_cut(server):

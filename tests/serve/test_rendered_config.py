@@ -5,7 +5,6 @@ local root: `ai-engine serve --config ROOT/etc/ai-engine/engine.yaml --root ROOT
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 import urllib.request
@@ -15,7 +14,7 @@ import numpy as np
 import tritonclient.http as httpclient
 import yaml
 
-from serve_support import _kernel_env, free_port, wait_for
+from serve_support import _kernel_env, free_port, stop_process, wait_for
 
 
 def ai_engine() -> list[str]:
@@ -87,10 +86,5 @@ def test_rendered_engine_yaml_starts_the_server(tmp_path, zoo_mlp):
         wait_for(lambda: answered() >= 2, "two answered requests in the rendered log_dir's engine.log")
         assert answered() == 2
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            code = proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            raise
+        code = stop_process(proc)
     assert code == 0, log.read_text()

@@ -6,12 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from hostspec.errors import SpecError
 from hostspec.hostcheck import check_host
 from hostspec.hugepages import hugepage_plan
 from hostspec.loader import DEFAULT_SPEC, load_spec
 from engine.units import UnitError, format_size, parse_duration, parse_percent, parse_size
-from spec_support import in_tmp, write  # noqa: F401 (in_tmp is a fixture)
+from spec_support import in_tmp, problems, write  # noqa: F401 (in_tmp is a fixture)
 
 
 def test_overlay_merges_maps_replaces_lists_and_later_wins(in_tmp):
@@ -43,26 +42,19 @@ def test_overlay_merges_maps_replaces_lists_and_later_wins(in_tmp):
     assert spec.data["engine"]["models"][0]["source"] == str(in_tmp / "c.onnx")
 
 
-def test_problems_point_into_the_file_that_set_the_value(in_tmp):
-    base = write(in_tmp, "base.yaml", "version: 1\nengine:\n  http_port: 8000\n")
-    site = write(in_tmp, "site.yaml", "engine:\n  http_port: 99999\n  arena: {sise: 1G}\n")
-    with pytest.raises(SpecError) as info:
-        load_spec([base, site])
-    assert [str(p) for p in info.value.problems] == [
+@pytest.mark.parametrize("files,expected", [
+    pytest.param({"base.yaml": "version: 1\nengine:\n  http_port: 8000\n",
+                  "site.yaml": "engine:\n  http_port: 99999\n  arena: {sise: 1G}\n"}, [
         "site.yaml:2: engine.http_port: out of range: 99999 is greater than the maximum 65535",
         "site.yaml:3: engine.arena.sise: unknown key (did you mean 'size'?)",
-    ]
-
-
-def test_problems_of_several_files_are_all_reported(in_tmp):
-    a = write(in_tmp, "a.yaml", "")
-    b = write(in_tmp, "b.yaml", "version: 1\nversion: 1\n")
-    with pytest.raises(SpecError) as info:
-        load_spec([a, b])
-    assert [str(p) for p in info.value.problems] == [
+    ], id="problems_point_into_the_file_that_set_the_value"),
+    pytest.param({"a.yaml": "", "b.yaml": "version: 1\nversion: 1\n"}, [
         "a.yaml:1: empty file (a spec starts with 'version: 1')",
         "b.yaml:2: version: duplicate key (first defined on line 1) (YAML keeps only one of them; delete the other)",
-    ]
+    ], id="problems_of_several_files_are_all_reported"),
+])
+def test_problems_of_overlaid_files(in_tmp, files, expected):
+    assert problems(*(write(in_tmp, name, text) for name, text in files.items())) == expected
 
 
 def test_digest_is_canonical_and_tracks_content(in_tmp):
@@ -132,13 +124,7 @@ def test_hugepage_plan_auto_counts_arena_models_and_headroom(in_tmp):
 
 
 def test_hugepage_plan_rounds_up_and_honours_per_node(in_tmp):
-    f = write(in_tmp, "spec.yaml", """
-        version: 1
-        host:
-          hugepages: {count: auto, headroom: 0%}
-        engine:
-          arena: {size: 3M}
-        """)
+    f = write(in_tmp, "spec.yaml", "version: 1\nhost:\n  hugepages: {count: auto, headroom: 0%}\nengine:\n  arena: {size: 3M}\n")
     assert hugepage_plan(load_spec([f])).count == 2
     g = write(in_tmp, "g.yaml", "version: 1\nhost:\n  hugepages: {size: 1G, count: 4, per_node: {1: 2, 0: 2}}\n")
     plan = hugepage_plan(load_spec([g]))

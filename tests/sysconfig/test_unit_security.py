@@ -11,7 +11,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -25,6 +24,7 @@ import yaml
 
 from hostspec.loader import load_spec
 from hostspec.render import render_tree
+from tests.serve.serve_support import stop_process
 from tests.sysconfig.test_render_targets import _systemd_root, _verify
 
 HERE = Path(__file__).resolve().parent
@@ -238,12 +238,7 @@ def test_engine_serves_under_the_sandbox(sandbox_unit, tmp_path, zoo):
             with urllib.request.urlopen(f"http://127.0.0.1:{http_port}{path}", timeout=10) as r:
                 assert r.status == 200
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            code = proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            raise
+        code = stop_process(proc, 30)
         log.close()
     text = (tmp_path / "server.out").read_text()
     assert code == 0, text
