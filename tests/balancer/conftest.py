@@ -8,4 +8,4 @@ TESTS = Path(__file__).resolve().parents[1]
 for folder in ("serve", "sysconfig"):
     sys.path.insert(0, str(TESTS / folder))
 
-from serve_support import mlp_file, serve_factory  # noqa: E402,F401
+from serve_support import mlp_file, module_mlp_file, module_serve_factory, serve_factory  # noqa: E402,F401

@@ -18,6 +18,7 @@ deploy's rollback path does to a host's release (tests/deploy cover it)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -32,27 +33,38 @@ from fleet_support import ENGINES, Fleet, Stream, needs_haproxy
 from kernel_mlp import MLPSession, write_mlp
 
 pytestmark = needs_haproxy
-# Generous on the p99 rule: this machine's cores are shared, so two hosts'
-# p99 differ by chance; the slow release below is far beyond it.
-POLICY = Policy("e1", (10, 50, 100), step_s=30.0, min_requests=20, max_error_rate=0.01, max_p99_ratio=3.0)
+# Generous on the p99 rule: this machine's two cores are shared by every
+# test, and the p99 of a step's 20-30 requests is about its slowest one, so
+# one scheduling hiccup makes a host 4x slower than another by chance. The
+# slow release below is slower by far more (seconds against milliseconds).
+POLICY = Policy("e1", (10, 50, 100), step_s=30.0, min_requests=20, max_error_rate=0.01, max_p99_ratio=10.0)
 FAIL_ABOVE = 0.5      # the failing release fails for inputs whose first value is above this (~31% of them)
 
 
-@pytest.fixture
-def fleet(serve_factory, mlp_file, tmp_path):
+@pytest.fixture(scope="module")
+def module_fleet(module_serve_factory, module_mlp_file, tmp_path_factory):
+    """One fleet for the module: each test leaves e1 serving the model's
+    answers again (a good release has the same weights) at weight 100."""
     # roundrobin: requests follow the weights at any load (see README "canary").
-    f = Fleet(serve_factory, mlp_file, tmp_path, names=("e1", "e2"), balancer={"algorithm": "roundrobin"})
-    streams = [Stream(f, "http") for _ in range(2)]
+    f = Fleet(module_serve_factory, module_mlp_file, tmp_path_factory.mktemp("fleet"), names=("e1", "e2"),
+              balancer={"algorithm": "roundrobin"})
+    yield f
+    f.close()
+
+
+@pytest.fixture
+def fleet(module_fleet):
+    """The module's fleet with two fresh client streams through it."""
+    streams = [Stream(module_fleet, "http") for _ in range(2)]
     for s in streams:
         s.start()
     for s in streams:
         s.wait_answers(10)
-    f.streams = streams
-    yield f
+    module_fleet.streams = streams
+    yield module_fleet
     for s in streams:
         s.stop.set()
         s.join(30)
-    f.close()
 
 
 def release(fleet, model):
@@ -65,7 +77,7 @@ def release(fleet, model):
     assert fleet.api.wait_status("e1", "UP", 10), fleet.api.server("e1")
 
 
-def ramp(fleet, tmp_path):
+def ramp(fleet, tmp_path, policy=POLICY):
     """run_canary on the fleet; what it said, and the canary's weight when its rollback began."""
     said, weight_at_rollback = [], []
 
@@ -77,7 +89,7 @@ def ramp(fleet, tmp_path):
         return "previous release serves again"
 
     hosts = {n: Host(n, metrics_reader(f"http://{ENGINES[n]}:{fleet.http_port}")) for n in fleet.names}
-    result = run_canary(fleet.api, hosts["e1"], [hosts["e2"]], POLICY, said.append, rollback, tmp_path / "deploy")
+    result = run_canary(fleet.api, hosts["e1"], [hosts["e2"]], policy, said.append, rollback, tmp_path / "deploy")
     print("\n" + "\n".join(said))
     return result, said, weight_at_rollback
 
@@ -136,8 +148,8 @@ def test_a_release_that_fails_some_inputs_is_rolled_back_at_the_first_step(fleet
     write_mlp(tmp_path / "v2.npz", [16, 32, 4], seed=1, fail_above=FAIL_ABOVE)
     overlay = tmp_path / "canary.yaml"
     overlay.write_text(json.dumps({"deploy": {"canary": {"host": "e1", "steps": list(POLICY.steps), "step_s": 30,
-                                                         "min_requests": 20, "max_p99_ratio": 3}}}))
-    spec = load_spec([str(tmp_path / "fleet.yaml"), str(overlay)])
+                                                         "min_requests": 20, "max_p99_ratio": 10}}}))
+    spec = load_spec([str(fleet.tmp / "fleet.yaml"), str(overlay)])
     said = []
     ramp = fleet_ramp(spec, {"engine": {"auth": {}}}, lambda host, line: said.append(line), tmp_path / "deploy",
                       api=fleet.api)
@@ -160,19 +172,20 @@ def test_a_release_that_fails_some_inputs_is_rolled_back_at_the_first_step(fleet
 
 
 def test_a_slow_release_is_rolled_back_on_the_p99_rule(fleet, tmp_path):
-    # Same answers, about 0.08 s of compute a request (measured here: the
-    # kernels' speed depends on the ISA and the load): far beyond 3x the fleet.
+    # Same answers, about 1 s of compute a request (measured here: the
+    # kernels' speed depends on the ISA and the load): far beyond 10x the
+    # fleet's milliseconds. Five requests are evidence enough for that.
     write_mlp(tmp_path / "probe.npz", [16, 32, 4], seed=1, repeat=2000)
     probe, x = MLPSession(str(tmp_path / "probe.npz")), np.zeros((1, 16), np.float32)
     t0 = time.perf_counter()
     probe.run(None, {"x": x})
-    repeat = max(2000, round(2000 * 0.08 / (time.perf_counter() - t0)))
+    repeat = max(2000, round(2000 * 1.0 / (time.perf_counter() - t0)))
     write_mlp(tmp_path / "v2.npz", [16, 32, 4], seed=1, repeat=repeat)
     release(fleet, tmp_path / "v2.npz")
-    result, said, rolled = ramp(fleet, tmp_path)
+    result, said, rolled = ramp(fleet, tmp_path, dataclasses.replace(POLICY, min_requests=5))
     assert not result.ok and len(result.steps) == 1 and rolled == [0]
     assert result.reason.startswith("canary e1 at 10%: p99 "), result.reason
-    assert result.reason.endswith("above max_p99_ratio 3"), result.reason
+    assert result.reason.endswith("above max_p99_ratio 10"), result.reason
     assert fleet.api.weights() == {"e1": 100, "e2": 100}
     settle(fleet)
     assert [f for s in fleet.streams for f in s.failures] == []          # slow, never wrong
