@@ -13,7 +13,7 @@ from rich.table import Table
 
 from engine.deploy.targets import HostResult
 
-STYLE = {"deployed": "green", "unchanged": "green", "restarted": "green", "switched": "green", "stopped": "green",
+STYLE = {"deployed": "green", "reloaded": "green", "unchanged": "green", "restarted": "green", "switched": "green", "stopped": "green",
          "ready": "green", "rolled-back": "yellow", "skipped": "yellow", "not-running": "yellow",
          "failed": "red", "unreachable": "red"}
 
