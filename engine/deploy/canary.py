@@ -231,6 +231,7 @@ class CanaryResult:
     reason: str = ""
     steps: list[Step] = field(default_factory=list)
     rollback: str = ""               # what the rollback said (failed ramps only)
+    rolled_back: bool = False        # the previous release serves again on the canary
     log: Path | None = None
 
 
@@ -297,6 +298,7 @@ def run_canary(api: RuntimeAPI, canary: Host, fleet: list[Host], policy: Policy,
         say(f"rolling canary {canary.name} back: {result.reason}")
         try:
             result.rollback = rollback()
+            result.rolled_back = True
             api.set_weight(canary.name, before.get(canary.name, 100))
             say(f"canary {canary.name}: {result.rollback}; its weight is back to {before.get(canary.name, 100)}")
         except DeployError as exc:
@@ -345,8 +347,14 @@ def fleet_ramp(spec, bundle_manifest: dict, say: Callable[[str, str], None], log
     behind = {b.name: b.address for b in backends(data)} if balancer_hosts(data) else {}
     if policy is None or policy.host not in behind or len(behind) < 2:
         return None
-    # The runtime socket is on the balancer host; a local path where the deployer runs HAProxy itself.
-    api = api or RuntimeAPI(data["balancer"]["runtime_socket"])
+    if api is None:
+        lb = balancer_hosts(data)[0]
+        if lb["type"] != "local":
+            # Without its weights the ramp would judge traffic it never sent: deployed alone first, and said so.
+            say(policy.host, f"no traffic ramp: balancer host {lb['name']} is reached over SSH, and the runtime "
+                             "API client talks to a local socket only (yet); the canary is deployed alone first")
+            return None
+        api = RuntimeAPI(data["balancer"]["runtime_socket"])   # HAProxy runs on this machine
     port = data["engine"]["http_port"]
 
     def ramp(target: Target, installed: HostResult) -> HostResult:
@@ -365,8 +373,9 @@ def fleet_ramp(spec, bundle_manifest: dict, say: Callable[[str, str], None], log
                             lambda line: say(target.name, line), rollback, log_dir)
         installed.steps += [s.line(i, len(policy.steps)) for i, s in enumerate(result.steps, 1)]
         if not result.ok:
-            installed.status, installed.reason = "rolled-back", f"{result.reason}; {result.rollback}"
-            installed.active = None if "failed" in result.rollback else installed.data.get("previous")
+            installed.status = "rolled-back" if result.rolled_back else "failed"
+            installed.reason = f"{result.reason}; {result.rollback}"
+            installed.active = installed.data.get("previous") if result.rolled_back else None
         installed.steps.append(f"canary log: {result.log}")
         return installed
 

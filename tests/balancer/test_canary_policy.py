@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.deploy.canary import Counts, Policy, failed_early, judge, parse_counts, quantile, share_weights
+from engine.deploy.canary import (Counts, Policy, failed_early, fleet_ramp, judge, parse_counts, quantile,
+                                  share_weights)
 from engine.deploy.haproxy import RuntimeAPI
 from engine.server.metrics import LATENCY_BUCKETS, Metrics
 from spec_support import in_tmp, problems, write  # noqa: F401 (in_tmp is a fixture)
@@ -82,6 +83,19 @@ def test_a_ramp_without_a_balancer_is_refused_and_the_host_name_alone_is_not(in_
         "deploy.canary: e1 to deploy it alone first)"]
     (in_tmp / "spec.yaml").write_text((in_tmp / "spec.yaml").read_text().replace("{host: e1}", "e1"))
     assert load_spec([spec]).data["deploy"]["canary"] == "e1"     # deployed alone first, as before
+
+
+def test_no_ramp_where_the_deployer_cannot_set_weights(in_tmp):
+    from hostspec.loader import load_spec
+
+    base = write(in_tmp, "spec.yaml", FLEET)
+    said = []
+    say = lambda host, line: said.append(f"{host}: {line}")  # noqa: E731
+    assert fleet_ramp(load_spec([base]), {"engine": {}}, say, in_tmp) is None                 # no canary
+    spec = load_spec([base, write(in_tmp, "a.yaml", "deploy: {canary: e1}")])
+    assert fleet_ramp(spec, {"engine": {}}, say, in_tmp) is None
+    assert said == ["e1: no traffic ramp: balancer host lb is reached over SSH, and the runtime API client talks "
+                    "to a local socket only (yet); the canary is deployed alone first"]
 
 
 # ---- weights ----------------------------------------------------------------------------
