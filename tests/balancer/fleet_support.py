@@ -135,3 +135,20 @@ class Stream(threading.Thread):
         while self.ok < target:
             assert time.monotonic() < deadline and self.is_alive(), f"stream stalled at {self.ok} ({self.failures})"
             time.sleep(0.01)  # waiting for the stream's own count, bounded
+
+
+def start_streams(fleet, protocol: str, answers: int, n: int = 2) -> list[Stream]:
+    """n streams through the balancer, each past its first `answers` answers."""
+    streams = [Stream(fleet, protocol) for _ in range(n)]
+    for s in streams:
+        s.start()
+    for s in streams:
+        s.wait_answers(answers)
+    return streams
+
+
+def stop_streams(streams: list[Stream]) -> None:
+    for s in streams:
+        s.stop.set()
+    for s in streams:
+        s.join(30)

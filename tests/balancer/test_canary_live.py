@@ -29,7 +29,7 @@ import pytest
 from engine.deploy.canary import Host, Policy, fleet_ramp, metrics_reader, run_canary
 from engine.deploy.targets import HostResult, Settings, Target, run_fleet
 from hostspec.loader import load_spec
-from fleet_support import ENGINES, Fleet, Stream, needs_haproxy
+from fleet_support import ENGINES, Fleet, needs_haproxy, start_streams, stop_streams
 from kernel_mlp import MLPSession, write_mlp
 
 pytestmark = needs_haproxy
@@ -55,16 +55,9 @@ def module_fleet(module_serve_factory, module_mlp_file, tmp_path_factory):
 @pytest.fixture
 def fleet(module_fleet):
     """The module's fleet with two fresh client streams through it."""
-    streams = [Stream(module_fleet, "http") for _ in range(2)]
-    for s in streams:
-        s.start()
-    for s in streams:
-        s.wait_answers(10)
-    module_fleet.streams = streams
+    module_fleet.streams = start_streams(module_fleet, "http", 10)
     yield module_fleet
-    for s in streams:
-        s.stop.set()
-        s.join(30)
+    stop_streams(module_fleet.streams)
 
 
 def release(fleet, model):

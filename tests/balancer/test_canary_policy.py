@@ -13,16 +13,8 @@ from engine.deploy.canary import (Counts, Policy, failed_early, fleet_ramp, judg
 from engine.deploy.haproxy import RuntimeAPI
 from engine.server.metrics import LATENCY_BUCKETS, Metrics
 from spec_support import in_tmp, problems, write  # noqa: F401 (in_tmp is a fixture)
+from test_balancer import FLEET     # tests/sysconfig's fleet spec: a balancer, engines e1 and e2
 
-FLEET = """
-    version: 1
-    engine:
-      listen: 0.0.0.0
-    hosts:
-      - {name: lb, type: ssh, address: 10.9.0.1, role: balancer}
-      - {name: e1, type: ssh, address: 10.9.0.2}
-      - {name: e2, type: ssh, address: 10.9.0.3}
-    """
 POLICY = Policy("e1", (1, 5, 25, 50, 100), 60.0, 200, 0.01, 1.2)
 
 

@@ -14,18 +14,14 @@ import time
 
 import pytest
 
-from fleet_support import ENGINES, Stream, fleet, needs_haproxy  # noqa: F401 (fleet is a fixture)
+from fleet_support import ENGINES, fleet, needs_haproxy, start_streams, stop_streams  # noqa: F401 (a fixture)
 
 pytestmark = needs_haproxy
 
 
 @pytest.mark.parametrize("protocol", ["http", "binary"])
 def test_a_rollout_that_drains_each_host_fails_no_request(fleet, protocol):
-    streams = [Stream(fleet, protocol) for _ in range(2)]
-    for s in streams:
-        s.start()
-    for s in streams:
-        s.wait_answers(20)
+    streams = start_streams(fleet, protocol, 20)
     t0 = time.monotonic()
     for name in ENGINES:
         # What deploy does per host: drain, wait for its connections, restart, re-enable.
@@ -40,9 +36,7 @@ def test_a_rollout_that_drains_each_host_fails_no_request(fleet, protocol):
         for s in streams:
             s.wait_answers(10)        # traffic flows between hosts
     rollout_s = time.monotonic() - t0
-    for s in streams:
-        s.stop.set()
-        s.join(30)
+    stop_streams(streams)
     total = sum(s.ok for s in streams)
     print(f"\nrollout of 3 hosts under a steady {protocol} stream: {total} answers, "
           f"{sum(len(s.failures) for s in streams)} failed, {rollout_s:.1f} s")
@@ -51,19 +45,13 @@ def test_a_rollout_that_drains_each_host_fails_no_request(fleet, protocol):
 
 
 def test_a_killed_host_costs_at_most_its_requests_in_flight(fleet):
-    streams = [Stream(fleet, "http") for _ in range(2)]
-    for s in streams:
-        s.start()
-    for s in streams:
-        s.wait_answers(20)
+    streams = start_streams(fleet, "http", 20)
     fleet.engines["e2"].proc.send_signal(signal.SIGKILL)
     assert fleet.api.wait_status("e2", "DOWN", 10), fleet.api.server("e2")
     failed_before_down = sum(len(s.failures) for s in streams)
     for s in streams:
         s.wait_answers(50)            # after HAProxy marked it down: none may fail
-    for s in streams:
-        s.stop.set()
-        s.join(30)
+    stop_streams(streams)
     failed = sum(len(s.failures) for s in streams)
     print(f"\nkill -9 of one of 3 hosts: {failed_before_down} failed before it was marked down, "
           f"{failed - failed_before_down} after; {sum(s.ok for s in streams)} answers")
