@@ -1,6 +1,7 @@
 """HAProxy's runtime API (the admin-level stats socket that haproxy.cfg
 declares as balancer.runtime_socket): take an engine host out of the
-rotation, wait for its connections to finish, put it back.
+rotation, wait for its connections to finish, put it back, and set its
+share of new requests (its weight: the canary's ramp).
 
 Every engine host is a server of the same name in both backends
 (ai_engine_http and ai_engine_binary, hostspec.balancer), so each operation
@@ -21,6 +22,7 @@ from engine.deploy import DeployError
 
 BACKENDS = ("ai_engine_http", "ai_engine_binary")
 STATES = ("ready", "drain", "maint")
+MAX_WEIGHT = 256   # HAProxy's server weights are 0..256; 0 = no new requests (haproxy.cfg gives 100)
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,21 @@ class RuntimeAPI:
             raise ValueError(f"state must be one of {STATES}, not {state!r}")
         for backend in self._backends_of(name):
             self.command(f"set server {backend}/{name} state {state}")
+
+    def set_weight(self, name: str, weight: int) -> None:
+        """The host's weight in every backend: its share of new requests is
+        weight / (sum of the weights of the servers that are up)."""
+        if isinstance(weight, bool) or not isinstance(weight, int) or not 0 <= weight <= MAX_WEIGHT:
+            raise ValueError(f"weight must be a whole number 0..{MAX_WEIGHT}, not {weight!r}")
+        for backend in self._backends_of(name):
+            self.command(f"set weight {backend}/{name} {weight}")
+
+    def weights(self) -> dict[str, int]:
+        """{host: weight} as HAProxy applies it (the HTTP backend's; set_weight
+        keeps both backends equal)."""
+        stats = self.stats()
+        http = {s.server: s.weight for s in stats if s.backend == BACKENDS[0]}
+        return http or {s.server: s.weight for s in stats}
 
     def wait_drained(self, name: str, timeout_s: float, poll_s: float = 0.05) -> bool:
         """Until no connection to the host is open or queued in any backend

@@ -20,6 +20,8 @@ operations remote runs: install, rollback, stop, status.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -27,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from engine.deploy import DeployError, supervise, tokens, verify
-from engine.deploy.hostroot import INSTALLED, HostRoot, read_manifest
+from engine.deploy.hostroot import INSTALLED, HostRoot, read_manifest, run_command
 from engine.deploy.prepare import prepare
 from engine.deploy.service import (PortBusy, base_url, check_port_before_stop, check_port_free, check_serving,
                                    engine_pid, pre_start_check, start_engine, stop_engine, systemd_in_charge)
@@ -37,8 +39,9 @@ from engine.deploy.service import (PortBusy, base_url, check_port_before_stop, c
 class Outcome:
     """What one host operation did; travels to the deployer as one JSON line."""
 
-    status: str                   # deployed | unchanged | restarted | rolled-back (deploy failed, previous
-                                  # serves) | failed | switched (rollback on request) | stopped | not-running
+    status: str                   # deployed | reloaded (config only, SIGHUP) | unchanged | restarted |
+                                  # rolled-back (deploy failed, previous serves) | failed | switched
+                                  # (rollback on request) | stopped | not-running
     version: str | None = None    # the release this run was about
     active: str | None = None     # the release serving when the run ended (None: none)
     previous: str | None = None   # the release that was active before
@@ -132,6 +135,72 @@ def _activate(host: HostRoot, version: str, settings: Settings, out: Outcome) ->
     return pid
 
 
+def _restart_or_reload(host: HostRoot, previous: str | None, version: str) -> tuple[bool, str]:
+    """engine.deploy.reload's decision, run in the new release's venv: (True,
+    why) when only engine.yaml settings the running engine reloads changed."""
+    if previous is None or not host.installed(previous) or engine_pid(host) is None:
+        return False, ""
+    python = host.release(version) / "venv" / "bin" / "python"
+    try:
+        proc = subprocess.run([str(python), "-P", "-m", "engine.deploy.reload", str(host.release(previous)),
+                               str(host.release(version))], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, f"could not compare the releases: {exc}"
+    try:
+        answer = json.loads(proc.stdout.strip().splitlines()[-1])
+        return bool(answer["reload"]), str(answer["why"])
+    except (IndexError, ValueError, KeyError):
+        return False, f"could not compare the releases: {(proc.stderr or proc.stdout).strip()[-200:]}"
+
+
+def _reload(host: HostRoot, version: str, settings: Settings, out: Outcome, why: str) -> int | None:
+    """Install the config of `version`, switch, SIGHUP the running engine
+    (systemctl reload where systemd is in charge: ExecReload sends it),
+    wait for its log to say the reload ended, verify. Same pid."""
+    pid = engine_pid(host)
+    log = supervise.Paths(host.root).logfile
+    offset = log.stat().st_size if log.is_file() else 0
+    changed = provision_config(host, version)
+    out.steps.append(f"config: {changed} file(s) changed")
+    host.switch(version)
+    out.steps.append(f"current -> releases/{version}")
+    if systemd_in_charge(host.root):
+        run_command(["systemctl", "reload", "ai-engine.service"], "systemctl reload ai-engine.service")
+    else:
+        os.kill(pid, signal.SIGHUP)
+    event = _wait_reloaded(log, offset, settings.health_timeout_s)
+    if event.get("event") == "reload_failed" or event.get("failed"):
+        raise DeployError(f"the engine's reload failed: {event.get('error') or 'models ' + ', '.join(event['failed'])}",
+                          where=str(log))
+    check_serving(host, version, pid, settings.health_timeout_s)
+    if engine_pid(host) != pid:
+        raise DeployError(f"the engine's pid changed during the reload ({pid} -> {engine_pid(host)})", where=str(log))
+    host.record(version, "activated")
+    out.steps.append(f"reloaded with SIGHUP, pid {pid} kept: {why}")
+    return pid
+
+
+def _wait_reloaded(log: Path, offset: int, timeout_s: float) -> dict:
+    """The engine's first reloaded / reload_failed log record after `offset`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with open(log, "rb") as fh:
+                fh.seek(offset if fh.seek(0, 2) >= offset else 0)  # rotated meanwhile: the new file from its start
+                for line in fh.read().splitlines():
+                    try:
+                        record = json.loads(line)
+                    except ValueError:
+                        continue
+                    if record.get("event") in ("reloaded", "reload_failed"):
+                        return record
+        except OSError:
+            pass
+        if time.monotonic() >= deadline:
+            raise DeployError(f"the engine did not report its reload within {timeout_s:g} s", where=str(log))
+        time.sleep(0.1)  # polling the engine's own log, bounded by the deadline
+
+
 def install(root: Path, release_dir: Path, settings: Settings, python: str = sys.executable) -> Outcome:
     """Deploy the release extracted at `release_dir` (= ROOT/opt/ai-engine/releases/<version>)."""
     t0 = time.monotonic()
@@ -144,9 +213,14 @@ def install(root: Path, release_dir: Path, settings: Settings, python: str = sys
         try:
             if previous == version:
                 _refresh(host, version, settings, out)
+            elif (how := _restart_or_reload(host, previous, version))[0]:
+                out.pid = _reload(host, version, settings, out, how[1])
+                out.status, out.reason = "reloaded", f"config only, reloaded (SIGHUP, pid kept): {how[1]}"
             else:
                 out.pid = _activate(host, version, settings, out)
                 out.status = "deployed"
+                if how[1]:
+                    out.reason = f"restarted: {how[1]}"
         except PortBusy as exc:
             out.reason = f"{exc}; nothing was changed" + (f", release {previous} still serves" if previous else "")
             host.record(version, "failed")

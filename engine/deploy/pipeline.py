@@ -27,6 +27,7 @@ from engine.convert import convert_file
 from engine.deploy.convert_models import precision_options
 from engine.deploy import DeployError, wheels
 from engine.deploy.bundle import REPO_FILES, Bundle, BundleInputs, build_bundle, read_bundle
+from engine.deploy.canary import fleet_ramp
 from engine.deploy.reference import write_reference
 from engine.deploy.report import Reporter
 from engine.deploy.targets import HostResult, Settings, Target, host_key_policy, make_targets, run_fleet
@@ -309,8 +310,9 @@ class Pipeline:
         self.report.note(f"deploying release {bundle.version} to {len(targets)} host(s), "
                          f"{self.settings.parallel} at a time")
         t0 = time.monotonic()
+        ramp = fleet_ramp(self.spec, bundle.manifest, self.report.host, self.work)
         results = run_fleet(targets, lambda t: t.install(bundle, self.report.host), self.settings,
-                            on_done=self.report.host_done)
+                            on_done=self.report.host_done, canary_ramp=ramp)
         hosts = self.state.data.setdefault("hosts", {})
         for r in results:
             before = hosts.get(r.name, {})

@@ -13,8 +13,8 @@ from rich.table import Table
 
 from engine.deploy.targets import HostResult
 
-STYLE = {"deployed": "green", "unchanged": "green", "restarted": "green", "switched": "green", "stopped": "green",
-         "ready": "green", "rolled-back": "yellow", "skipped": "yellow", "not-running": "yellow",
+STYLE = {"deployed": "green", "reloaded": "green", "unchanged": "green", "restarted": "green", "switched": "green",
+         "stopped": "green", "ready": "green", "rolled-back": "yellow", "skipped": "yellow", "not-running": "yellow",
          "failed": "red", "unreachable": "red"}
 
 

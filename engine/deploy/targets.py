@@ -46,7 +46,7 @@ class Settings:
     keep_releases: int = 3
     keep_bundles: int = 3
     parallel: int = 4
-    canary: str | None = None
+    canary: str | None = None     # the canary host's name (deploy.canary, or its `host`)
     max_fail_fraction: float = 0.0
     connect_timeout_s: float = 10.0
     command_timeout_s: float = 600.0
@@ -56,7 +56,10 @@ class Settings:
 
     @classmethod
     def from_spec(cls, deploy: dict) -> "Settings":
-        return cls(**{k: v for k, v in deploy.items() if k in cls.__dataclass_fields__})
+        known = {k: v for k, v in deploy.items() if k in cls.__dataclass_fields__}
+        if isinstance(known.get("canary"), dict):  # the ramp's form; its policy is engine.deploy.canary's
+            known["canary"] = known["canary"]["host"]
+        return cls(**known)
 
 
 @dataclass
@@ -432,9 +435,11 @@ def _guarded(action: Callable[[Target], HostResult], target: Target) -> HostResu
 
 
 def run_fleet(targets: list[Target], action: Callable[[Target], HostResult], settings: Settings,
-              on_done: Callable[[HostResult], None] = lambda r: None) -> list[HostResult]:
+              on_done: Callable[[HostResult], None] = lambda r: None,
+              canary_ramp: Callable[[Target, HostResult], HostResult] | None = None) -> list[HostResult]:
     """Run `action` on every target, at most settings.parallel at once; the
-    canary (if configured and targeted) first and alone. Once the failed
+    canary (if configured and targeted) first and alone, then `canary_ramp`
+    on its result when given (engine.deploy.canary.fleet_ramp). Once the failed
     fraction exceeds max_fail_fraction, no new host is started (running ones
     finish). Results come back in target order."""
     results: dict[str, HostResult] = {}
@@ -445,6 +450,8 @@ def run_fleet(targets: list[Target], action: Callable[[Target], HostResult], set
     if canary is not None and total > 1:
         queue.remove(canary)
         results[canary.name] = _guarded(action, canary)
+        if canary_ramp is not None and results[canary.name].ok:
+            results[canary.name] = _guarded(lambda t: canary_ramp(t, results[canary.name]), canary)
         on_done(results[canary.name])
         if not results[canary.name].ok:
             stop_reason = f"not started: canary {canary.name} failed"

@@ -135,7 +135,7 @@ def _check_engine(r: _Report, engine: dict) -> None:
 _SSH_ONLY = ("address", "port", "user", "key_file", "jump_host")
 
 
-def _check_hosts(r: _Report, hosts: list[dict], deploy: dict) -> None:
+def _check_hosts(r: _Report, hosts: list[dict]) -> None:
     _unique_names(r, hosts, ("hosts",), "host")
     names = {h["name"] for h in hosts}
     for i, h in enumerate(hosts):
@@ -154,14 +154,49 @@ def _check_hosts(r: _Report, hosts: list[dict], deploy: dict) -> None:
                     r.add(("hosts", i, "jump_host"), "a host cannot be its own jump host")
                 elif jump not in names and ("@" not in jump and ":" not in jump or not _JUMP_RE.match(jump)):
                     r.add(("hosts", i, "jump_host"), f"{jump!r} is neither a host in hosts nor user@host:port")
-    if deploy["canary"] is not None and deploy["canary"] not in names:
-        r.add(("deploy", "canary"), f"no host named {deploy['canary']!r} in hosts",
-              "known: " + (", ".join(sorted(names)) or "none"))
-    elif deploy["canary"] is not None:
-        role = next(h.get("role", "engine") for h in hosts if h["name"] == deploy["canary"])
-        if role != "engine":
-            r.add(("deploy", "canary"), f"{deploy['canary']!r} is a {role} host, not an engine host",
-                  "a canary runs the new release: name a host with role engine")
+
+
+def _check_canary(r: _Report, data: dict) -> None:
+    """deploy.canary: an engine host; the object form (a traffic ramp) needs
+    a balancer in front of the canary and at least one other engine host to
+    compare it with; steps grow to 100. An object without a balancer is an
+    error rather than a silent fallback to "deployed alone first": its limits
+    would look enforced and never be."""
+    canary = data["deploy"]["canary"]
+    if canary is None:
+        return
+    ramp = isinstance(canary, dict)
+    name = canary["host"] if ramp else canary
+    at = ("deploy", "canary", "host") if ramp else ("deploy", "canary")
+    roles = {h["name"]: h.get("role", "engine") for h in data["hosts"]}
+    if name not in roles:
+        r.add(at, f"no host named {name!r} in hosts", "known: " + (", ".join(sorted(roles)) or "none"))
+        return
+    if roles[name] != "engine":
+        r.add(at, f"{name!r} is a {roles[name]} host, not an engine host",
+              "a canary runs the new release: name a host with role engine")
+        return
+    if not ramp:
+        return
+    steps = canary["steps"]
+    for i, (before, step) in enumerate(zip(steps, steps[1:]), start=1):
+        if step <= before:
+            r.add(("deploy", "canary", "steps", i), f"{step} after {before}: the steps must increase",
+                  "e.g. [1, 5, 25, 50, 100]")
+    if steps[-1] != 100:
+        r.add(("deploy", "canary", "steps", len(steps) - 1), f"the last step is {steps[-1]}, not 100",
+              "the ramp ends with the canary taking all the traffic: end the steps with 100")
+    if not balancer_hosts(data):
+        r.add(("deploy", "canary"), "a canary with a traffic ramp (steps, limits) needs a balancer host "
+              "(hosts[].role: balancer) to weigh its traffic, and the spec has none",
+              "add a balancer host, or write deploy.canary: " + name + " to deploy it alone first")
+        return
+    behind = [h["name"] for h in engine_hosts(data)]
+    if name not in behind:
+        r.add(at, f"{name!r} is not behind the balancer (balancer.engines)", "add it to balancer.engines")
+    elif len(behind) < 2:
+        r.add(at, f"{name!r} is the only engine host behind the balancer: there is no fleet to compare it with",
+              "add engine hosts, or write deploy.canary: " + name + " to deploy it alone first")
 
 
 def _check_balancer(r: _Report, data: dict) -> None:
@@ -221,8 +256,9 @@ def check_spec(data: dict, raw: dict, origins: Origins) -> list[Problem]:
     _check_host(r, data["host"])
     _check_service(r, data["service"], data["engine"])
     _check_engine(r, data["engine"])
-    _check_hosts(r, data["hosts"], data["deploy"])
+    _check_hosts(r, data["hosts"])
     _check_balancer(r, data)
+    _check_canary(r, data)
     return sorted(r.problems, key=lambda p: (p.file or "", p.line or 0))
 
 

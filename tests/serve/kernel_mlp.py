@@ -6,7 +6,9 @@ so they control the model's size (and so its run time: the deadline test
 needs a batch that runs for a known while) without the converter. Model
 files are .npz with w0, b0, w1, b1, ... (float32, w_i of shape [in, out]);
 ReLU after every layer but the last; an optional `repeat` runs the whole
-forward pass that many times (same answer, proportionally longer run).
+forward pass that many times (same answer, proportionally longer run); an
+optional `fail_above` makes a run fail when an input's first value exceeds
+it (a release whose model errors for some inputs: the canary tests).
 
 Test hook, off unless the server's environment sets it (serve_support.RunGate
 does): with AIE_TEST_RUN_EVENTS=<file> every run appends "start" to that
@@ -87,6 +89,7 @@ class MLPSession:
             self.layers = [(np.ascontiguousarray(z[f"w{i}"], np.float32), np.ascontiguousarray(z[f"b{i}"], np.float32))
                            for i in range(n)]
             self.repeat = int(z["repeat"]) if "repeat" in z.files else 1
+            self.fail_above = float(z["fail_above"]) if "fail_above" in z.files else None
         self.threads = threads or 1
         self._sgemm, self._ws = _sgemm()
         self._hook = _RunHook()
@@ -102,6 +105,8 @@ class MLPSession:
 
     def run(self, output_names, feeds):
         self._hook.run_starts()
+        if self.fail_above is not None and np.any(feeds["x"][:, 0] > self.fail_above):
+            raise ValueError(f"input above {self.fail_above} (fail_above)")
         for _ in range(self.repeat):
             y = self._forward(np.ascontiguousarray(feeds["x"], dtype=np.float32))
         return [y]
@@ -120,10 +125,12 @@ class MLPSession:
         return x
 
 
-def write_mlp(path, sizes, seed: int, repeat: int = 1) -> None:
+def write_mlp(path, sizes, seed: int, repeat: int = 1, fail_above: float | None = None) -> None:
     """A seeded random MLP with layer widths `sizes` (e.g. [16, 32, 4])."""
     rng = np.random.default_rng(seed)
     arrays = {"repeat": np.int64(repeat)}
+    if fail_above is not None:
+        arrays["fail_above"] = np.float64(fail_above)
     for i, (a, b) in enumerate(zip(sizes, sizes[1:])):
         arrays[f"w{i}"] = (rng.standard_normal((a, b)) / np.sqrt(a)).astype(np.float32)
         arrays[f"b{i}"] = (rng.standard_normal(b) * 0.1).astype(np.float32)
