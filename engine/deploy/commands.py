@@ -98,15 +98,7 @@ def operate(options: Options, op: str, *args: str) -> int:
 def drain(options: Options, host: str) -> int:
     """Take an engine host out of the balancer's rotation for maintenance:
     no new requests; wait (engine.limits.drain_timeout_s) until it holds none."""
-    pipeline = Pipeline(options, Reporter())
-    rollout, balancers = pipeline.balanced_host(host)
-    try:
-        rollout.set_state(host, "drain")
-        took = rollout.wait_drained(host)
-        _print_states(pipeline, rollout, host)
-    finally:
-        for b in balancers:
-            b.target.close()
+    pipeline, rollout, took = _set_balancer_state(options, host, "drain")
     if took is None:
         print(f"error: {host}: requests still in flight after {rollout.drain_timeout_s:g} s "
               "(engine.limits.drain_timeout_s); it gets no new ones", file=sys.stderr)
@@ -120,21 +112,28 @@ def drain(options: Options, host: str) -> int:
 def undrain(options: Options, host: str) -> int:
     """Put an engine host back into the rotation and wait until the
     balancer's health checks see it UP (deploy.health_timeout_s)."""
-    pipeline = Pipeline(options, Reporter())
-    rollout, balancers = pipeline.balanced_host(host)
-    try:
-        rollout.set_state(host, "ready")
-        took = rollout.wait_up(host)
-        _print_states(pipeline, rollout, host)
-    finally:
-        for b in balancers:
-            b.target.close()
+    pipeline, rollout, took = _set_balancer_state(options, host, "ready")
     if took is None:
         print(f"error: {host}: set ready, but its health checks do not pass within {rollout.up_timeout_s:g} s "
               "(deploy.health_timeout_s): is its engine serving? (invoke status)", file=sys.stderr)
         return 1
     pipeline.report.note(f"{host}: back in the rotation, UP after {took:.1f} s")
     return 0
+
+
+def _set_balancer_state(options: Options, host: str, state: str):
+    """Set the host's state on every balancer, wait for its effect, print
+    where it stands: (pipeline, rollout, seconds waited or None at the bound)."""
+    pipeline = Pipeline(options, Reporter())
+    rollout, balancers = pipeline.balanced_host(host)
+    try:
+        rollout.set_state(host, state)
+        took = rollout.wait_drained(host) if state == "drain" else rollout.wait_up(host)
+        _print_states(pipeline, rollout, host)
+    finally:
+        for b in balancers:
+            b.target.close()
+    return pipeline, rollout, took
 
 
 def _print_states(pipeline: Pipeline, rollout, host: str) -> None:
