@@ -32,6 +32,7 @@ from engine.deploy.balancer_host import PIDFILE
 from engine.deploy.pipeline import Options, Pipeline
 from engine.deploy.supervise import wait_exit
 from tests.deploy.conftest import HTTP_PORT, REPO, recording_reporter, write_site
+from tests.deploy.test_fleet import _corrupt_bundle
 
 HAPROXY = shutil.which("haproxy") or ("/usr/sbin/haproxy" if os.path.exists("/usr/sbin/haproxy") else None)
 pytestmark = [pytest.mark.root,
@@ -196,3 +197,18 @@ def test_status_drain_and_undrain(lb_spec, deploy_build, kernels_lib, fleet_spec
     no_balancer = Options(specs=fleet_spec, build_dir=deploy_build, lib_dir=kernels_lib)
     assert commands.undrain(no_balancer, "h1") == 1
     assert capsys.readouterr().err.startswith("error: hosts: the spec has no balancer host")
+
+
+def test_a_release_that_fails_verification_is_rolled_back_and_left_ready(lb_spec, deploy_build, kernels_lib,
+                                                                        tmp_path):
+    specs, _ = lb_spec
+    p = _pipeline(specs, deploy_build, kernels_lib)
+    good = p.bundle().version
+    bad = _corrupt_bundle(p, tmp_path)
+    opts = Options(specs=specs, hosts=["h3"], build_dir=deploy_build, lib_dir=kernels_lib, bundle=bad.path)
+    results = {r.name: r for r in Pipeline(opts, recording_reporter()[0]).deploy()}
+    h3 = results["h3"]
+    assert h3.status == "rolled-back" and h3.active == good, h3.reason
+    assert h3.reason.endswith(f"left ready on the balancer: release {good} serves again"), h3.reason
+    [api] = [b.api() for b in p.balancers()]
+    assert api.wait_status("h3", "UP", 30), api.server("h3")
