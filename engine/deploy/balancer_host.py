@@ -164,7 +164,7 @@ class BalancerHost:
         if code == 0:
             return
         self.target.shell(" ".join(["rm", "-f", *(shlex.quote(self.path(rel) + STAGED) for rel in staged)]))
-        alerts = [ln.strip() for ln in (out + err).splitlines() if "[ALERT]" in ln or "[ERROR]" in ln.upper()]
+        alerts = [ln.strip() for ln in (out + err).splitlines() if "[ALERT]" in ln]
         raise DeployError(f"HAProxy refused the new config, nothing was changed: {_alert(alerts or [out + err])}",
                           where=f"{self.name}:{self.path(CONFIG)}",
                           hint="the spec's balancer section rendered it; `haproxy -c -f` shows the whole check")

@@ -20,7 +20,7 @@ from types import SimpleNamespace
 import pytest
 
 from engine.deploy import DeployError
-from engine.deploy.balancer_host import CONFIG, PIDFILE, BalancerHost
+from engine.deploy.balancer_host import CONFIG, BalancerHost
 from engine.deploy.balancer_rollout import Rollout
 from engine.deploy.supervise import wait_exit
 from engine.deploy.targets import HostResult, LocalTarget, Settings
