@@ -180,7 +180,7 @@ def stop(c, spec=None, host=None):
 @task(iterable=["spec", "host"], help={"spec": _SPEC_HELP, "host": _HOST_HELP, "token": _TOKEN_HELP,
                                        "token-file": _TOKEN_FILE_HELP})
 def status(c, spec=None, host=None, token=None, token_file=None):
-    """Per host: active release, pid, health, uptime, installed releases."""
+    """Per host: active release, pid, health, balancer state and weight, uptime, installed releases."""
     from engine.deploy.commands import operate
 
     _exit_with(operate(_deploy_options(spec, host, token, token_file), "status"))
@@ -210,6 +210,29 @@ def rollback(c, spec=None, host=None, to=None, token=None, token_file=None):
     from engine.deploy.commands import operate
 
     _exit_with(operate(_deploy_options(spec, host, token, token_file), "rollback", *(["--to", to] if to else [])))
+
+
+_ONE_HOST_HELP = "the engine host (its name in the spec's hosts list), behind the spec's balancer"
+
+
+@task(iterable=["spec"], help={"spec": _SPEC_HELP, "host": _ONE_HOST_HELP})
+def drain(c, host, spec=None):
+    """Take an engine host out of the balancer's rotation (HAProxy drain) and wait until it holds no request."""
+    from engine.deploy.commands import drain as run_drain
+
+    rc = run_drain(_deploy_options(spec, None), host)
+    if rc:
+        raise Exit(code=rc)
+
+
+@task(iterable=["spec"], help={"spec": _SPEC_HELP, "host": _ONE_HOST_HELP})
+def undrain(c, host, spec=None):
+    """Put a drained engine host back into the balancer's rotation and wait until its health checks pass."""
+    from engine.deploy.commands import undrain as run_undrain
+
+    rc = run_undrain(_deploy_options(spec, None), host)
+    if rc:
+        raise Exit(code=rc)
 
 
 @task(
@@ -291,6 +314,7 @@ def bench(c, spec=None, host=None, rate=200.0, warmup_s=5.0, steady_s=20.0, spik
 
 # --- tasks added by later work go above this line ---------------------------
 
-ns = Collection(test, build_kernels, render, provision, zoo, convert, quantize, deploy, bundle, stop, status, logs, rollback, bench)
+ns = Collection(test, build_kernels, render, provision, zoo, convert, quantize, deploy, bundle, stop, status, logs, rollback,
+                drain, undrain, bench)
 # Piped (CI logs, files), the echoed command carries no ANSI escape codes.
 ns.configure({"run": {"echo": True, **({} if sys.stdout.isatty() else {"echo_format": "{command}"})}})

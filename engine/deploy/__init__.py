@@ -5,7 +5,9 @@ Two halves with a hard boundary between them:
 * deployer side (this machine, the repo's .venv): pipeline (steps with
   content-hash skipping), bundle (reproducible tarball), targets (local root
   and SSH fleet), report (progress and the per-host table), bench,
-  reference (smoke inputs and outputs), convert_models (`invoke convert`).
+  reference (smoke inputs and outputs), convert_models (`invoke convert`),
+  haproxy (the balancer's runtime API), balancer_host (HAProxy's config on
+  balancer hosts), balancer_rollout (drain, install, ready).
 * host side, shipped inside the bundle and run with the host's bare python3
   (stdlib only, nothing else may be imported; bundle.INSTALLER_FILES, checked
   by tests/test_layers.py): remote (the command line), install (the

@@ -347,14 +347,8 @@ def fleet_ramp(spec, bundle_manifest: dict, say: Callable[[str, str], None], log
     behind = {b.name: b.address for b in backends(data)} if balancer_hosts(data) else {}
     if policy is None or policy.host not in behind or len(behind) < 2:
         return None
-    if api is None:
-        lb = balancer_hosts(data)[0]
-        if lb["type"] != "local":
-            # Without its weights the ramp would judge traffic it never sent: deployed alone first, and said so.
-            say(policy.host, f"no traffic ramp: balancer host {lb['name']} is reached over SSH, and the runtime "
-                             "API client talks to a local socket only (yet); the canary is deployed alone first")
-            return None
-        api = RuntimeAPI(data["balancer"]["runtime_socket"])   # HAProxy runs on this machine
+    if api is None:   # the pipeline passes the balancer host's client (local socket or over SSH)
+        api = RuntimeAPI(data["balancer"]["runtime_socket"])
     port = data["engine"]["http_port"]
 
     def ramp(target: Target, installed: HostResult) -> HostResult:

@@ -43,7 +43,7 @@ def _sample_line(pipeline: Pipeline, results: list[HostResult]) -> None:
     targets = {t.name: t for t in pipeline.targets()}
     models = bundle.manifest["engine"]["models"]
     for r in results:
-        if not r.ok or not models:
+        if not r.ok or not models or r.name not in targets:  # a balancer host serves no model itself
             continue
         target = targets[r.name]
         url = target.url(bundle.manifest) or (base_url(bundle.manifest) if target.kind == "local" else None)
@@ -85,12 +85,61 @@ def bundle(options: Options) -> int:
 def operate(options: Options, op: str, *args: str) -> int:
     """stop | status | rollback on every targeted host, with a table."""
     pipeline = Pipeline(options, Reporter())
-    results = pipeline.operate(op, *args)
     if op == "status":
+        results = pipeline.status()
         pipeline.report.status_table(results)
     else:
+        results = pipeline.operate(op, *args)
         pipeline.report.table(results, title=op)
     return 0 if all(r.ok for r in results) else 1
+
+
+@_one_line_errors
+def drain(options: Options, host: str) -> int:
+    """Take an engine host out of the balancer's rotation for maintenance:
+    no new requests; wait (engine.limits.drain_timeout_s) until it holds none."""
+    pipeline, rollout, took = _set_balancer_state(options, host, "drain")
+    if took is None:
+        print(f"error: {host}: requests still in flight after {rollout.drain_timeout_s:g} s "
+              "(engine.limits.drain_timeout_s); it gets no new ones", file=sys.stderr)
+        return 1
+    pipeline.report.note(f"{host}: drained in {took:.1f} s, no request in flight; "
+                         f"`invoke undrain --host {host}` puts it back")
+    return 0
+
+
+@_one_line_errors
+def undrain(options: Options, host: str) -> int:
+    """Put an engine host back into the rotation and wait until the
+    balancer's health checks see it UP (deploy.health_timeout_s)."""
+    pipeline, rollout, took = _set_balancer_state(options, host, "ready")
+    if took is None:
+        print(f"error: {host}: set ready, but its health checks do not pass within {rollout.up_timeout_s:g} s "
+              "(deploy.health_timeout_s): is its engine serving? (invoke status)", file=sys.stderr)
+        return 1
+    pipeline.report.note(f"{host}: back in the rotation, UP after {took:.1f} s")
+    return 0
+
+
+def _set_balancer_state(options: Options, host: str, state: str):
+    """Set the host's state on every balancer, wait for its effect, print
+    where it stands: (pipeline, rollout, seconds waited or None at the bound)."""
+    pipeline = Pipeline(options, Reporter())
+    rollout, balancers = pipeline.balanced_host(host)
+    try:
+        rollout.set_state(host, state)
+        took = rollout.wait_drained(host) if state == "drain" else rollout.wait_up(host)
+        _print_states(pipeline, rollout, host)
+    finally:
+        for b in balancers:
+            b.target.close()
+    return pipeline, rollout, took
+
+
+def _print_states(pipeline: Pipeline, rollout, host: str) -> None:
+    for api in rollout.apis:
+        pipeline.report.note(f"{api.where}: " + ", ".join(f"{s.backend} {s.status} weight {s.weight} "
+                                                        f"(check {s.check or '-'})" for s in api.server(host)))
 
 
 @_one_line_errors

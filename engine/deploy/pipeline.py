@@ -10,6 +10,7 @@ engine serves is left alone (same pid).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -20,17 +21,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from hostspec.balancer import backends
 from hostspec.loader import load_spec
 from hostspec.render import render_tree
 
 from engine.convert import convert_file
 from engine.deploy.convert_models import precision_options
 from engine.deploy import DeployError, wheels
+from engine.deploy.balancer_host import BalancerHost
+from engine.deploy.balancer_rollout import Rollout
 from engine.deploy.bundle import REPO_FILES, Bundle, BundleInputs, build_bundle, read_bundle
 from engine.deploy.canary import fleet_ramp
 from engine.deploy.reference import write_reference
 from engine.deploy.report import Reporter
-from engine.deploy.targets import HostResult, Settings, Target, host_key_policy, make_targets, run_fleet
+from engine.deploy.targets import (HostResult, Settings, Target, guarded, host_key_policy, make_balancer_targets,
+                                   make_targets, run_fleet)
 from engine.deploy.tokens import auth_summary, hmac_algorithm, no_key_error
 
 REPO = Path(__file__).resolve().parents[2]
@@ -144,7 +149,8 @@ class Pipeline:
 
     def render(self) -> dict[str, tuple[bytes, int]]:
         with self.report.step("render") as shown:
-            tree = render_tree(self.spec)
+            # The engine hosts' files: the balancer's are installed apart (provision_balancers).
+            tree = render_tree(self.spec, role="engine")
             shown["detail"] = f"{len(tree)} files, spec {self.spec.digest[:12]}"
         return {rel: (f.content, f.mode) for rel, f in sorted(tree.items())}
 
@@ -299,20 +305,63 @@ class Pipeline:
             target.token = self.opts.token
         return targets
 
+    def balancers(self) -> list[BalancerHost]:
+        """The spec's balancer hosts (none: no balancer)."""
+        host_keys = host_key_policy(self.spec, self.opts.build_dir, say=self.report.host)
+        socket = self.spec.data["balancer"]["runtime_socket"]
+        return [BalancerHost(t, socket, self.settings.health_timeout_s)
+                for t in make_balancer_targets(self.spec, self.settings, host_keys)]
+
+    def provision_balancers(self, balancers: list[BalancerHost]) -> list[HostResult]:
+        """Install the balancer role's files on each balancer host and start
+        or gracefully reload HAProxy there (engine.deploy.balancer_host)."""
+        files = {rel: (f.content, f.mode) for rel, f in render_tree(self.spec, role="balancer").items()}
+        results = []
+        for b in balancers:
+            result = guarded(lambda t, b=b: b.provision(files, self.report.host), b.target)
+            self.report.host_done(result)
+            results.append(result)
+        return results
+
+    def rollout(self, balancers: list[BalancerHost]) -> Rollout:
+        return Rollout([b.api() for b in balancers], [b.name for b in backends(self.spec.data)],
+                       drain_timeout_s=self.spec.data["engine"]["limits"]["drain_timeout_s"],
+                       up_timeout_s=self.settings.health_timeout_s, say=self.report.host)
+
     def deploy(self) -> list[HostResult]:
+        """Engine hosts' results, after the balancer hosts' when the spec has any."""
         # Hosts first: an unknown --host or a spec without hosts is an error
         # before minutes of build steps, not after them.
         targets = self.targets()
+        balancers = self.balancers()
         auth = self.spec.data["engine"].get("auth") or {}
         if auth.get("enabled") and not self.opts.token and hmac_algorithm(auth) is None:
             raise no_key_error(auth)  # verification could only fail, after every build step
         bundle = self.bundle()
+        settings = dataclasses.replace(self.settings)
+        action: Callable[[Target], HostResult] = lambda t: t.install(bundle, self.report.host)
+        balanced: list[HostResult] = []
+        if balancers:
+            balanced = self.provision_balancers(balancers)
+            failed = next((r for r in balanced if not r.ok), None)
+            if failed is not None:
+                # Without the runtime API no host can be drained: restarting
+                # one would fail the requests it holds.
+                return balanced + [HostResult(t.name, "skipped", reason=f"not started: balancer {failed.name} failed")
+                                   for t in targets]
+            rollout = self.rollout(balancers)
+            settings.parallel, lowered = rollout.parallel(settings.parallel)
+            if lowered:
+                self.report.note(lowered)
+            # The canary (deploy.canary) goes first and alone through the same
+            # step (run_fleet), then its traffic-weighted ramp (canary_ramp).
+            action = rollout.step(action)
         self.report.note(f"deploying release {bundle.version} to {len(targets)} host(s), "
-                         f"{self.settings.parallel} at a time")
+                         f"{settings.parallel} at a time" + (", each drained on the balancer first" if balancers else ""))
         t0 = time.monotonic()
-        ramp = fleet_ramp(self.spec, bundle.manifest, self.report.host, self.work)
-        results = run_fleet(targets, lambda t: t.install(bundle, self.report.host), self.settings,
-                            on_done=self.report.host_done, canary_ramp=ramp)
+        ramp = fleet_ramp(self.spec, bundle.manifest, self.report.host, self.work,
+                          api=balancers[0].api() if balancers else None)
+        results = run_fleet(targets, action, settings, on_done=self.report.host_done, canary_ramp=ramp)
         hosts = self.state.data.setdefault("hosts", {})
         for r in results:
             before = hosts.get(r.name, {})
@@ -325,8 +374,44 @@ class Pipeline:
                              "at": int(time.time())}
         self.state.data["last_deploy_s"] = round(time.monotonic() - t0, 2)
         self.state.save()
-        return results
+        return balanced + results
 
     def operate(self, op: str, *args: str) -> list[HostResult]:
         """rollback / stop / status / logs on the targeted hosts (no build)."""
         return run_fleet(self.targets(), lambda t: t.operate(op, *args), self.settings)
+
+    def status(self) -> list[HostResult]:
+        """Each engine host's status; behind a balancer also its state and
+        weight there (data["balancer"]: {balancer host: [ServerStat]}, one
+        `show stat` per balancer)."""
+        results = self.operate("status")
+        for b in self.balancers():
+            try:
+                stats = b.api().stats()
+            except DeployError as exc:
+                self.report.note(f"[red]{b.name}: {exc}[/]")
+                continue
+            finally:
+                b.target.close()
+            for r in results:
+                r.data.setdefault("balancer", {})[b.name] = [s for s in stats if s.server == r.name]
+        return results
+
+    def balanced_host(self, name: str) -> tuple[Rollout, list[BalancerHost]]:
+        """The rollout controls for one engine host behind the balancer
+        (`invoke drain|undrain`); a clear error for anything else."""
+        balancers = self.balancers()
+        every = {h["name"]: h for h in self.spec.data["hosts"]}
+        behind = [b.name for b in backends(self.spec.data)]
+        if not balancers:
+            raise DeployError("the spec has no balancer host", where="hosts",
+                              hint="give one host role: balancer (README: A fleet behind a load balancer)")
+        if name not in every:
+            raise DeployError(f"unknown host {name!r}", where="--host", hint=f"engine hosts: {', '.join(behind)}")
+        if every[name].get("role", "engine") == "balancer":
+            raise DeployError(f"{name!r} is a balancer host; drain and undrain take an engine host",
+                              where="--host", hint=f"engine hosts: {', '.join(behind)}")
+        if name not in behind:
+            raise DeployError(f"{name!r} is not behind the balancer (balancer.engines)", where="--host",
+                              hint=f"engine hosts behind it: {', '.join(behind)}")
+        return self.rollout(balancers), balancers

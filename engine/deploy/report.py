@@ -11,11 +11,13 @@ from typing import Iterable
 from rich.console import Console
 from rich.table import Table
 
+from engine.deploy.balancer_rollout import HTTP_BACKEND
+from engine.deploy.haproxy import ServerStat
 from engine.deploy.targets import HostResult
 
-STYLE = {"deployed": "green", "reloaded": "green", "unchanged": "green", "restarted": "green", "switched": "green",
-         "stopped": "green", "ready": "green", "rolled-back": "yellow", "skipped": "yellow", "not-running": "yellow",
-         "failed": "red", "unreachable": "red"}
+STYLE = {"deployed": "green", "unchanged": "green", "restarted": "green", "switched": "green", "stopped": "green",
+         "ready": "green", "started": "green", "reloaded": "green", "updated": "green",
+         "rolled-back": "yellow", "skipped": "yellow", "not-running": "yellow", "failed": "red", "unreachable": "red"}
 
 
 def default_console() -> Console:
@@ -74,19 +76,40 @@ class Reporter:
         self.console.print(table)
 
     def status_table(self, results: Iterable[HostResult]) -> None:
+        results = list(results)
+        balanced = any("balancer" in r.data for r in results)
         table = Table(title="status", title_justify="left")
-        for col in ("host", "release", "pid", "health", "uptime", "releases installed"):
+        for col in ("host", "release", "pid", "health", *(["balancer"] if balanced else []), "uptime",
+                    "releases installed"):
             table.add_column(col, overflow="fold")
         for r in results:
             d = r.data
+            lb = [balancer_cell(d.get("balancer", {}))] if balanced else []
             if r.status == "failed":
-                table.add_row(r.name, "-", "-", f"[red]{r.reason}[/]", "-", "-")
+                table.add_row(r.name, "-", "-", f"[red]{r.reason}[/]", *lb, "-", "-")
                 continue
             up = d.get("uptime_s")
             table.add_row(r.name, d.get("active") or "-", str(d.get("pid") or "-"),
-                          f"[{STYLE.get(d.get('health'), 'red')}]{d.get('health')}[/]",
+                          f"[{STYLE.get(d.get('health'), 'red')}]{d.get('health')}[/]", *lb,
                           _duration(up) if up is not None else "-", ", ".join(d.get("releases", [])))
         self.console.print(table)
+
+
+def balancer_cell(entries: dict[str, list[ServerStat]]) -> str:
+    """A host's state and weight on each balancer: its HTTP backend's, and
+    the binary backend's where that differs."""
+    parts = []
+    for lb, stats in entries.items():
+        if not stats:
+            text = "not behind it"
+        else:
+            http = next((s for s in stats if s.backend == HTTP_BACKEND), stats[0])
+            text = f"{http.status} weight {http.weight}"
+            others = [f"{s.backend.removeprefix('ai_engine_')} {s.status} weight {s.weight}" for s in stats
+                      if (s.status, s.weight) != (http.status, http.weight)]
+            text += f" ({', '.join(others)})" if others else ""
+        parts.append(text if len(entries) == 1 else f"{lb}: {text}")
+    return "; ".join(parts) or "-"
 
 
 def _duration(seconds: float) -> str:

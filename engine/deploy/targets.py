@@ -133,6 +133,11 @@ class Target:
              ) -> tuple[int, str, str]:
         raise NotImplementedError
 
+    def shell(self, command: str, timeout_s: float | None = None) -> tuple[int, str, str]:
+        """A shell command on the host: (exit code, stdout, stderr). What the
+        balancer host's operations (engine.deploy.balancer_host) run."""
+        return self._run(command, self.settings.command_timeout_s if timeout_s is None else timeout_s)
+
     def _token_stdin(self) -> str | None:
         return f"{self.token}\n" if self.token else None
 
@@ -404,19 +409,26 @@ def make_targets(spec, names: list[str] | None, settings: Settings, host_keys: H
     if balancers:
         raise DeployError(f"{balancers[0]!r} is a balancer host: the engine is deployed to engine hosts only",
                           where="--host", hint=f"engine hosts: {', '.join(hosts)}")
-    targets: list[Target] = []
-    for name, host in hosts.items():
-        if names and name not in names:
-            continue
-        if host["type"] == "local":
-            targets.append(LocalTarget(name, host["root"], settings))
-        else:
-            jump = _parse_jump(host["jump_host"], hosts, host) if host.get("jump_host") else None
-            targets.append(SSHTarget(name, host, settings, host_keys, jump))
-    return targets
+    return [_target_for(host, hosts, settings, host_keys) for name, host in hosts.items()
+            if not names or name in names]
 
 
-def _guarded(action: Callable[[Target], HostResult], target: Target) -> HostResult:
+def _target_for(host: dict, jumps: dict[str, dict], settings: Settings, host_keys: HostKeyPolicy) -> Target:
+    if host["type"] == "local":
+        return LocalTarget(host["name"], host["root"], settings)
+    jump = _parse_jump(host["jump_host"], jumps, host) if host.get("jump_host") else None
+    return SSHTarget(host["name"], host, settings, host_keys, jump)
+
+
+def make_balancer_targets(spec, settings: Settings, host_keys: HostKeyPolicy) -> list[Target]:
+    """The hosts with role balancer, in spec order: the same transports
+    (local root, SSH) as engine hosts, carrying HAProxy's operations."""
+    every = {h["name"]: h for h in spec.data["hosts"]}
+    return [_target_for(host, every, settings, host_keys) for host in every.values()
+            if host.get("role", "engine") == "balancer"]
+
+
+def guarded(action: Callable[[Target], HostResult], target: Target) -> HostResult:
     """One host's failure becomes its result; it never reaches the other hosts."""
     t0 = time.monotonic()
     try:
@@ -449,9 +461,9 @@ def run_fleet(targets: list[Target], action: Callable[[Target], HostResult], set
     stop_reason = ""
     if canary is not None and total > 1:
         queue.remove(canary)
-        results[canary.name] = _guarded(action, canary)
+        results[canary.name] = guarded(action, canary)
         if canary_ramp is not None and results[canary.name].ok:
-            results[canary.name] = _guarded(lambda t: canary_ramp(t, results[canary.name]), canary)
+            results[canary.name] = guarded(lambda t: canary_ramp(t, results[canary.name]), canary)
         on_done(results[canary.name])
         if not results[canary.name].ok:
             stop_reason = f"not started: canary {canary.name} failed"
@@ -461,7 +473,7 @@ def run_fleet(targets: list[Target], action: Callable[[Target], HostResult], set
         while (queue and not stop_reason) or running:
             while queue and not stop_reason and len(running) < settings.parallel:
                 target = queue.popleft()
-                running[pool.submit(_guarded, action, target)] = target
+                running[pool.submit(guarded, action, target)] = target
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in done:
                 running.pop(future)

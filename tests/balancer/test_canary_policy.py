@@ -77,17 +77,17 @@ def test_a_ramp_without_a_balancer_is_refused_and_the_host_name_alone_is_not(in_
     assert load_spec([spec]).data["deploy"]["canary"] == "e1"     # deployed alone first, as before
 
 
-def test_no_ramp_where_the_deployer_cannot_set_weights(in_tmp):
+def test_a_ramp_only_for_a_canary_behind_the_balancer(in_tmp):
     from hostspec.loader import load_spec
 
     base = write(in_tmp, "spec.yaml", FLEET)
     said = []
     say = lambda host, line: said.append(f"{host}: {line}")  # noqa: E731
     assert fleet_ramp(load_spec([base]), {"engine": {}}, say, in_tmp) is None                 # no canary
+    # A balancer reached over SSH: the pipeline hands over its runtime API client (balancer_host).
     spec = load_spec([base, write(in_tmp, "a.yaml", "deploy: {canary: e1}")])
-    assert fleet_ramp(spec, {"engine": {}}, say, in_tmp) is None
-    assert said == ["e1: no traffic ramp: balancer host lb is reached over SSH, and the runtime API client talks "
-                    "to a local socket only (yet); the canary is deployed alone first"]
+    assert callable(fleet_ramp(spec, {"engine": {}}, say, in_tmp, api=RuntimeAPI(str(in_tmp / "admin.sock"))))
+    assert said == []
 
 
 # ---- weights ----------------------------------------------------------------------------

@@ -1,0 +1,147 @@
+"""Provisioning HAProxy on a balancer host (engine.deploy.balancer_host):
+the rendered config installed into the host's root and HAProxy started, a
+changed config applied with a graceful reload while a steady stream of HTTP
+and binary requests flows through it (none may fail), an unchanged one left
+alone, a config HAProxy refuses changing nothing. The rollout step that
+drains each host (engine.deploy.balancer_rollout) runs through deploy in
+tests/deploy/test_fleet_balancer.py.
+
+The balancer host is a local root (HAProxy supervised as on a host without
+systemd), its runtime API reached through the host's shell as over SSH; two
+real engines on loopback aliases behind it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from types import SimpleNamespace
+
+import pytest
+
+from engine.deploy import DeployError
+from engine.deploy.balancer_host import CONFIG, BalancerHost
+from engine.deploy.balancer_rollout import Rollout
+from engine.deploy.supervise import wait_exit
+from engine.deploy.targets import HostResult, LocalTarget, Settings
+from hostspec.loader import load_spec
+from hostspec.render import render_tree
+from serve_support import ports_free_on
+from fleet_support import HAPROXY, Stream
+
+pytestmark = pytest.mark.skipif(HAPROXY is None, reason="haproxy is not installed (make sysdeps installs it)")
+ENGINES = {"e1": "127.0.0.2", "e2": "127.0.0.3"}
+
+
+class Site:
+    """Two engines, a spec with a local balancer host, its BalancerHost."""
+
+    def __init__(self, serve_factory, mlp_file, tmp_path):
+        self.serve_factory, self.mlp_file, self.tmp = serve_factory, mlp_file, tmp_path
+        self.http_port, self.binary_port, self.lb_http, self.lb_binary = ports_free_on(
+            ["127.0.0.1", *ENGINES.values()], 4)
+        self.engines = {name: self.start_engine(name) for name in ENGINES}
+        self.root = tmp_path / "lbroot"
+        self.socket = str(tmp_path / "admin.sock")
+        self.host = BalancerHost(LocalTarget("lb", self.root, Settings()), self.socket, wait_s=20)
+        self.events: list[str] = []
+
+    def start_engine(self, name):
+        # A drain delay as behind a real balancer (default 5 s), shortened.
+        return self.serve_factory([{"name": "mlp", "path": str(self.mlp_file), "max_batch_size": 1}],
+                                  listen=ENGINES[name], http_port=self.http_port, binary_port=self.binary_port,
+                                  limits={"drain_delay_s": 0.5})
+
+    def files(self, interval="100ms"):
+        spec = self.tmp / "site.yaml"
+        spec.write_text(json.dumps({
+            "version": 1,
+            "engine": {"listen": "0.0.0.0", "http_port": self.http_port, "binary_port": self.binary_port},
+            "hosts": [{"name": "lb", "type": "local", "root": str(self.root), "role": "balancer"}] +
+                     [{"name": n, "type": "ssh", "address": a} for n, a in ENGINES.items()],
+            # maxconn within this sandbox's file limit (HAProxy needs ~2 fds a connection)
+            "balancer": {"listen": "127.0.0.1", "http_port": self.lb_http, "binary_port": self.lb_binary,
+                         "maxconn": 2000, "runtime_socket": self.socket,
+                         "health": {"interval_s": interval, "rise": 1, "fall": 2}}}))
+        return {rel: (f.content, f.mode) for rel, f in render_tree(load_spec([str(spec)]), role="balancer").items()}
+
+    def provision(self, files) -> HostResult:
+        return self.host.provision(files, lambda host, message: self.events.append(message))
+
+    def close(self):
+        pid = self.host.probe([]).pid
+        if pid is not None:
+            os.kill(pid, signal.SIGTERM)   # the master stops its workers
+            wait_exit(pid, 10)
+
+
+@pytest.fixture
+def site(serve_factory, mlp_file, tmp_path):
+    s = Site(serve_factory, mlp_file, tmp_path)
+    yield s
+    s.close()
+
+
+def _streams(site):
+    target = SimpleNamespace(lb_http=site.lb_http, lb_binary=site.lb_binary, mlp_file=site.mlp_file)
+    streams = [Stream(target, "http"), Stream(target, "binary")]
+    for s in streams:
+        s.start()
+    return streams
+
+
+def _finish(streams):
+    for s in streams:
+        s.stop.set()
+        s.join(30)
+    return sum(s.ok for s in streams), [f for s in streams for f in s.failures]
+
+
+def test_provision_starts_then_reloads_gracefully_and_refuses_a_bad_config(site):
+    first = site.provision(site.files())
+    assert first.status == "started", first
+    assert (site.root / CONFIG).read_bytes() == site.files()[CONFIG][0]
+    assert (site.root / "etc/prometheus/file_sd/ai-engine.json").is_file()
+    api = site.host.api()
+    assert all(api.wait_status(n, "UP", 20) for n in ENGINES), api.stats()
+
+    streams = _streams(site)
+    for s in streams:
+        s.wait_answers(20)
+    worker = site.host.worker_pid()
+    reloaded = site.provision(site.files(interval="150ms"))
+    assert reloaded.status == "reloaded", reloaded
+    assert site.host.worker_pid() not in (None, worker)
+    assert reloaded.pid == first.pid       # the same master: a reload, not a restart
+    for s in streams:
+        s.wait_answers(20)                 # served by the new worker
+
+    again = site.provision(site.files(interval="150ms"))
+    assert again.status == "unchanged" and again.steps == [], again
+
+    live = (site.root / CONFIG).read_bytes()
+    worker = site.host.worker_pid()
+    bad = {CONFIG: (live.replace(b"balance leastconn", b"balance nosuch", 1), 0o644)}
+    with pytest.raises(DeployError) as refused:
+        site.provision(bad)
+    message = str(refused.value)
+    assert "HAProxy refused the new config, nothing was changed" in message and "balance" in message, message
+    assert "\n" not in message
+    assert (site.root / CONFIG).read_bytes() == live
+    assert sorted(p.name for p in (site.root / CONFIG).parent.iterdir()) == ["haproxy.cfg"]
+    assert site.host.worker_pid() == worker
+    for s in streams:
+        s.wait_answers(10)
+
+    total, failures = _finish(streams)
+    print(f"\ngraceful reload under a steady HTTP + binary stream: {total} answers, {len(failures)} failed")
+    assert failures == []
+
+
+def test_rollout_never_takes_every_host_out():
+    rollout = Rollout([], ["e1", "e2", "e3"], drain_timeout_s=10, up_timeout_s=20)
+    assert rollout.parallel(4) == (2, "at most 2 of the 3 engine hosts behind the balancer out at once "
+                                      "(deploy.parallel 4 lowered: never all of them)")
+    assert rollout.parallel(2) == (2, None)
+    assert Rollout([], ["e1"], 10, 20).parallel(4) == (
+        1, "e1 is the only engine host behind the balancer: clients get no answer while it restarts")
