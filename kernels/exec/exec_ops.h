@@ -45,6 +45,8 @@ int aie_x_global_pool(const aie_step_args *a);
 int aie_x_gemm_packed(const aie_step_args *a);
 int aie_x_gemm_u8s8_packed(const aie_step_args *a);
 int aie_x_conv_u8s8(const aie_step_args *a);
+int aie_x_quantize(const aie_step_args *a);
+int aie_x_dequantize(const aie_step_args *a);
 int aie_x_bitshift(const aie_step_args *a);
 int aie_x_cumprod(const aie_step_args *a);
 int aie_x_topk(const aie_step_args *a);
