@@ -26,7 +26,7 @@ Op = enum.IntEnum('Op', {'COPY': 1, 'FILL': 2, 'UNARY': 3, 'BINARY': 4, 'CAST': 
     'PAD': 16, 'RESIZE': 17, 'LSTM': 18, 'ARGMAX': 19, 'GATHER_ELEMENTS': 20, 'CUMSUM': 21, 'CONV_TRANSPOSE': 22,
     'CONV_PACK': 23, 'GLOBAL_POOL': 24, 'GEMM_PACKED': 25, 'BITSHIFT': 26, 'CUMPROD': 27, 'TOPK': 28,
     'SCATTER_ELEMENTS': 29, 'SCATTER_ND': 30, 'GATHER_ND': 31, 'GRID_SAMPLE': 32, 'RMS_NORM': 33, 'ATTENTION': 34,
-    'GEMM_U8S8_PACKED': 45, 'CONV_U8S8': 46, 'QUANTIZE': 47, 'DEQUANTIZE': 48})
+    'GEMM_U8S8_PACKED': 45, 'CONV_U8S8': 46, 'QUANTIZE': 47, 'DEQUANTIZE': 48, 'LUT_U8': 49})
 
 # AIE_U_*
 Unary = enum.IntEnum('Unary', {'IDENTITY': 0, 'RELU': 1, 'CLIP': 2, 'GELU': 3, 'GELU_TANH': 4, 'SIGMOID': 5,
@@ -58,7 +58,7 @@ OP_NAMES = {Op.COPY: 'copy', Op.FILL: 'fill', Op.UNARY: 'unary', Op.BINARY: 'bin
     Op.TOPK: 'topk', Op.SCATTER_ELEMENTS: 'scatter_elements', Op.SCATTER_ND: 'scatter_nd', Op.GATHER_ND: 'gather_nd',
     Op.GRID_SAMPLE: 'grid_sample', Op.RMS_NORM: 'rms_norm', Op.ATTENTION: 'attention',
     Op.GEMM_U8S8_PACKED: 'gemm_u8s8_packed', Op.CONV_U8S8: 'conv_u8s8', Op.QUANTIZE: 'quantize',
-    Op.DEQUANTIZE: 'dequantize'}
+    Op.DEQUANTIZE: 'dequantize', Op.LUT_U8: 'lut_u8'}
 # Unary op -> its lower-case name (the aie_unary API's names)
 UNARY_NAMES = {Unary.IDENTITY: 'identity', Unary.RELU: 'relu', Unary.CLIP: 'clip', Unary.GELU: 'gelu',
     Unary.GELU_TANH: 'gelu_tanh', Unary.SIGMOID: 'sigmoid', Unary.SILU: 'silu', Unary.HARDSWISH: 'hardswish',
@@ -198,6 +198,12 @@ class QcastStep(Int64Struct):
     """aie_qcast_step."""
 
     _fields_ = [('n', ctypes.c_int64), ('dtype', ctypes.c_int64), ('zero', ctypes.c_int64)]
+
+
+class LutStep(Int64Struct):
+    """aie_lut_step."""
+
+    _fields_ = [('n', ctypes.c_int64), ('channels', ctypes.c_int64), ('inner', ctypes.c_int64)]
 
 
 class ConvPackStep(Int64Struct):
@@ -386,15 +392,15 @@ OP_PARAMS = {Op.COPY: CopyStep, Op.FILL: FillStep, Op.UNARY: UnaryStep, Op.BINAR
     Op.BITSHIFT: BitshiftStep, Op.CUMPROD: AxisStep, Op.TOPK: AxisStep, Op.SCATTER_ELEMENTS: ScatterElementsStep,
     Op.SCATTER_ND: ScatterNdStep, Op.GATHER_ND: GatherNdStep, Op.GRID_SAMPLE: GridSampleStep, Op.RMS_NORM: NormStep,
     Op.ATTENTION: AttentionStep, Op.GEMM_U8S8_PACKED: GemmU8s8Step, Op.CONV_U8S8: ConvU8s8Step,
-    Op.QUANTIZE: QcastStep, Op.DEQUANTIZE: QcastStep}
+    Op.QUANTIZE: QcastStep, Op.DEQUANTIZE: QcastStep, Op.LUT_U8: LutStep}
 
 # C name -> struct class, for the layout test
 STRUCTS = {'aie_exec_plan': ExecPlan, 'aie_step_record': StepRecord, 'aie_tensor_record': TensorRecord,
     'aie_epilogue': Epilogue, 'aie_qepilogue': Qepilogue, 'aie_conv2d_params': Conv2dParams,
     'aie_pool2d_params': Pool2dParams, 'aie_matmul_step': MatmulStep, 'aie_gemm_packed_step': GemmPackedStep,
     'aie_conv_step': ConvStep, 'aie_gemm_u8s8_step': GemmU8s8Step, 'aie_conv_u8s8_step': ConvU8s8Step,
-    'aie_qcast_step': QcastStep, 'aie_conv_pack_step': ConvPackStep, 'aie_pool_step': PoolStep,
-    'aie_resize_step': ResizeStep, 'aie_lstm_step': LstmStep, 'aie_axis_step': AxisStep,
+    'aie_qcast_step': QcastStep, 'aie_lut_step': LutStep, 'aie_conv_pack_step': ConvPackStep,
+    'aie_pool_step': PoolStep, 'aie_resize_step': ResizeStep, 'aie_lstm_step': LstmStep, 'aie_axis_step': AxisStep,
     'aie_grid_sample_step': GridSampleStep, 'aie_attention_step': AttentionStep, 'aie_fill_step': FillStep,
     'aie_unary_step': UnaryStep, 'aie_cast_step': CastStep, 'aie_gather_step': GatherStep,
     'aie_softmax_step': SoftmaxStep, 'aie_norm_step': NormStep, 'aie_jump_step': JumpStep,

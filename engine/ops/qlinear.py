@@ -1,6 +1,6 @@
 """The fused int8 nodes engine.passes.qdq_fuse writes, on the int8 kernels:
 QConvU8S8 (CONV_U8S8, aie_conv_s8.h) and QGemmU8S8 (GEMM_U8S8_PACKED,
-aie_gemm_lowp.h).
+aie_gemm_lowp.h); and QLutU8 (LUT_U8), a uint8 -> uint8 table per channel.
 
 Inputs: x (uint8), x_scale, x_zero (scalars), the packed int8 weights,
 w_scale (float32, one per output channel), bias (int32 for a uint8 output,
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.kernels.abi import ConvU8s8Step, GemmU8s8Step, Op, Unary
+from engine.kernels.abi import ConvU8s8Step, GemmU8s8Step, LutStep, Op, Unary
 from engine.kernels.conv_int8 import workspace_size as conv_workspace_size
 from engine.kernels.gemm_lowp import OUT_KINDS, u8s8_workspace_size
 from engine.lowering import LoweringContext, Value
@@ -82,6 +82,19 @@ def lower_qconv(ctx: LoweringContext) -> None:
             emit_copy(ctx, nchw, y, (N, Kout, P, Q), (P * Q * Kout, 1, Q * Kout, Kout))
 
 
-RULES = {"QConvU8S8": {1: lower_qconv}, "QGemmU8S8": {1: lower_qgemm}}
+def lower_qlut(ctx: LoweringContext) -> None:
+    """QLutU8 (x uint8, lut channels x 256): y = lut[channel][x], channel axis 1 (last when NHWC)."""
+    x, lut = ctx.input(0), ctx.input(1)
+    ctx.require_dtype(x, (np.uint8,))
+    nhwc = bool(ctx.attr("_nhwc", 0))
+    if x.rank < 2 or lut.rank != 2 or lut.shape != (x.shape[-1 if nhwc else 1], 256):
+        raise ctx.unsupported(f"table {lut.shape} for an input {x.shape}")
+    y = ctx.out(0, x.shape, np.uint8)
+    if y.size:
+        inner = 1 if nhwc else int(np.prod(x.shape[2:], dtype=np.int64))
+        ctx.step(Op.LUT_U8, [y, x, lut], LutStep(n=y.size, channels=lut.shape[0], inner=inner).words())
+
+
+RULES = {"QConvU8S8": {1: lower_qconv}, "QGemmU8S8": {1: lower_qgemm}, "QLutU8": {1: lower_qlut}}
 _COMMON = {"_out", "_act", "_w_shape"}
-ATTRS = {"QConvU8S8": _COMMON | {"auto_pad", "pads", "strides", "dilations"}, "QGemmU8S8": _COMMON}
+ATTRS = {"QConvU8S8": _COMMON | {"auto_pad", "pads", "strides", "dilations"}, "QGemmU8S8": _COMMON, "QLutU8": set()}

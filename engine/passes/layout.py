@@ -114,8 +114,10 @@ class _Layout:
         return False
 
     def per_tensor(self, node: Node) -> bool:
-        """A Q/DQ with scalar constant parameters, or a BatchNormalization
-        (its per-channel vectors follow the channel axis): element-wise in any layout."""
+        """A Q/DQ with scalar constant parameters, a BatchNormalization or a
+        QLutU8 (their per-channel values follow the channel axis): element-wise in any layout."""
+        if node.op == "QLutU8":  # engine.passes.qdq_fuse: a table per channel, channels last when NHWC
+            return True
         if node.op == "BatchNormalization":
             return not node.attrs.get("training_mode", 0) and all(i in self.inits for i in node.inputs[1:5])
         return node.op in ("QuantizeLinear", "DequantizeLinear") and not node.attrs.get("block_size", 0) and all(

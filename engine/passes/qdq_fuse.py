@@ -10,7 +10,10 @@ Conv / MatMul / Gemm as
 and this pass replaces such a group by one node, QConvU8S8 or QGemmU8S8
 (engine/ops/qlinear.py: the CONV_U8S8 / GEMM_U8S8_PACKED steps), that reads
 the uint8 tensor itself, so a chain of quantised layers passes uint8
-activations from one int8 kernel to the next:
+activations from one int8 kernel to the next. DequantizeLinear(uint8) ->
+BatchNormalization [-> Relu] -> QuantizeLinear(uint8) (what quantize_static
+leaves of a BatchNormalization it does not fold) becomes QLutU8: a 256-entry
+table per channel holding what the fp32 steps would compute.
 
 - with the trailing QuantizeLinear the node writes its uint8 output directly
   (`_out` "uint8"): (acc + bias_int32) * (x_scale * w_scale / y_scale),
@@ -208,6 +211,62 @@ class _Fuser:
         return self.fuse(node, "QGemmU8S8", x, w_scale, np.ascontiguousarray(packed.buffer), biases, attrs)
 
 
+    def vector(self, name: str) -> np.ndarray | None:
+        """A 1-D float32 constant, or the DequantizeLinear of one (quantize_static quantises a
+        BatchNormalization's scale and bias too), computed as DequantizeLinear does."""
+        v = self.const(name)
+        if v is not None:
+            return v
+        node = self.dq(name)
+        if node is None or node.attrs.get("block_size", 0):
+            return None
+        q, scale = self.const(node.inputs[0]), self.const(node.inputs[1])
+        zp = self.const(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else np.zeros((), q.dtype
+                                                                                                 if q is not None
+                                                                                                 else np.int8)
+        if q is None or scale is None or zp is None or q.ndim != 1 or scale.dtype != np.float32 \
+                or scale.size not in (1, q.size) or zp.size not in (1, q.size):
+            return None
+        return ((q.astype(np.float32) - zp.astype(np.float32).reshape(-1)) * scale.reshape(-1)).astype(np.float32)
+
+    def batchnorm(self, node: Node) -> bool:
+        """DQ(uint8) -> BatchNormalization (constant) [-> Relu] -> Q(uint8): a per-channel table QLutU8."""
+        if node.attrs.get("training_mode", 0) or len([o for o in node.outputs if o]) != 1:
+            return False
+        x = self.activation(node.inputs[0])
+        params = [self.vector(i) for i in node.inputs[1:5]]
+        if x is None or any(p is None or p.dtype != np.float32 or p.ndim != 1 for p in params):
+            return False
+        tail, act, yq = self.tail(node)
+        if yq is None:
+            return False
+        dq, x_scale, x_zero = x
+        # The fp32 operations the unfused steps do: DequantizeLinear, BatchNormalization as
+        # lower_batchnorm folds it (float64 -> float32 scale and shift, then x * s + t),
+        # the Relu (exact in the saturation: y's zero point is 0), QuantizeLinear.
+        scale, bias, mean, var = (p.astype(np.float64) for p in params)
+        s = scale / np.sqrt(var + node.attrs.get("epsilon", 1e-5))
+        t = (bias - mean * s).astype(np.float32)
+        v = (np.arange(256, dtype=np.float32) - np.float32(x_zero)) * np.float32(x_scale)
+        y = v[None, :] * s.astype(np.float32)[:, None] + t[:, None]
+        lut = _quantize_u8(y.astype(np.float32), yq[0], yq[1])
+        name = self.unique(f"{node.name or node.outputs[0]}/lut")
+        self.inits[name] = lut
+        out = tail[-1].outputs[0]
+        node.op, node.inputs, node.outputs, node.attrs, node.domain = "QLutU8", [dq.inputs[0], name], [out], {}, ""
+        self.drop.update(id(n) for n in tail)
+        return True
+
+
+def _quantize_u8(y: np.ndarray, scale: float, zero: int) -> np.ndarray:
+    """QuantizeLinear to uint8 as the QUANTIZE step computes it (kernels/exec/qlinear.c), in numpy float32."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        q = y / np.float32(scale)
+        q = np.where(q < np.float32(2.0 ** 31), q, np.float32(-512))
+        q = np.rint(np.clip(q, -512, 512)) + np.float32(zero)
+    return np.ascontiguousarray(np.clip(q, 0, 255).astype(np.uint8))
+
+
 def qdq_fuse(graph: Graph) -> Graph:
     f = _Fuser(graph)
     for node in list(graph.nodes):
@@ -217,5 +276,7 @@ def qdq_fuse(graph: Graph) -> Graph:
             f.conv(node)
         elif node.op in ("MatMul", "Gemm") and len(node.inputs) >= 2:
             f.gemm(node)
+        elif node.op == "BatchNormalization" and len(node.inputs) == 5:
+            f.batchnorm(node)
     graph.nodes = [n for n in graph.nodes if id(n) not in f.drop]
     return graph

@@ -86,3 +86,24 @@ int aie_x_dequantize(const aie_step_args *a) {
     }
     return AIE_OK;
 }
+
+/* t: y (u8), x (u8), lut (channels x 256 u8): a uint8 -> uint8 map per
+ * channel (engine/passes/qdq_fuse.py tabulates DequantizeLinear ->
+ * BatchNormalization [-> Relu] -> QuantizeLinear with the fp32 operations of
+ * those steps, so the bytes are theirs). */
+int aie_x_lut_u8(const aie_step_args *a) {
+    const aie_lut_step *sp = (const aie_lut_step *)(const void *)a->ip;
+    uint8_t *restrict y = a->t[0];
+    const uint8_t *restrict x = a->t[1], *lut = a->t[2];
+    const int64_t n = sp->n, inner = sp->inner, channels = sp->channels;
+    if (inner == 1) {
+        for (int64_t i = 0; i < n; i += channels)
+            for (int64_t c = 0; c < channels; c++) y[i + c] = lut[c * 256 + x[i + c]];
+        return AIE_OK;
+    }
+    for (int64_t i = 0; i < n; i += inner) {
+        const uint8_t *t = lut + ((i / inner) % channels) * 256;
+        for (int64_t k = 0; k < inner; k++) y[i + k] = t[x[i + k]];
+    }
+    return AIE_OK;
+}

@@ -174,3 +174,35 @@ def test_what_stays_as_it_was(tmp_path, case):
     ours, theirs = _run_both(m, g, tmp_path, _feeds(inputs["x"]))
     for a, b in zip(ours, theirs):
         assert np.abs(a - b).max() <= 0.04 * 1.001 + 1e-4
+
+
+@pytest.mark.op_test("QLutU8")
+@pytest.mark.parametrize("relu", [False, True])
+def test_dequantize_batchnorm_quantize_is_a_table_with_the_unfused_bytes(tmp_path, relu):
+    """DQ -> BatchNormalization [-> Relu] -> Q becomes QLutU8: byte-identical to the unfused engine steps
+    (the table holds what they compute), within one step of onnxruntime's own fp32 BatchNormalization."""
+    c = 6
+    inits = {"xs": np.float32(0.03), "xz": np.uint8(118), "ys": np.float32(0.05), "yz": np.uint8(0),
+             "ys2": np.float32(0.04), "yz2": np.uint8(131), "g": RNG.uniform(0.5, 2, c).astype(np.float32),
+             "b": RNG.standard_normal(c).astype(np.float32), "mu": RNG.standard_normal(c).astype(np.float32),
+             "var": RNG.uniform(0.5, 2, c).astype(np.float32)}
+    ys, yz = ("ys", "yz") if relu else ("ys2", "yz2")
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
+             helper.make_node("BatchNormalization", ["xd", "g", "b", "mu", "var"], ["h"], epsilon=1e-3)]
+    last = "h"
+    if relu:
+        nodes.append(helper.make_node("Relu", ["h"], ["hr"]))
+        last = "hr"
+    nodes += [helper.make_node("QuantizeLinear", [last, ys, yz], ["yq"]),
+              helper.make_node("DequantizeLinear", ["yq", ys, yz], ["y"])]
+    shape = [2, c, 7, 5]
+    m = model(nodes, {"x": shape}, {"y": shape}, inits)
+    g = qdq_fuse(graph_of(m))
+    assert ops(g)["QLutU8"] == 1 and "BatchNormalization" not in ops(g) and "Relu" not in ops(g)
+    feeds = _feeds(shape)
+    ours, theirs = _run_both(m, g, tmp_path, feeds)
+    path = tmp_path / "unfused.aie"
+    aie_format.write(path, graph_of(m), {})
+    assert np.array_equal(ours[0], InferenceSession(path, threads=1).run(None, feeds)[0])
+    assert np.abs(ours[0] - theirs[0]).max() <= float(inits[ys]) * 1.001
