@@ -3,7 +3,7 @@ instead, in the same run.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/bench_models.py
         [--models resnet18,mlp] [--batches 1,64] [--threads 1,2] [--runs 20] [--blocks 3]
-        [--peers ort,ov-fp32,ov,aie-fp32] [--pause 1.0] [--steady-state] [--precision fp32|bf16]
+        [--peers ort,ov-fp32,ov,aie-fp32] [--pause 1.0] [--steady-state] [--precision fp32|bf16] [--int8 resnet18]
 
 Peers: `ort` onnxruntime fp32 (CPU provider, all graph optimisations),
 `ov-fp32` OpenVINO with INFERENCE_PRECISION_HINT f32, `ov` OpenVINO in its
@@ -24,6 +24,13 @@ peer's speed costs in accuracy.
 --precision bf16`): the `aie` column is then bf16, the note gives its max
 relative error against ai-engine's fp32 output, and the `aie-fp32` peer
 puts our fp32 beside it in the same run.
+
+--int8 resnet18,cnn_bn adds, per model, its QDQ form quantised by
+onnxruntime.quantization.quantize_static (uint8 activations per tensor,
+int8 weights per channel, 4 random calibration inputs) run by ai-engine
+(the int8 kernels, engine/passes/qdq_fuse.py) against onnxruntime's int8
+execution of the same file, with the max difference of the outputs in
+steps of the output's scale.
 
 onnxruntime runs with session.intra_op.allow_spinning = 0 unless
 --ort-spinning. ResNet-18 conversion time and .aie load time are printed per
@@ -110,6 +117,52 @@ def ov_runner(src: Path, threads: int, feeds: dict[str, np.ndarray], fp32: bool)
     return run, compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()
 
 
+def ort_quantized(name: str, src: Path, dst: Path) -> Path:
+    """src quantised by onnxruntime.quantization.quantize_static (QDQ, per channel), as users bring them."""
+    from onnxruntime import quantization
+
+    from models import zoo
+
+    samples = iter([zoo.random_inputs(name, batch=1, seed=s) for s in range(4)])
+
+    class Reader(quantization.CalibrationDataReader):
+        def get_next(self):
+            return next(samples, None)
+
+    quantization.quantize_static(str(src), str(dst), Reader(), quant_format=quantization.QuantFormat.QDQ,
+                                 per_channel=True, activation_type=quantization.QuantType.QUInt8,
+                                 weight_type=quantization.QuantType.QInt8)
+    return dst
+
+
+def int8_rows(names: list[str], threads_list, batches, args, tmp: Path) -> None:
+    """ai-engine against onnxruntime on the same onnxruntime-quantised QDQ model (int8 on both sides)."""
+    import logging
+
+    from engine.convert import convert_file
+    from engine.session import InferenceSession
+    from models import zoo
+
+    logging.getLogger().setLevel(logging.ERROR)  # quantize_static's advice on pre-processing
+    print(f"{'int8 model':<12} {'batch':>5} {'thr':>3} {'aie ms':>9} {'aie p99':>9} {'ort int8 ms':>12} {'ratio':>6}  "
+          f"notes")
+    for name in names:
+        q = ort_quantized(name, zoo.ensure(name, tmp), tmp / f"{name}.qdq.onnx")
+        convert_file(q, tmp / f"{name}.int8.aie")
+        for threads in threads_list:
+            sess = InferenceSession(tmp / f"{name}.int8.aie", threads=threads)
+            ort_run = ort_runner(q, threads, args.ort_spinning)
+            for batch in batches:
+                feeds = zoo.random_inputs(name, batch=batch, seed=0)
+                diff = max(float(np.abs(np.asarray(a, np.float64) - r).max())
+                           for a, r in zip(sess.run(None, feeds), ort_run(feeds)))
+                res = blocks({"aie": lambda: sess.run(None, feeds), "ort": lambda: ort_run(feeds)},
+                             max(3, args.runs // (4 if batch > 8 else 1)), args.blocks, args.pause)
+                (a50, a99), (o50, _) = res["aie"], res["ort"]
+                print(f"{name:<12} {batch:>5} {threads:>3} {a50:>9.3f} {a99:>9.3f} {o50:>12.3f} {a50 / o50:>6.2f}  "
+                      f"max |aie - ort| {diff:.3g}", flush=True)
+
+
 def rss_kib() -> int:
     with open("/proc/self/status") as f:
         return next(int(line.split()[1]) for line in f if line.startswith("VmRSS"))
@@ -130,6 +183,8 @@ def main(argv=None) -> int:
     p.add_argument("--peers", default="ort,ov-fp32,ov",
                    help=f"comma-separated peers from {', '.join(PEERS)} (an empty string: ai-engine alone)")
     p.add_argument("--steady-state", action="store_true")
+    p.add_argument("--int8", default="", help="models to also run quantised (QDQ from onnxruntime.quantization), "
+                                              "against onnxruntime int8, e.g. resnet18")
     p.add_argument("--ort-spinning", action="store_true",
                    help="leave onnxruntime's intra-op spinning on (it then holds a CPU between its runs)")
     p.add_argument("--conv-algo", choices=("auto", "gemm", "direct"), default="auto",
@@ -203,6 +258,9 @@ def main(argv=None) -> int:
                 print(line + ("  " + "; ".join(notes) if notes else ""), flush=True)
                 runners.clear()  # an OpenVINO request holds its compiled model and threads
         print(f"{name:<12} conversion {conv_s:.2f} s, .aie load {load_ms:.1f} ms", flush=True)
+    if args.int8:
+        int8_rows([n for n in args.int8.split(",") if n], [int(x) for x in args.threads.split(",")],
+                  [int(x) for x in args.batches.split(",")], args, tmp)
     if args.steady_state:
         sess = InferenceSession(zoo.ensure("mlp", tmp), threads=1)
         feeds = zoo.random_inputs("mlp", batch=8)

@@ -26,7 +26,8 @@ Op = enum.IntEnum('Op', {'COPY': 1, 'FILL': 2, 'UNARY': 3, 'BINARY': 4, 'CAST': 
     'PAD': 16, 'RESIZE': 17, 'LSTM': 18, 'ARGMAX': 19, 'GATHER_ELEMENTS': 20, 'CUMSUM': 21, 'CONV_TRANSPOSE': 22,
     'CONV_PACK': 23, 'GLOBAL_POOL': 24, 'GEMM_PACKED': 25, 'BITSHIFT': 26, 'CUMPROD': 27, 'TOPK': 28,
     'SCATTER_ELEMENTS': 29, 'SCATTER_ND': 30, 'GATHER_ND': 31, 'GRID_SAMPLE': 32, 'RMS_NORM': 33, 'ATTENTION': 34,
-    'CONV_BF16': 40})
+    'GEMM_BF16_PACKED': 35, 'CONV_BF16': 36, 'GEMM_U8S8_PACKED': 37, 'CONV_U8S8': 38, 'QUANTIZE': 39,
+    'DEQUANTIZE': 40, 'LUT_U8': 41})
 
 # AIE_U_*
 Unary = enum.IntEnum('Unary', {'IDENTITY': 0, 'RELU': 1, 'CLIP': 2, 'GELU': 3, 'GELU_TANH': 4, 'SIGMOID': 5,
@@ -56,7 +57,9 @@ OP_NAMES = {Op.COPY: 'copy', Op.FILL: 'fill', Op.UNARY: 'unary', Op.BINARY: 'bin
     Op.CUMSUM: 'cumsum', Op.CONV_TRANSPOSE: 'conv_transpose', Op.CONV_PACK: 'conv_pack',
     Op.GLOBAL_POOL: 'global_pool', Op.GEMM_PACKED: 'gemm_packed', Op.BITSHIFT: 'bitshift', Op.CUMPROD: 'cumprod',
     Op.TOPK: 'topk', Op.SCATTER_ELEMENTS: 'scatter_elements', Op.SCATTER_ND: 'scatter_nd', Op.GATHER_ND: 'gather_nd',
-    Op.GRID_SAMPLE: 'grid_sample', Op.RMS_NORM: 'rms_norm', Op.ATTENTION: 'attention', Op.CONV_BF16: 'conv_bf16'}
+    Op.GRID_SAMPLE: 'grid_sample', Op.RMS_NORM: 'rms_norm', Op.ATTENTION: 'attention',
+    Op.GEMM_BF16_PACKED: 'gemm_bf16_packed', Op.CONV_BF16: 'conv_bf16', Op.GEMM_U8S8_PACKED: 'gemm_u8s8_packed',
+    Op.CONV_U8S8: 'conv_u8s8', Op.QUANTIZE: 'quantize', Op.DEQUANTIZE: 'dequantize', Op.LUT_U8: 'lut_u8'}
 # Unary op -> its lower-case name (the aie_unary API's names)
 UNARY_NAMES = {Unary.IDENTITY: 'identity', Unary.RELU: 'relu', Unary.CLIP: 'clip', Unary.GELU: 'gelu',
     Unary.GELU_TANH: 'gelu_tanh', Unary.SIGMOID: 'sigmoid', Unary.SILU: 'silu', Unary.HARDSWISH: 'hardswish',
@@ -171,10 +174,44 @@ class GemmPackedStep(Int64Struct):
         ('workspace_bytes', ctypes.c_int64)]
 
 
+class GemmBf16PackedStep(Int64Struct):
+    """aie_gemm_bf16_packed_step."""
+
+    _fields_ = [('M', ctypes.c_int64), ('N', ctypes.c_int64), ('K', ctypes.c_int64), ('lda', ctypes.c_int64),
+        ('bias_kind', ctypes.c_int64), ('act', ctypes.c_int64), ('workspace_bytes', ctypes.c_int64)]
+
+
 class ConvStep(Int64Struct):
     """aie_conv_step."""
 
     _fields_ = [('conv', Conv2dParams), ('act', ctypes.c_int64), ('workspace_bytes', ctypes.c_int64)]
+
+
+class GemmU8s8Step(Int64Struct):
+    """aie_gemm_u8s8_step."""
+
+    _fields_ = [('M', ctypes.c_int64), ('N', ctypes.c_int64), ('K', ctypes.c_int64), ('a_zero', ctypes.c_int64),
+        ('out', ctypes.c_int64), ('y_zero', ctypes.c_int64), ('act', ctypes.c_int64),
+        ('workspace_bytes', ctypes.c_int64)]
+
+
+class ConvU8s8Step(Int64Struct):
+    """aie_conv_u8s8_step."""
+
+    _fields_ = [('conv', Conv2dParams), ('x_zero', ctypes.c_int64), ('out', ctypes.c_int64),
+        ('y_zero', ctypes.c_int64), ('act', ctypes.c_int64), ('workspace_bytes', ctypes.c_int64)]
+
+
+class QcastStep(Int64Struct):
+    """aie_qcast_step."""
+
+    _fields_ = [('n', ctypes.c_int64), ('dtype', ctypes.c_int64), ('zero', ctypes.c_int64)]
+
+
+class LutStep(Int64Struct):
+    """aie_lut_step."""
+
+    _fields_ = [('n', ctypes.c_int64), ('channels', ctypes.c_int64), ('inner', ctypes.c_int64)]
 
 
 class ConvPackStep(Int64Struct):
@@ -362,19 +399,22 @@ OP_PARAMS = {Op.COPY: CopyStep, Op.FILL: FillStep, Op.UNARY: UnaryStep, Op.BINAR
     Op.CONV_PACK: ConvPackStep, Op.GLOBAL_POOL: GlobalPoolStep, Op.GEMM_PACKED: GemmPackedStep,
     Op.BITSHIFT: BitshiftStep, Op.CUMPROD: AxisStep, Op.TOPK: AxisStep, Op.SCATTER_ELEMENTS: ScatterElementsStep,
     Op.SCATTER_ND: ScatterNdStep, Op.GATHER_ND: GatherNdStep, Op.GRID_SAMPLE: GridSampleStep, Op.RMS_NORM: NormStep,
-    Op.ATTENTION: AttentionStep, Op.CONV_BF16: ConvStep}
+    Op.ATTENTION: AttentionStep, Op.GEMM_BF16_PACKED: GemmBf16PackedStep, Op.CONV_BF16: ConvStep,
+    Op.GEMM_U8S8_PACKED: GemmU8s8Step, Op.CONV_U8S8: ConvU8s8Step, Op.QUANTIZE: QcastStep, Op.DEQUANTIZE: QcastStep,
+    Op.LUT_U8: LutStep}
 
 # C name -> struct class, for the layout test
 STRUCTS = {'aie_exec_plan': ExecPlan, 'aie_step_record': StepRecord, 'aie_tensor_record': TensorRecord,
     'aie_epilogue': Epilogue, 'aie_qepilogue': Qepilogue, 'aie_conv2d_params': Conv2dParams,
     'aie_pool2d_params': Pool2dParams, 'aie_matmul_step': MatmulStep, 'aie_gemm_packed_step': GemmPackedStep,
-    'aie_conv_step': ConvStep, 'aie_conv_pack_step': ConvPackStep, 'aie_pool_step': PoolStep,
-    'aie_resize_step': ResizeStep, 'aie_lstm_step': LstmStep, 'aie_axis_step': AxisStep,
-    'aie_grid_sample_step': GridSampleStep, 'aie_attention_step': AttentionStep, 'aie_fill_step': FillStep,
-    'aie_unary_step': UnaryStep, 'aie_cast_step': CastStep, 'aie_gather_step': GatherStep,
-    'aie_softmax_step': SoftmaxStep, 'aie_norm_step': NormStep, 'aie_jump_step': JumpStep,
-    'aie_global_pool_step': GlobalPoolStep, 'aie_copy_step': CopyStep, 'aie_binary_step': BinaryStep,
-    'aie_where_step': WhereStep, 'aie_reduce_step': ReduceStep, 'aie_pad_step': PadStep,
-    'aie_bitshift_step': BitshiftStep, 'aie_gather_elements_step': GatherElementsStep,
-    'aie_scatter_elements_step': ScatterElementsStep, 'aie_scatter_nd_step': ScatterNdStep,
-    'aie_gather_nd_step': GatherNdStep}
+    'aie_gemm_bf16_packed_step': GemmBf16PackedStep, 'aie_conv_step': ConvStep, 'aie_gemm_u8s8_step': GemmU8s8Step,
+    'aie_conv_u8s8_step': ConvU8s8Step, 'aie_qcast_step': QcastStep, 'aie_lut_step': LutStep,
+    'aie_conv_pack_step': ConvPackStep, 'aie_pool_step': PoolStep, 'aie_resize_step': ResizeStep,
+    'aie_lstm_step': LstmStep, 'aie_axis_step': AxisStep, 'aie_grid_sample_step': GridSampleStep,
+    'aie_attention_step': AttentionStep, 'aie_fill_step': FillStep, 'aie_unary_step': UnaryStep,
+    'aie_cast_step': CastStep, 'aie_gather_step': GatherStep, 'aie_softmax_step': SoftmaxStep,
+    'aie_norm_step': NormStep, 'aie_jump_step': JumpStep, 'aie_global_pool_step': GlobalPoolStep,
+    'aie_copy_step': CopyStep, 'aie_binary_step': BinaryStep, 'aie_where_step': WhereStep,
+    'aie_reduce_step': ReduceStep, 'aie_pad_step': PadStep, 'aie_bitshift_step': BitshiftStep,
+    'aie_gather_elements_step': GatherElementsStep, 'aie_scatter_elements_step': ScatterElementsStep,
+    'aie_scatter_nd_step': ScatterNdStep, 'aie_gather_nd_step': GatherNdStep}

@@ -60,6 +60,11 @@ def paths() -> dict[str, str]:
     return {"bf16": api.aie_gemm_bf16_path().decode(), "int8": api.aie_gemm_s8_path().decode()}
 
 
+def u8s8_workspace_size(m: int, n: int, k: int, nthreads: int) -> int:
+    """Bytes of workspace aie_gemm_u8s8 needs for an M x N x K product on nthreads (the plans' step size)."""
+    return int(_api().aie_gemm_u8s8_workspace_size(m, n, k, nthreads))
+
+
 class PackedLowpB:
     """A weight matrix B (K x N) packed once for the bf16 or int8 GEMM."""
 
@@ -232,4 +237,5 @@ def matmul_u8s8(a, packed: PackedLowpB, *, a_zero=0, out_dtype="int32", a_scale=
     return out
 
 
-__all__ = ["OUT_KINDS", "PackedLowpB", "matmul_bf16", "matmul_u8s8", "pack_b_bf16", "pack_b_s8", "paths", "workspace_bf16"]
+__all__ = ["OUT_KINDS", "PackedLowpB", "matmul_bf16", "matmul_u8s8", "pack_b_bf16", "pack_b_s8", "paths",
+           "u8s8_workspace_size", "workspace_bf16"]

@@ -295,6 +295,8 @@ def lower_batchnorm(ctx: LoweringContext) -> None:
     s = scale / np.sqrt(var + eps)
     t = bias - mean * s
     shape = (x.shape[1],) + (1,) * (x.rank - 2) if x.rank > 1 else (1,)
+    if ctx.attr("_nhwc", 0):  # engine.passes.to_kernel_layout: channels last
+        shape = (x.shape[-1],)
     sv = Value(shape, np.float32, const=s.astype(np.float32).reshape(shape))
     tv = Value(shape, np.float32, const=t.astype(np.float32).reshape(shape))
     tmp = ctx.temp(x.shape, np.float32)

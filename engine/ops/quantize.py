@@ -3,14 +3,17 @@ DynamicQuantizeLinear, composed so that every step is the one the ONNX
 reference takes, in the same precision (hence exact): dequantize
 (float32(x) - zero_point) * scale; quantize clip(rint(x / scale) +
 zero_point) in int32, then narrowed.
-Per-tensor, per-axis and blocked scales. float8 / int4 types stay
+Per-tensor, per-axis and blocked scales; per-tensor 8-bit (and int32
+dequantisation) with plan-time scale and zero point run as one QUANTIZE /
+DEQUANTIZE step, the same operations in one pass. float8 / int4 types stay
 unsupported (the importer rejects them)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from engine.ir import ONNX_TO_NUMPY
+from engine.ir import NUMPY_TO_ONNX, ONNX_TO_NUMPY
+from engine.kernels.abi import Op, QcastStep
 from engine.lowering import LoweringContext
 from engine.ops.common import normalize_axis
 from engine.ops.compose import Composer, ints
@@ -43,6 +46,21 @@ def _axis_block(ctx):
     return ctx.attr("axis", 1), ctx.attr("block_size", 0)
 
 
+def _per_tensor(ctx, scale, zp, dtypes) -> tuple[float, int] | None:
+    """(scale, zero point) when both are plan-time scalars and the integer type
+    has a one-pass step (QUANTIZE / DEQUANTIZE); else None (the composed path)."""
+    if scale.const is None or scale.size != 1 or (zp is not None and (zp.const is None or zp.size != 1)):
+        return None
+    if (zp.dtype if zp is not None else np.dtype(np.uint8)) not in [np.dtype(t) for t in dtypes]:
+        return None
+    return float(scale.const.reshape(())), int(zp.const.reshape(())) if zp is not None else 0
+
+
+def _qcast(ctx, op, y, x, qtype, scale: float, zero: int) -> None:
+    if y.size:
+        ctx.step(op, [y, x], QcastStep(n=y.size, dtype=NUMPY_TO_ONNX[np.dtype(qtype)], zero=zero).words(), [scale])
+
+
 def lower_dequantize_linear(ctx: LoweringContext) -> None:
     x, scale, zp = ctx.input(0), ctx.input(1), ctx.input(2)
     ctx.require_dtype(x, _QUANT + (np.int32,))
@@ -52,6 +70,11 @@ def lower_dequantize_linear(ctx: LoweringContext) -> None:
         raise ctx.unsupported(f"output_dtype {out_dt} (only float32)")
     if zp is not None and zp.dtype != x.dtype:
         raise ctx.unsupported(f"zero point dtype {zp.dtype.name} differs from x {x.dtype.name}")
+    qp = _per_tensor(ctx, scale, zp, (np.uint8, np.int8, np.int32)) if x.dtype in (np.uint8, np.int8, np.int32) \
+        else None
+    if qp is not None:
+        _qcast(ctx, Op.DEQUANTIZE, ctx.out(0, x.shape, np.float32), x, x.dtype, *qp)
+        return
     axis, block = _axis_block(ctx)
     c = Composer(ctx)
     dx = c.cast(x, np.float32)
@@ -73,6 +96,10 @@ def lower_quantize_linear(ctx: LoweringContext) -> None:
         raise ctx.unsupported(f"output_dtype {out_dt} and zero point {target.name} disagree")
     if target not in [np.dtype(t) for t in _QUANT]:
         raise ctx.unsupported(f"quantized type {target.name} (supported: uint8, int8, uint16, int16)")
+    qp = _per_tensor(ctx, scale, zp, (np.uint8, np.int8)) if target in (np.uint8, np.int8) else None
+    if qp is not None:
+        _qcast(ctx, Op.QUANTIZE, ctx.out(0, x.shape, target), x, target, *qp)
+        return
     axis, block = _axis_block(ctx)
     c = Composer(ctx)
     q = c.cast(c.op("Round", c.div(x, _broadcastable(c, scale, x, axis, block))), np.int32)

@@ -19,9 +19,11 @@ from engine.passes.gemm_conv import gemm_as_pointwise_conv
 from engine.passes.layout import to_kernel_layout
 from engine.passes.precision import mark_bf16
 from engine.passes.prepack import prepack_weights
+from engine.passes.qdq_fuse import qdq_fuse
 
 DEFAULT_PASSES: tuple[Callable[[Graph], Graph], ...] = (
-    fold_constants, eliminate_dead_nodes, fold_batchnorm, fuse_layernorm, fuse_rmsnorm, fuse_matmul_scale,
+    # First: fold_constants would turn the int8 weights' DequantizeLinear into float32.
+    qdq_fuse, fold_constants, eliminate_dead_nodes, fold_batchnorm, fuse_layernorm, fuse_rmsnorm, fuse_matmul_scale,
     # After fuse_matmul_scale (the 1/sqrt(d) is then the GEMM's alpha), before
     # fuse_bias_activation (which would take a constant mask for a bias).
     fuse_attention, fuse_silu, fuse_bias_activation, fuse_gelu,

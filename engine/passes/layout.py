@@ -106,10 +106,22 @@ class _Layout:
             if w is None or w.ndim != 4 or w.dtype != np.float32:
                 return False
             return node.op == "Conv" or (a.get("output_shape") is None and a.get("auto_pad", "NOTSET") == "NOTSET")
+        if node.op == "QConvU8S8":  # engine.passes.qdq_fuse: int8 weights, packed
+            return True
         if node.op in ("MaxPool", "AveragePool"):
             return (len(a.get("kernel_shape", [])) == 2 and not a.get("storage_order", 0)
                     and not (len(node.outputs) > 1 and node.outputs[1]))
         return False
+
+    def per_tensor(self, node: Node) -> bool:
+        """A Q/DQ with scalar constant parameters, a BatchNormalization or a
+        QLutU8 (their per-channel values follow the channel axis): element-wise in any layout."""
+        if node.op == "QLutU8":  # engine.passes.qdq_fuse: a table per channel, channels last when NHWC
+            return True
+        if node.op == "BatchNormalization":
+            return not node.attrs.get("training_mode", 0) and all(i in self.inits for i in node.inputs[1:5])
+        return node.op in ("QuantizeLinear", "DequantizeLinear") and not node.attrs.get("block_size", 0) and all(
+            not i or (i in self.inits and self.inits[i].size == 1) for i in node.inputs[1:])
 
     def rewrite(self, node: Node) -> bool:
         """Append node in NHWC form and return True, or return False."""
@@ -120,7 +132,7 @@ class _Layout:
             return True
         if not ins or ins[0] not in self.nhwc and node.op not in BINARY | {"Concat"}:
             return False
-        if node.op in ("GlobalAveragePool", "GlobalMaxPool") or node.op in UNARY:
+        if node.op in ("GlobalAveragePool", "GlobalMaxPool") or node.op in UNARY or self.per_tensor(node):
             self.emit_nhwc(node, [self.nhwc[ins[0]], *ins[1:]])
             return True
         if node.op in BINARY or node.op == "Concat":

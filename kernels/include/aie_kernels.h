@@ -103,6 +103,7 @@ void aie_parallel_for(int64_t ntasks, int nthreads, aie_task_fn fn, void *ctx);
 #include "aie_gemm_lowp.h"
 #include "aie_conv.h"
 #include "aie_conv_lowp.h"
+#include "aie_conv_s8.h"
 #include "aie_pool.h"
 #include "aie_arena.h"
 #include "aie_eltwise.h"

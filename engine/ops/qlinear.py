@@ -1,0 +1,100 @@
+"""The fused int8 nodes engine.passes.qdq_fuse writes, on the int8 kernels:
+QConvU8S8 (CONV_U8S8, aie_conv_s8.h) and QGemmU8S8 (GEMM_U8S8_PACKED,
+aie_gemm_lowp.h); and QLutU8 (LUT_U8), a uint8 -> uint8 table per channel.
+
+Inputs: x (uint8), x_scale, x_zero (scalars), the packed int8 weights,
+w_scale (float32, one per output channel), bias (int32 for a uint8 output,
+float32 otherwise; optional), and for a uint8 output y_scale, y_zero.
+Attributes: `_out` ("uint8" | "float32"), `_act` (float32 output only),
+`_w_shape` (OIHW for the conv, [K, N] for the GEMM), the conv's window.
+QConvU8S8 is NCHW like Conv unless the layout pass made it NHWC (`_nhwc`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.kernels.abi import ConvU8s8Step, GemmU8s8Step, LutStep, Op, Unary
+from engine.kernels.conv_int8 import workspace_size as conv_workspace_size
+from engine.kernels.gemm_lowp import OUT_KINDS, u8s8_workspace_size
+from engine.lowering import LoweringContext, Value
+from engine.ops.data import emit_copy
+from engine.ops.nn import _image, _spatial
+from engine.packing import conv_output_shape, conv_params
+
+
+def _quant(ctx: LoweringContext):
+    """(x, x_scale, x_zero, packed, w_scale, bias, out kind, y_scale, y_zero, act)."""
+    x = ctx.input(0)
+    ctx.require_dtype(x, (np.uint8,))
+    out = ctx.attr("_out", "float32")
+    if out not in ("uint8", "float32"):
+        raise ctx.unsupported(f"_out={out!r} (expected uint8 or float32)")
+    x_scale, x_zero = float(ctx.const(1).reshape(())), int(ctx.const(2).reshape(()))
+    y_scale, y_zero = (float(ctx.const(6).reshape(())), int(ctx.const(7).reshape(()))) if out == "uint8" else (1.0, 0)
+    return (x, x_scale, x_zero, ctx.input(3), ctx.input(4), ctx.input(5), OUT_KINDS[out], y_scale, y_zero,
+            int(ctx.attr("_act", Unary.IDENTITY)), np.uint8 if out == "uint8" else np.float32)
+
+
+def lower_qgemm(ctx: LoweringContext) -> None:
+    x, xs, xz, packed, w_scale, bias, out, ys, yz, act, dtype = _quant(ctx)
+    K, N = ctx.attr("_w_shape")
+    if x.rank < 1 or x.shape[-1] != K:
+        raise ctx.unsupported(f"input {x.shape} for weights of {K} rows")
+    M = int(np.prod(x.shape[:-1], dtype=np.int64))
+    y = ctx.out(0, x.shape[:-1] + (N,), dtype)
+    if y.size == 0:
+        return
+    nt = ctx.planner.nthreads
+    ws = max(u8s8_workspace_size(M, N, K, n) for n in {1, max(nt, 1)})
+    params = GemmU8s8Step(M=M, N=N, K=K, a_zero=xz, out=out, y_zero=yz, act=act, workspace_bytes=ws)
+    ctx.step(Op.GEMM_U8S8_PACKED, [y, x, packed, w_scale, bias, ctx.scratch(ws)], params.words(),
+             [xs, ys, 0.0, 0.0])
+
+
+def lower_qconv(ctx: LoweringContext) -> None:
+    x, xs, xz, packed, w_scale, bias, out, ys, yz, act, dtype = _quant(ctx)
+    Kout, C, R, S = ctx.attr("_w_shape")
+    if x.rank != 4:
+        raise ctx.unsupported(f"input of rank {x.rank}: the int8 convolution is 2-D")
+    xt, _ = _image(ctx, x)
+    N, H, W, Cx = xt.shape
+    if Cx != C:
+        raise ctx.unsupported(f"weights for {C} input channels, input has {Cx}")
+    begin, end, strides, dil = _spatial(ctx, (H, W), (R, S))
+    params = conv_params(N=N, H=H, W=W, C=C, K=Kout, R=R, S=S, stride_h=strides[0], stride_w=strides[1],
+                         dil_h=dil[0], dil_w=dil[1], pad_top=begin[0], pad_left=begin[1], pad_bottom=end[0],
+                         pad_right=end[1], groups=1)
+    pq = conv_output_shape(params)
+    if isinstance(pq, str):
+        raise ctx.unsupported(pq)
+    P, Q = pq
+    nhwc = bool(ctx.attr("_nhwc", 0))
+    y = ctx.out(0, (N, P, Q, Kout), dtype) if nhwc else ctx.temp((N, P, Q, Kout), dtype)
+    if y.size:
+        ws = max(conv_workspace_size(params, n) for n in {1, max(ctx.planner.nthreads, 1)})
+        ctx.step(Op.CONV_U8S8, [y, xt, packed, w_scale, bias, ctx.scratch(ws)],
+                 ConvU8s8Step(conv=params, x_zero=xz, out=out, y_zero=yz, act=act, workspace_bytes=ws).words(),
+                 [xs, ys, 0.0, 0.0])
+    if not nhwc:
+        nchw: Value = ctx.out(0, (N, Kout, P, Q), dtype)
+        if nchw.size:
+            emit_copy(ctx, nchw, y, (N, Kout, P, Q), (P * Q * Kout, 1, Q * Kout, Kout))
+
+
+def lower_qlut(ctx: LoweringContext) -> None:
+    """QLutU8 (x uint8, lut channels x 256): y = lut[channel][x], channel axis 1 (last when NHWC)."""
+    x, lut = ctx.input(0), ctx.input(1)
+    ctx.require_dtype(x, (np.uint8,))
+    nhwc = bool(ctx.attr("_nhwc", 0))
+    if x.rank < 2 or lut.rank != 2 or lut.shape != (x.shape[-1 if nhwc else 1], 256):
+        raise ctx.unsupported(f"table {lut.shape} for an input {x.shape}")
+    y = ctx.out(0, x.shape, np.uint8)
+    if y.size:
+        inner = 1 if nhwc else int(np.prod(x.shape[2:], dtype=np.int64))
+        ctx.step(Op.LUT_U8, [y, x, lut], LutStep(n=y.size, channels=lut.shape[0], inner=inner).words())
+
+
+RULES = {"QConvU8S8": {1: lower_qconv}, "QGemmU8S8": {1: lower_qgemm}, "QLutU8": {1: lower_qlut}}
+_COMMON = {"_out", "_act", "_w_shape"}
+ATTRS = {"QConvU8S8": _COMMON | {"auto_pad", "pads", "strides", "dilations"}, "QGemmU8S8": _COMMON, "QLutU8": set()}

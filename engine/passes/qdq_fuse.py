@@ -1,0 +1,282 @@
+"""qdq_fuse: run the QDQ groups of a quantised model on the int8 kernels.
+
+onnxruntime.quantization.quantize_static (QDQ format) writes each quantised
+Conv / MatMul / Gemm as
+
+    DequantizeLinear(x: uint8, per-tensor) ─┐
+    DequantizeLinear(w: int8 constant, zero point 0) ─┤ Conv | MatMul | Gemm [+ bias: DequantizeLinear(int32)]
+                                                       └─ [Relu] ─ [QuantizeLinear(uint8, per-tensor)]
+
+and this pass replaces such a group by one node, QConvU8S8 or QGemmU8S8
+(engine/ops/qlinear.py: the CONV_U8S8 / GEMM_U8S8_PACKED steps), that reads
+the uint8 tensor itself, so a chain of quantised layers passes uint8
+activations from one int8 kernel to the next. DequantizeLinear(uint8) ->
+BatchNormalization [-> Relu] -> QuantizeLinear(uint8) (what quantize_static
+leaves of a BatchNormalization it does not fold) becomes QLutU8: a 256-entry
+table per channel holding what the fp32 steps would compute.
+
+- with the trailing QuantizeLinear the node writes its uint8 output directly
+  (`_out` "uint8"): (acc + bias_int32) * (x_scale * w_scale / y_scale),
+  rounded half to even, plus y's zero point, saturated: onnxruntime's
+  QLinearConv / QLinearMatMul arithmetic, byte for byte. A Relu before the
+  QuantizeLinear is exact in it when y's zero point is 0 (what calibration
+  writes after a Relu: the clamp at 0 is the saturation); with another zero
+  point the node writes float32 with the Relu and the QuantizeLinear stays.
+- without it the node writes float32: acc * x_scale * w_scale + bias, then
+  the Relu, in the float32 epilogue (the dequantised product, computed
+  exactly in int32 rather than as a float32 sum).
+
+Weights are packed here, once, into the int8 GEMM's layout, which every
+kernel path reads (no per-ISA repacking at load). What stays as it was
+(DequantizeLinear to float32, then the float32 op, exactly as before): a
+weight that is not an int8 constant or has a non-zero zero point, scales
+that are not constants, per-channel scales along another axis, an activation
+that is not uint8 per-tensor, grouped / depthwise convolutions, Gemm with
+transA, alpha or beta != 1, a uint8 output with a bias that is not int32, a
+MatMul whose A is not 2-D... (the lowering flattens leading dims when the
+shape is known), and tensors another node (or a graph output) also reads.
+
+Runs first, before fold_constants would turn the weights' DequantizeLinear
+into float32 constants.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.ir import Graph, Node
+from engine.kernels.abi import Unary
+from engine.kernels.conv_int8 import pack_conv_s8
+from engine.kernels.gemm_lowp import pack_b_s8
+
+
+class _Fuser:
+    def __init__(self, graph: Graph):
+        self.g = graph
+        self.inits = graph.initializers
+        self.producers = graph.producers()
+        self.consumers = graph.consumers()
+        self.outputs = {t.name for t in graph.outputs}
+        self.drop: set[int] = set()
+
+    def const(self, name: str) -> np.ndarray | None:
+        return self.inits.get(name) if name else None
+
+    def only_reader(self, name: str, node: Node) -> bool:
+        readers = self.consumers.get(name, [])
+        return name not in self.outputs and len(readers) == 1 and readers[0] is node
+
+    def dq(self, name: str) -> Node | None:
+        node = self.producers.get(name)
+        return node if node is not None and node.op == "DequantizeLinear" and node.domain == "" else None
+
+    def per_tensor(self, node: Node, dtype) -> tuple[float, int] | None:
+        """(scale, zero point) of a Q/DQ node with constant scalar parameters of the given integer type."""
+        scale = self.const(node.inputs[1])
+        zp = self.const(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else np.zeros((), dtype)
+        if scale is None or zp is None or scale.size != 1 or zp.size != 1 or zp.dtype != dtype \
+                or scale.dtype != np.float32 or node.attrs.get("block_size", 0) or node.attrs.get("output_dtype", 0):
+            return None
+        s = float(scale.reshape(()))
+        return (s, int(zp.reshape(()))) if s > 0 and np.isfinite(s) else None
+
+    def activation(self, name: str) -> tuple[Node, float, int] | None:
+        """The uint8 per-tensor DequantizeLinear producing name: (it, x_scale, x_zero)."""
+        node = self.dq(name)
+        if node is None or node.inputs[0] in self.inits:
+            return None
+        qp = self.per_tensor(node, np.uint8)
+        return None if qp is None else (node, *qp)
+
+    def weight(self, name: str, channel_axis: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """(int8 weights, float32 scale per output channel) of a constant, symmetric DequantizeLinear."""
+        node = self.dq(name)
+        if node is None or node.attrs.get("block_size", 0) or node.attrs.get("output_dtype", 0):
+            return None
+        w, scale = self.const(node.inputs[0]), self.const(node.inputs[1])
+        zp = self.const(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else np.zeros((), np.int8)
+        if w is None or scale is None or zp is None or w.dtype != np.int8 or scale.dtype != np.float32 \
+                or np.any(zp != 0) or not np.all(np.isfinite(scale)) or np.any(scale < 0):
+            return None
+        n = w.shape[channel_axis]
+        if scale.size == 1:
+            return w, np.full(n, float(scale.reshape(-1)[0]), np.float32)
+        axis = node.attrs.get("axis", 1) % w.ndim
+        if scale.ndim != 1 or axis != channel_axis or scale.size != n:
+            return None
+        return w, np.ascontiguousarray(scale)
+
+    def bias(self, name: str, n: int) -> tuple[np.ndarray | None, np.ndarray | None] | None:
+        """(int32 bias or None, float32 bias) of a Conv/Gemm bias input; None when it cannot be used."""
+        if not name:
+            return None, None
+        node = self.dq(name)
+        if node is not None:
+            b, scale = self.const(node.inputs[0]), self.const(node.inputs[1])
+            zp = self.const(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else np.zeros((), np.int32)
+            if b is None or scale is None or zp is None or b.dtype != np.int32 or np.any(zp != 0) or b.size != n \
+                    or scale.size not in (1, n):
+                return None
+            return b.reshape(n), (b.reshape(n).astype(np.float32) * scale.reshape(-1)).astype(np.float32)
+        b = self.const(name)
+        if b is None or b.dtype != np.float32 or b.size != n:
+            return None
+        return None, b.reshape(n).astype(np.float32)
+
+    def tail(self, op: Node) -> tuple[list[Node], int, tuple[float, int] | None]:
+        """What follows op's output and fuses with it: (nodes, activation, (y_scale, y_zero) or None)."""
+        out = op.outputs[0]
+        readers = self.consumers.get(out, [])
+        nodes, act = [], Unary.IDENTITY
+        if len(readers) == 1 and out not in self.outputs and readers[0].op == "Relu":
+            relu = readers[0]
+            nodes, act, out = [relu], Unary.RELU, relu.outputs[0]
+            readers = self.consumers.get(out, [])
+        if len(readers) == 1 and out not in self.outputs and readers[0].op == "QuantizeLinear" \
+                and readers[0].domain == "":
+            q = readers[0]
+            qp = self.per_tensor(q, np.uint8) if not q.attrs.get("saturate", 1) == 0 else None
+            if qp is not None and (act == Unary.IDENTITY or qp[1] == 0):
+                return nodes + [q], Unary.IDENTITY, qp
+        return nodes, act, None
+
+    def fuse(self, op: Node, kind: str, x, w_scale: np.ndarray, packed: np.ndarray, biases, attrs: dict) -> bool:
+        dq_x, x_scale, x_zero = x
+        b_int, b_f32 = biases
+        tail, act, yq = self.tail(op)
+        if yq is not None and b_int is None and b_f32 is not None:
+            tail, act, yq = [n for n in tail if n.op == "Relu"], Unary.IDENTITY, None
+            if tail:
+                tail, act = tail, Unary.RELU
+        out_name = tail[-1].outputs[0] if tail else op.outputs[0]
+        base = op.name or out_name
+        names = {k: self.unique(f"{base}/{k}") for k in ("x_scale", "x_zero", "packed", "w_scale", "bias", "y_scale",
+                                                          "y_zero")}
+        self.inits[names["x_scale"]] = np.float32(x_scale).reshape(())
+        self.inits[names["x_zero"]] = np.uint8(x_zero).reshape(())
+        self.inits[names["packed"]] = packed
+        self.inits[names["w_scale"]] = w_scale
+        bias = b_int if yq is not None else b_f32
+        inputs = [dq_x.inputs[0], names["x_scale"], names["x_zero"], names["packed"], names["w_scale"],
+                  names["bias"] if bias is not None else ""]
+        if bias is not None:
+            self.inits[names["bias"]] = np.ascontiguousarray(bias)
+        if yq is not None:
+            self.inits[names["y_scale"]] = np.float32(yq[0]).reshape(())
+            self.inits[names["y_zero"]] = np.uint8(yq[1]).reshape(())
+            inputs += [names["y_scale"], names["y_zero"]]
+        attrs = dict(attrs, _out="uint8" if yq is not None else "float32")
+        if act != Unary.IDENTITY:
+            attrs["_act"] = int(act)
+        op.op, op.inputs, op.outputs, op.attrs, op.domain = kind, inputs, [out_name], attrs, ""
+        self.drop.update(id(n) for n in tail)
+        return True
+
+    def unique(self, name: str) -> str:
+        while name in self.inits or name in self.producers:
+            name += "_"
+        return name
+
+    def conv(self, node: Node) -> bool:
+        if len(node.inputs) < 2 or node.attrs.get("group", 1) != 1:
+            return False
+        x = self.activation(node.inputs[0])
+        wq = self.weight(node.inputs[1], 0)
+        if x is None or wq is None or wq[0].ndim != 4:
+            return False
+        w, w_scale = wq
+        biases = self.bias(node.inputs[2] if len(node.inputs) > 2 else "", w.shape[0])
+        if biases is None or w.shape[1] * w.shape[2] * w.shape[3] > 32768:
+            return False
+        attrs = {k: v for k, v in node.attrs.items() if k in ("auto_pad", "pads", "strides", "dilations")}
+        attrs["_w_shape"] = [int(d) for d in w.shape]
+        return self.fuse(node, "QConvU8S8", x, w_scale, pack_conv_s8(w).copy(), biases, attrs)
+
+    def gemm(self, node: Node) -> bool:
+        a = node.attrs
+        if node.op == "Gemm" and (a.get("transA", 0) or a.get("alpha", 1.0) != 1.0 or a.get("beta", 1.0) != 1.0):
+            return False
+        trans_b = int(a.get("transB", 0)) if node.op == "Gemm" else 0
+        x = self.activation(node.inputs[0])
+        wq = self.weight(node.inputs[1], 0 if trans_b else 1)
+        if x is None or wq is None or wq[0].ndim != 2 or wq[0].shape[trans_b] > 32768:
+            return False
+        w, w_scale = wq
+        n = w.shape[0] if trans_b else w.shape[1]
+        biases = self.bias(node.inputs[2] if node.op == "Gemm" and len(node.inputs) > 2 else "", n)
+        if biases is None:
+            return False
+        packed = pack_b_s8(w, trans_b=bool(trans_b))
+        attrs = {"_w_shape": [int(w.shape[trans_b]), int(n)]}  # K, N
+        return self.fuse(node, "QGemmU8S8", x, w_scale, np.ascontiguousarray(packed.buffer), biases, attrs)
+
+
+    def vector(self, name: str) -> np.ndarray | None:
+        """A 1-D float32 constant, or the DequantizeLinear of one (quantize_static quantises a
+        BatchNormalization's scale and bias too), computed as DequantizeLinear does."""
+        v = self.const(name)
+        if v is not None:
+            return v
+        node = self.dq(name)
+        if node is None or node.attrs.get("block_size", 0):
+            return None
+        q, scale = self.const(node.inputs[0]), self.const(node.inputs[1])
+        zp = self.const(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else np.zeros((), q.dtype
+                                                                                                 if q is not None
+                                                                                                 else np.int8)
+        if q is None or scale is None or zp is None or q.ndim != 1 or scale.dtype != np.float32 \
+                or scale.size not in (1, q.size) or zp.size not in (1, q.size):
+            return None
+        return ((q.astype(np.float32) - zp.astype(np.float32).reshape(-1)) * scale.reshape(-1)).astype(np.float32)
+
+    def batchnorm(self, node: Node) -> bool:
+        """DQ(uint8) -> BatchNormalization (constant) [-> Relu] -> Q(uint8): a per-channel table QLutU8."""
+        if node.attrs.get("training_mode", 0) or len([o for o in node.outputs if o]) != 1:
+            return False
+        x = self.activation(node.inputs[0])
+        params = [self.vector(i) for i in node.inputs[1:5]]
+        if x is None or any(p is None or p.dtype != np.float32 or p.ndim != 1 for p in params):
+            return False
+        tail, act, yq = self.tail(node)
+        if yq is None:
+            return False
+        dq, x_scale, x_zero = x
+        # The fp32 operations the unfused steps do: DequantizeLinear, BatchNormalization as
+        # lower_batchnorm folds it (float64 -> float32 scale and shift, then x * s + t),
+        # the Relu (exact in the saturation: y's zero point is 0), QuantizeLinear.
+        scale, bias, mean, var = (p.astype(np.float64) for p in params)
+        s = scale / np.sqrt(var + node.attrs.get("epsilon", 1e-5))
+        t = (bias - mean * s).astype(np.float32)
+        v = (np.arange(256, dtype=np.float32) - np.float32(x_zero)) * np.float32(x_scale)
+        y = v[None, :] * s.astype(np.float32)[:, None] + t[:, None]
+        lut = _quantize_u8(y.astype(np.float32), yq[0], yq[1])
+        name = self.unique(f"{node.name or node.outputs[0]}/lut")
+        self.inits[name] = lut
+        out = tail[-1].outputs[0]
+        node.op, node.inputs, node.outputs, node.attrs, node.domain = "QLutU8", [dq.inputs[0], name], [out], {}, ""
+        self.drop.update(id(n) for n in tail)
+        return True
+
+
+def _quantize_u8(y: np.ndarray, scale: float, zero: int) -> np.ndarray:
+    """QuantizeLinear to uint8 as the QUANTIZE step computes it (kernels/exec/qlinear.c), in numpy float32."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        q = y / np.float32(scale)
+        q = np.where(q < np.float32(2.0 ** 31), q, np.float32(-512))
+        q = np.rint(np.clip(q, -512, 512)) + np.float32(zero)
+    return np.ascontiguousarray(np.clip(q, 0, 255).astype(np.uint8))
+
+
+def qdq_fuse(graph: Graph) -> Graph:
+    f = _Fuser(graph)
+    for node in list(graph.nodes):
+        if node.domain != "" or id(node) in f.drop:
+            continue
+        if node.op == "Conv":
+            f.conv(node)
+        elif node.op in ("MatMul", "Gemm") and len(node.inputs) >= 2:
+            f.gemm(node)
+        elif node.op == "BatchNormalization" and len(node.inputs) == 5:
+            f.batchnorm(node)
+    graph.nodes = [n for n in graph.nodes if id(n) not in f.drop]
+    return graph
