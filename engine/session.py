@@ -23,6 +23,7 @@ from engine.arena import PLAN_ARENAS, ArenaPolicy
 from engine.errors import InvalidArgument, UnsupportedOperatorError
 from engine.ir import Graph, type_string
 from engine.kernels._lib import lib
+from engine.kernels.conv_lowp import conv_bf16_path
 from engine.kernels.gemm_lowp import paths as lowp_paths
 from engine.onnx_import import import_file
 from engine.passes import run_passes
@@ -35,8 +36,11 @@ DEFAULT_PLAN_CACHE_SIZE = 16  # engine.plan_cache_size default (sysconfig schema
 MAX_VALUE_KEY_ELEMENTS = 4096
 # (op, _precision) -> the kernel family that runs it, and how to name the
 # path that family takes at the selected level (for kernel_paths).
-LOWP_KERNELS = {("MatMul", "bf16"): "gemm_bf16", ("Gemm", "bf16"): "gemm_bf16"}
-KERNEL_PATHS = {"gemm_bf16": lambda: lowp_paths()["bf16"]}
+LOWP_KERNELS = {("MatMul", "bf16"): "gemm_bf16", ("Gemm", "bf16"): "gemm_bf16", ("Conv", "bf16"): "conv_bf16",
+                ("QGemmU8S8", None): "gemm_u8s8", ("QConvU8S8", None): "conv_u8s8"}
+KERNEL_PATHS = {"gemm_bf16": lambda: lowp_paths()["bf16"], "conv_bf16": conv_bf16_path,
+                # the int8 convolution runs the int8 GEMM's micro-kernels
+                "gemm_u8s8": lambda: lowp_paths()["int8"], "conv_u8s8": lambda: lowp_paths()["int8"]}
 
 
 @dataclass(frozen=True)

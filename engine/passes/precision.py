@@ -68,6 +68,13 @@ def mark_bf16(graph: Graph) -> Graph:
     return graph
 
 
+# Nodes engine.passes.qdq_fuse writes: a quantised model is int8 by its graph.
+INT8_OPS = frozenset({"QConvU8S8", "QGemmU8S8", "QLutU8"})
+
+
 def precision_of(graph: Graph) -> str:
-    """The model's precision as stored: "bf16" when any node computes in bf16."""
+    """The model's precision as stored: "int8" when any node computes on the
+    int8 kernels, "bf16" when any node computes in bf16, else "fp32"."""
+    if any(n.op in INT8_OPS for n in graph.nodes):
+        return "int8"
     return BF16 if any(n.attrs.get("_precision") == BF16 for n in graph.nodes) else "fp32"

@@ -1,10 +1,10 @@
 """Zoo CNNs with every group-1 Conv in bf16 (CONV_BF16) against the same model in fp32.
 
-Until the precision pass exists, a pass of this test marks the Convs
-(`_precision: bf16`, the node attribute the lowering reads) right before
-prepack_weights, so the .aie carries the bf16 blobs a converted model would.
-The converted file is written and loaded like any .aie, planned at the
-selected level and at avx2 (the portable path: the same blob), and run.
+The models go through the bf16 passes (`passes_for("bf16")`: mark_bf16 sets
+`_precision: bf16`, the node attribute the lowering reads, and
+prepack_weights stores the bf16 blobs), as `ai-engine convert --precision
+bf16` does. The converted file is written and loaded like any .aie, planned
+at the selected level and at avx2 (the portable path: the same blob), and run.
 
 Bound: each conv rounds its inputs to bf16 (2^-9 relative) and sums in fp32
 (kernels/include/aie_conv_lowp.h); through ~20 layers these compound to a
@@ -19,28 +19,18 @@ import numpy as np
 import pytest
 
 from engine import aie_format, kernels
-from engine.ir import Graph
 from engine.kernels.abi import Op
 from engine.onnx_import import import_file
-from engine.passes import DEFAULT_PASSES, prepack_weights, run_passes
+from engine.passes import passes_for, run_passes
 from engine.session import InferenceSession
 from models import zoo as model_zoo
 
 
-def mark_convs_bf16(graph: Graph) -> Graph:
-    """Every group-1 Conv computes in bf16 (grouped and depthwise ones stay fp32)."""
-    for node in graph.nodes:
-        if node.op == "Conv" and int(node.attrs.get("group", 1)) == 1:
-            node.attrs["_precision"] = "bf16"
-    return graph
-
-
 def convert_bf16(onnx_path, out_path) -> int:
-    """onnx -> .aie with the Convs marked; returns how many were marked."""
-    at = DEFAULT_PASSES.index(prepack_weights)
-    graph, passes = run_passes(import_file(onnx_path), DEFAULT_PASSES[:at] + (mark_convs_bf16,) + DEFAULT_PASSES[at:])
+    """onnx -> .aie through the bf16 passes; returns how many Convs are marked bf16."""
+    graph, passes = run_passes(import_file(onnx_path), passes_for("bf16"))
     aie_format.write(out_path, graph, {"passes": passes})
-    return sum(1 for n in graph.nodes if n.attrs.get("_precision") == "bf16")
+    return sum(1 for n in graph.nodes if n.op == "Conv" and n.attrs.get("_precision") == "bf16")
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +55,7 @@ def test_bf16_convs_match_fp32(models, name, level):
         got = sess.run(None, feeds)[0]
         ops = sess.plans()[0].steps[:, 0]
     assert int(np.sum(ops == Op.CONV_BF16)) == marked, "every marked Conv runs CONV_BF16"
+    assert sess.precision == "bf16" and set(sess.kernel_paths) >= {"conv_bf16"}, sess.kernel_paths
     err = float(np.abs(got - want).max() / np.abs(want).max())
     cos = float(np.dot(got.ravel(), want.ravel()) / (np.linalg.norm(got) * np.linalg.norm(want)))
     assert err <= 2e-2 and cos >= 0.9995, f"{name} at {level or 'best'}: max rel err {err:.3g}, cosine {cos:.6f}"

@@ -61,6 +61,8 @@ def test_an_onnxruntime_quantised_model_matches_onnxruntime_int8(zoo, tmp_path, 
     assert ops.count("Transpose") <= 2, f"the int8 chain leaves NHWC: {ops}"
     theirs = ort.InferenceSession(str(dst), providers=["CPUExecutionProvider"])
     ours = InferenceSession(dst, threads=1)
+    family = "conv_u8s8" if n_conv else "gemm_u8s8"
+    assert ours.precision == "int8" and family in ours.kernel_paths, (ours.precision, ours.kernel_paths)
     feeds = model_zoo.random_inputs(name, batch=3, seed=99)
     for out, a, r in zip(model.graph.output, ours.run(None, feeds), theirs.run(None, feeds)):
         step = output_step(model, out.name)
