@@ -92,11 +92,18 @@ def fleet(serve_factory, mlp_file, tmp_path):
 class Stream(threading.Thread):
     """A steady stream of requests through the balancer, each answer checked."""
 
-    def __init__(self, fleet, protocol):
+    # An idle keep-alive connection HAProxy closes as a reload's old worker
+    # stops: a request written as it closes never reached a server, and an
+    # HTTP client resends it on a new connection (RFC 9112 9.3.1; inference is
+    # idempotent). HAProxy 2.6 has no idle-close-on-response to avoid it.
+    CLOSED_IDLE = (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected)
+
+    def __init__(self, fleet, protocol, resend_on_idle_close=False):
         super().__init__(daemon=True)
         self.fleet, self.protocol = fleet, protocol
+        self.resend_on_idle_close = resend_on_idle_close and protocol == "http"
         self.stop = threading.Event()
-        self.ok, self.failures = 0, []
+        self.ok, self.failures, self.resent = 0, [], 0
         self.failed_inputs: list[np.ndarray] = []     # the input of each failure, in order
         self.rng = np.random.default_rng(7)
 
@@ -119,11 +126,21 @@ class Stream(threading.Thread):
         t_end = time.monotonic() + MAX_SECONDS
         conn = http.client.HTTPConnection("127.0.0.1", self.fleet.lb_http, timeout=30) if self.protocol == "http" \
             else Client("127.0.0.1", self.fleet.lb_binary, timeout=30)
+        used = False      # whether conn has answered a request already (kept alive since)
         while not self.stop.is_set() and self.ok + len(self.failures) < MAX_REQUESTS and time.monotonic() < t_end:
             try:
-                self.one(conn)
+                try:
+                    self.one(conn)
+                except self.CLOSED_IDLE:
+                    if not (self.resend_on_idle_close and used):
+                        raise
+                    self.resent += 1
+                    conn.close()
+                    self.one(conn)     # http.client reconnects; a second failure counts
                 self.ok += 1
+                used = True
             except Exception as exc:  # noqa: BLE001 - every failure is counted and reported
+                used = False
                 self.failures.append(f"{type(exc).__name__}: {exc}")
                 self.failed_inputs.append(self.x)
                 conn.close()     # the next request opens a new connection

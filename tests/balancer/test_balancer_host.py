@@ -84,7 +84,7 @@ def site(serve_factory, mlp_file, tmp_path):
 
 def _streams(site):
     target = SimpleNamespace(lb_http=site.lb_http, lb_binary=site.lb_binary, mlp_file=site.mlp_file)
-    streams = [Stream(target, "http"), Stream(target, "binary")]
+    streams = [Stream(target, "http", resend_on_idle_close=True), Stream(target, "binary")]
     for s in streams:
         s.start()
     return streams
@@ -134,7 +134,8 @@ def test_provision_starts_then_reloads_gracefully_and_refuses_a_bad_config(site)
         s.wait_answers(10)
 
     total, failures = _finish(streams)
-    print(f"\ngraceful reload under a steady HTTP + binary stream: {total} answers, {len(failures)} failed")
+    print(f"\ngraceful reload under a steady HTTP + binary stream: {total} answers, {len(failures)} failed, "
+          f"{streams[0].resent} HTTP requests resent on a new connection after an idle one was closed")
     assert failures == []
 
 
