@@ -81,13 +81,17 @@ def describe_shapes(model: str, shapes: dict) -> str:
 
 class InferenceSession:
     def __init__(self, path, threads: int | None = None, plan_cache_size: int = DEFAULT_PLAN_CACHE_SIZE,
-                 arena: ArenaPolicy | None = None):
+                 arena: ArenaPolicy | None = None, *, loaded: aie_format.LoadedModel | None = None):
         """arena: how plan arenas are backed (engine.arena of engine.yaml;
         default: hugepages when free, no mlock); their total is bounded by
         engine.arena.PLAN_ARENAS.limit, checked here against the shapes
-        planned at conversion and again for every new arena."""
+        planned at conversion and again for every new arena. loaded: a model
+        already in memory (engine.convert executes one before writing it);
+        `path` then only names it."""
         path = Path(path)
-        if path.suffix == ".onnx":
+        if loaded is not None:
+            self._model = loaded
+        elif path.suffix == ".onnx":
             graph, passes = run_passes(import_file(path))
             self._model = aie_format.parse(aie_format.serialize(graph, {"passes": passes}), str(path))
         else:
