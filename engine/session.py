@@ -56,6 +56,7 @@ class NodeArg:
 def build_plan_for_graph(graph: Graph, feeds: dict[str, np.ndarray], *, nthreads: int = 1,
                          value_inputs: frozenset = frozenset(), weights: np.ndarray | None = None) -> ExecPlan:
     planner = Planner(graph.opset, nthreads=nthreads)
+    planner.model_inputs = {t.name: feeds[t.name].shape for t in graph.inputs}
     base = weights.ctypes.data if weights is not None and weights.size else None
     for name, arr in graph.initializers.items():
         v = Value(arr.shape, arr.dtype, const=arr)
