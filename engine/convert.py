@@ -185,7 +185,9 @@ def prove_runs(src, graph: Graph, extra: dict, opts: "PrecisionOptions", say) ->
         session = InferenceSession(src, threads=opts.threads, loaded=loaded)
         session.run(None, feeds)
     except EngineError as exc:
-        raise ConversionError(f"the converted model does not run at {how}: {exc}", where=str(src)) from None
+        hint = None if opts.sample is not None else ("it ran on seeded random inputs at these shapes: give the spec's "
+                                                      "sample (--sample) or shapes to execute it on meaningful ones")
+        raise ConversionError(f"the converted model does not run at {how}: {exc}", where=str(src), hint=hint) from None
     [plan] = session.plans()
     return [{"inputs": {k: list(v.shape) for k, v in feeds.items()}, "arena_bytes": int(plan.arena_bytes),
              "how": how}]
