@@ -12,6 +12,7 @@ plan's pool of arenas (grown to the peak concurrency, then reused).
 from __future__ import annotations
 
 import ctypes
+import operator
 import os
 import threading
 from dataclasses import dataclass
@@ -108,10 +109,7 @@ class InferenceSession:
         self._value_inputs: frozenset = frozenset()
         self._lock = threading.Lock()
         self._input_index = {t.name: i for i, t in enumerate(self.graph.inputs)}
-        # (name, dtype, rank or None, [(dim, required size)]) per input
-        self._specs = [(t.name, t.dtype, None if t.shape is None else len(t.shape),
-                        [(i, d) for i, d in enumerate(t.shape or ()) if isinstance(d, int) and d > 0])
-                       for t in self.graph.inputs]
+        self._specs = [_input_spec(t) for t in self.graph.inputs]
         self._output_names = [t.name for t in self.graph.outputs]
         # fp32 or bf16: what the converter chose (ai-engine convert --precision)
         self.precision = self._model.meta.get("precision") or precision_of(self.graph)
@@ -155,18 +153,18 @@ class InferenceSession:
         if len(feeds) != len(self._specs):
             self._unknown_or_missing(feeds)
         arrays = []
-        for name, dtype, rank, fixed in self._specs:
+        for name, dtype, rank, fixed_dims, fixed_sizes in self._specs:
             a = feeds.get(name)
             if a is None:
                 self._unknown_or_missing(feeds)
             if type(a) is not np.ndarray:
                 a = np.asarray(a)
-            if a.dtype != dtype:
+            if a.dtype is not dtype and a.dtype != dtype:
                 raise InvalidArgument(f"input {name!r} has dtype {type_string(a.dtype) if a.dtype in _KNOWN else a.dtype}"
                                       f", expected {type_string(dtype)}")
             if rank is not None:
                 shape = a.shape
-                if len(shape) != rank or any(shape[i] != d for i, d in fixed):
+                if len(shape) != rank or (fixed_dims is not None and fixed_dims(shape) != fixed_sizes):
                     t = self.graph.inputs[self._input_index[name]]
                     raise InvalidArgument(f"input {name!r} has shape {list(shape)}, expected {list(t.shape)}")
             arrays.append(a if a.flags.c_contiguous else np.ascontiguousarray(a))
@@ -297,6 +295,16 @@ class InferenceSession:
         diagnostic path, separate from run(), which carries no timing code."""
         arrays = self._check_feeds(input_feed)
         return self._plan(arrays).profile(self._weights_ptr, arrays, self.threads, repeats)
+
+
+def _input_spec(t) -> tuple:
+    """(name, dtype, rank or None, getter of the fixed dims or None, their
+    sizes) for _check_feeds: one C-level itemgetter call checks every fixed
+    dim of a shape."""
+    fixed = [(i, d) for i, d in enumerate(t.shape or ()) if isinstance(d, int) and d > 0]
+    getter = operator.itemgetter(*[i for i, _ in fixed]) if fixed else None
+    sizes = (fixed[0][1] if len(fixed) == 1 else tuple(d for _, d in fixed)) if fixed else None
+    return t.name, np.dtype(t.dtype), None if t.shape is None else len(t.shape), getter, sizes
 
 
 _KNOWN = set(np.dtype(d) for d in (np.float32, np.float64, np.float16, np.int8, np.int16, np.int32, np.int64,
