@@ -77,3 +77,11 @@ def test_representative_inputs_dtypes_and_determinism(tmp_path):
     again, _ = representative_inputs(graph)
     np.testing.assert_array_equal(feeds["x"], again["x"])
     assert representative_shapes(graph, {"ids": [3, 5], "x": [2, 5]})[0] == {"ids": (3, 5), "x": (2, 5)}
+
+
+def test_sample_is_the_executed_input(tmp_path):
+    src = pool_model(tmp_path / "sym.onnx", ["N", 3, "H", "W"])
+    np.save(tmp_path / "x.npy", np.random.default_rng(1).standard_normal((2, 3, 6, 8)).astype(np.float32))
+    summary = convert_file(src, tmp_path / "s.aie", precision=PrecisionOptions(sample=tmp_path / "x.npy"))
+    [planned] = summary.planned_shapes
+    assert planned["inputs"] == {"x": [2, 3, 6, 8]} and "(the first sample)" in planned["how"]
