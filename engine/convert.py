@@ -1,4 +1,10 @@
-"""ONNX -> .aie conversion: import, passes, plan the default shapes, write.
+"""ONNX -> .aie conversion: import, passes, execute once, write.
+
+Every conversion plans and executes the converted model once on
+representative inputs (prove_runs: the first sample, else seeded random
+inputs at the spec's shapes or representative_shapes' defaults) before
+writing: a model that cannot run fails here with its error and nothing is
+written. The arena printed and recorded is that execution's, at that shape.
 
 Precision (engine.models[].precision, `ai-engine convert --precision`):
 fp32 (the default) converts as always. bf16 also converts the model with
@@ -23,7 +29,7 @@ from typing import Callable
 import numpy as np
 
 from engine import aie_format
-from engine.errors import ConversionError
+from engine.errors import ConversionError, EngineError
 from engine.ir import Graph
 from engine.kernels.levels import level
 from engine.onnx_import import import_file
@@ -59,7 +65,7 @@ class ConversionSummary:
     destination: str
     op_counts: dict[str, int]
     weights_bytes: int
-    arena_bytes: int  # largest arena peak among the planned shapes
+    arena_bytes: int  # the arena of the representative shape the model was executed at
     planned_shapes: list[dict] = field(default_factory=list)
     passes: list[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -79,23 +85,76 @@ class ConversionSummary:
             f"  ops:            {sum(self.op_counts.values())} ({ops})",
             f"  passes:         {', '.join(self.passes) or 'none'}",
             f"  weights:        {self.weights_bytes} bytes",
-            f"  arena peak:     {self.arena_bytes} bytes "
-            + "; ".join(f"{p['inputs']}: {p['arena_bytes']}" for p in self.planned_shapes),
+            f"  arena peak:     {self.arena_bytes} bytes at "
+            + "; ".join(p.get("how") or str(p["inputs"]) for p in self.planned_shapes) + " (executed once)",
             f"  planned memory: {self.planned_memory} bytes (weights + arena peak)",
             f"  precision:      {self.precision}",
         ] + [f"  {n}" for n in self.notes] + (["  " + x for x in self.accuracy.lines()] if self.accuracy else [])
 
 
-def default_shapes(graph: Graph, batch: int = 1) -> dict[str, tuple[int, ...]] | None:
-    """Concrete shapes for planning at conversion: symbolic dims become
-    `batch` in front and 1 elsewhere... unless a dim cannot be guessed."""
-    shapes = {}
+# A symbolic dim other than a leading batch dim (height, width, sequence) is
+# planned and executed at this size when neither the spec's shapes nor a
+# sample says otherwise: 1 would plan a 1x1 image (too small for a pooling
+# window, and an arena figure of nothing); 64 fits every window and stride
+# of the zoo's models and stays cheap to execute at conversion.
+REPRESENTATIVE_DIM = 64
+REPRESENTATIVE_BATCH = 1
+REPRESENTATIVE_SEED = 0
+
+
+def representative_shapes(graph: Graph, shapes: dict | None = None) -> tuple[dict[str, tuple[int, ...]] | None, str]:
+    """Concrete shapes to plan and execute the model at, and how they were
+    chosen: `shapes` (by input name) where given, else the model's fixed dims
+    with a symbolic leading dim at REPRESENTATIVE_BATCH and other symbolic
+    dims at REPRESENTATIVE_DIM. None when an input has unknown rank."""
+    given = {k: tuple(int(d) for d in v) for k, v in (shapes or {}).items()}
+    names = [t.name for t in graph.inputs]
+    unknown = sorted(set(given) - set(names))
+    if unknown:
+        raise ConversionError(f"shapes name inputs {unknown}, the model's inputs are {sorted(names)}")
+    out, defaulted = {}, []
     for t in graph.inputs:
+        if t.name in given:
+            dims = given[t.name]
+            if t.shape is not None and (len(dims) != len(t.shape) or any(
+                    isinstance(d, int) and d > 0 and d != g for d, g in zip(t.shape, dims))):
+                raise ConversionError(f"shape {list(dims)} does not fit input {t.name!r} with dims "
+                                      f"{[d if isinstance(d, int) and d > 0 else (d or '?') for d in t.shape]}")
+            out[t.name] = dims
+            continue
         if t.shape is None:
-            return None
-        shapes[t.name] = tuple(d if isinstance(d, int) and d > 0 else (batch if i == 0 else 1)
-                               for i, d in enumerate(t.shape))
-    return shapes
+            return None, f"input {t.name!r} has unknown rank"
+        dims = []
+        for i, d in enumerate(t.shape):
+            if isinstance(d, int) and d > 0:
+                dims.append(d)
+            else:
+                dims.append(REPRESENTATIVE_BATCH if i == 0 else REPRESENTATIVE_DIM)
+                label = d if isinstance(d, str) and d else f"{t.name}[{i}]"
+                defaulted.append(f"{label}={dims[-1]}")
+        out[t.name] = tuple(dims)
+    how = ", ".join(f"{k} {list(v)}" for k, v in out.items())
+    if defaulted:
+        how += f" (symbolic {', '.join(dict.fromkeys(defaulted))} by default; the spec's shapes set others)"
+    return out, how
+
+
+def representative_inputs(graph: Graph, shapes: dict | None = None,
+                          seed: int = REPRESENTATIVE_SEED) -> tuple[dict[str, np.ndarray] | None, str]:
+    """Seeded random inputs at representative_shapes(graph, shapes): normal
+    floats, and 0/1 for integer and bool inputs (valid ids, masks and flags
+    for every table). Returns (feeds or None, the shapes and how chosen)."""
+    concrete, how = representative_shapes(graph, shapes)
+    if concrete is None:
+        return None, how
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for t in graph.inputs:
+        dt = np.dtype(t.dtype)
+        shape = concrete[t.name]
+        feeds[t.name] = (rng.standard_normal(shape).astype(dt) if dt.kind in "fc"
+                         else rng.integers(0, 2, shape).astype(dt))
+    return feeds, how
 
 
 def weights_bytes(graph: Graph) -> int:
@@ -107,17 +166,31 @@ def weights_bytes(graph: Graph) -> int:
     return total
 
 
-def plan_default_shapes(graph: Graph, weights_blob=None) -> list[dict]:
-    """Plan the batch-1 shape to report (and record) the arena peak."""
-    shapes = default_shapes(graph)
-    if shapes is None:
-        return []
-    feeds = {t.name: np.zeros(shapes[t.name], t.dtype) for t in graph.inputs}
+def prove_runs(src, graph: Graph, extra: dict, opts: "PrecisionOptions", say) -> list[dict]:
+    """Plan and execute the converted graph once on representative inputs
+    (the first sample when there is one, else representative_inputs at the
+    spec's shapes): a model that cannot run fails conversion here with its
+    error. Returns the planned shape and its arena, for the file's meta."""
+    if opts.sample is not None:
+        feeds = load_calibration(opts.sample, graph.inputs).batches[0]
+        how = ", ".join(f"{k} {list(v.shape)}" for k, v in feeds.items()) + " (the first sample)"
+    else:
+        feeds, how = representative_inputs(graph, opts.shapes)
+        if feeds is None:
+            raise ConversionError(f"cannot execute the model to check it runs: {how}", where=str(src),
+                                  hint="give the spec's shapes (or --sample) for it")
+    say(f"executing once at {how}")
+    loaded = aie_format.parse(aie_format.serialize(graph, extra), str(src))
     try:
-        plan = build_plan_for_graph(graph, feeds, nthreads=1)
-    except Exception:  # noqa: BLE001 - shapes that need input values plan at run time
-        return []
-    return [{"inputs": {k: list(v) for k, v in shapes.items()}, "arena_bytes": int(plan.arena_bytes)}]
+        session = InferenceSession(src, threads=opts.threads, loaded=loaded)
+        session.run(None, feeds)
+    except EngineError as exc:
+        hint = None if opts.sample is not None else ("it ran on seeded random inputs at these shapes: give the spec's "
+                                                      "sample (--sample) or shapes to execute it on meaningful ones")
+        raise ConversionError(f"the converted model does not run at {how}: {exc}", where=str(src), hint=hint) from None
+    [plan] = session.plans()
+    return [{"inputs": {k: list(v.shape) for k, v in feeds.items()}, "arena_bytes": int(plan.arena_bytes),
+             "how": how}]
 
 
 def _converted(src, precision: str, say) -> tuple[Graph, list[str]]:
@@ -132,12 +205,7 @@ def _samples(graph: Graph, opts: PrecisionOptions, notes: list[str]) -> list[dic
         cal = load_calibration(opts.sample, graph.inputs)
         notes.append(f"compared on {cal.samples} samples from {cal.source}")
         return cal.batches
-    shapes = default_shapes(graph)
-    if opts.shapes:
-        shapes = {**(shapes or {}), **{k: tuple(v) for k, v in opts.shapes.items()}}
-        if set(shapes) != {t.name for t in graph.inputs}:
-            raise ConversionError(f"shapes name inputs {sorted(opts.shapes)}, the model's inputs are "
-                                  f"{sorted(t.name for t in graph.inputs)}")
+    shapes, _ = representative_shapes(graph, opts.shapes)
     if shapes is None:
         raise ConversionError("the model has inputs of unknown rank and no sample to compare bf16 against fp32 on",
                               hint="give --sample (the spec's sample): a .npy or .npz of the model's inputs")
@@ -214,12 +282,11 @@ def convert_file(src: str | Path, dst: str | Path, *, progress: Callable[[str], 
     t0 = time.perf_counter()
     notes: list[str] = []
     graph, passes, chosen, acc = _choose(src, opts, say, notes)
-    say("planning default shapes")
-    planned = plan_default_shapes(graph)
-    say(f"writing {dst}")
-    extra = {"planned": planned, "passes": passes, "precision": chosen}
+    extra = {"passes": passes, "precision": chosen}
     if acc is not None:
         extra["accuracy"] = acc.as_json()
+    extra["planned"] = planned = prove_runs(src, graph, extra, opts, say)
+    say(f"writing {dst}")
     size = aie_format.write(dst, graph, extra)
     return ConversionSummary(
         source=str(src), destination=str(dst), op_counts=dict(Counter(n.op for n in graph.nodes)),

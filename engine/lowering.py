@@ -114,9 +114,11 @@ class LoweringContext:
                                "it must be a constant or derived from shapes")
 
     def unsupported(self, message: str) -> UnsupportedOperatorError:
-        return UnsupportedOperatorError(
-            f"{self.node.op} (node {self.node.name!r}, opset {self.opset}): {message}",
-            hint=f"supported ops: {', '.join(self.planner.supported_ops())}")
+        """The rule cannot lower this node (its shapes, dtypes or attributes):
+        the op, node and opset and what is wrong; Planner.lower_nodes adds
+        the node's input shapes and the model input shapes that led there."""
+        domain = f"domain {self.node.domain}, " if self.node.domain not in ("", "ai.onnx") else ""
+        return UnsupportedOperatorError(f"{self.node.op} (node {self.node.name!r}, {domain}opset {self.opset}): {message}")
 
     def require_dtype(self, v: Value, allowed: tuple, what: str = "input") -> None:
         if v.dtype not in [np.dtype(a) for a in allowed]:

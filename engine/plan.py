@@ -42,6 +42,7 @@ class Planner:
         self.steps: list[Step] = []
         self.env: list[dict[str, Value]] = [{}]
         self.plan_consts: list[tuple[Buffer, np.ndarray]] = []
+        self.model_inputs: dict[str, tuple] = {}  # the shapes planned for, named in lowering errors
 
     # -- what lowering rules reach through ctx.planner --
     def supported_ops(self) -> list[str]:
@@ -93,19 +94,36 @@ class Planner:
         for node in nodes:
             inputs = [self.lookup(n) if n else None for n in node.inputs]
             rule = resolve(node, self.opset)
-            if self.fold and node.op not in NO_FOLD and all(v is None or v.const is not None for v in inputs) \
-                    and not any(isinstance(a, Graph) for a in node.attrs.values()):
-                outs = fold_node(node, inputs, self.opset)
-            else:
-                ctx = LoweringContext(self, node, inputs)
-                rule(ctx)
-                outs = ctx.outputs
+            try:
+                if self.fold and node.op not in NO_FOLD and all(v is None or v.const is not None for v in inputs) \
+                        and not any(isinstance(a, Graph) for a in node.attrs.values()):
+                    outs = fold_node(node, inputs, self.opset)
+                else:
+                    ctx = LoweringContext(self, node, inputs)
+                    rule(ctx)
+                    outs = ctx.outputs
+            except ConversionError as exc:
+                raise self._with_shapes(exc, node, inputs) from None
             for name, value in zip(node.outputs, outs):
                 if name:
                     if value is None:
                         raise UnsupportedOperatorError(
                             f"{node.op} (node {node.name!r}): optional output {name!r} is not supported")
                     self.define(name, value)
+
+    def _with_shapes(self, exc: ConversionError, node: Node, inputs: list) -> ConversionError:
+        """exc with the node's input shapes and the model input shapes this
+        plan is for: a shape error then says which input size led there
+        (said once, by the innermost node: subgraphs lower through here too)."""
+        if getattr(exc, "shapes_said", False):
+            return exc
+        ins = ", ".join(f"{name} {list(v.shape)}" for name, v in zip(node.inputs, inputs) if v is not None)
+        text = exc.message + (f"; node inputs {ins}" if ins else "")
+        if self.model_inputs:
+            text += "; model inputs " + ", ".join(f"{k} {list(v)}" for k, v in self.model_inputs.items())
+        new = type(exc)(text, where=exc.where, hint=exc.hint)
+        new.shapes_said = True
+        return new
 
     def lower_subgraph(self, graph: Graph) -> list[Value]:
         self.env.append({})

@@ -11,6 +11,8 @@ plan's pool of arenas (grown to the peak concurrency, then reused).
 
 from __future__ import annotations
 
+import ctypes
+import operator
 import os
 import threading
 from dataclasses import dataclass
@@ -20,7 +22,7 @@ import numpy as np
 
 from engine import aie_format
 from engine.arena import PLAN_ARENAS, ArenaPolicy
-from engine.errors import InvalidArgument, UnsupportedOperatorError
+from engine.errors import InvalidArgument, KernelError, UnsupportedOperatorError
 from engine.ir import Graph, type_string
 from engine.kernels._lib import lib
 from engine.kernels.conv_lowp import conv_bf16_path
@@ -55,6 +57,7 @@ class NodeArg:
 def build_plan_for_graph(graph: Graph, feeds: dict[str, np.ndarray], *, nthreads: int = 1,
                          value_inputs: frozenset = frozenset(), weights: np.ndarray | None = None) -> ExecPlan:
     planner = Planner(graph.opset, nthreads=nthreads)
+    planner.model_inputs = {t.name: feeds[t.name].shape for t in graph.inputs}
     base = weights.ctypes.data if weights is not None and weights.size else None
     for name, arr in graph.initializers.items():
         v = Value(arr.shape, arr.dtype, const=arr)
@@ -80,13 +83,17 @@ def describe_shapes(model: str, shapes: dict) -> str:
 
 class InferenceSession:
     def __init__(self, path, threads: int | None = None, plan_cache_size: int = DEFAULT_PLAN_CACHE_SIZE,
-                 arena: ArenaPolicy | None = None):
+                 arena: ArenaPolicy | None = None, *, loaded: aie_format.LoadedModel | None = None):
         """arena: how plan arenas are backed (engine.arena of engine.yaml;
         default: hugepages when free, no mlock); their total is bounded by
         engine.arena.PLAN_ARENAS.limit, checked here against the shapes
-        planned at conversion and again for every new arena."""
+        planned at conversion and again for every new arena. loaded: a model
+        already in memory (engine.convert executes one before writing it);
+        `path` then only names it."""
         path = Path(path)
-        if path.suffix == ".onnx":
+        if loaded is not None:
+            self._model = loaded
+        elif path.suffix == ".onnx":
             graph, passes = run_passes(import_file(path))
             self._model = aie_format.parse(aie_format.serialize(graph, {"passes": passes}), str(path))
         else:
@@ -97,14 +104,12 @@ class InferenceSession:
         self.threads = int(threads) if threads else (os.cpu_count() or 1)
         if self.threads < 1:
             raise InvalidArgument(f"threads must be >= 1, got {threads}")
-        self._plans = PlanCache(plan_cache_size)
+        self._plans = PlanCache(plan_cache_size, on_evict=self._evicted)
+        self._last: tuple = (None, None)  # (shapes, plan) of the last run, see _plan
         self._value_inputs: frozenset = frozenset()
         self._lock = threading.Lock()
         self._input_index = {t.name: i for i, t in enumerate(self.graph.inputs)}
-        # (name, dtype, rank or None, [(dim, required size)]) per input
-        self._specs = [(t.name, t.dtype, None if t.shape is None else len(t.shape),
-                        [(i, d) for i, d in enumerate(t.shape or ()) if isinstance(d, int) and d > 0])
-                       for t in self.graph.inputs]
+        self._specs = [_input_spec(t) for t in self.graph.inputs]
         self._output_names = [t.name for t in self.graph.outputs]
         # fp32 or bf16: what the converter chose (ai-engine convert --precision)
         self.precision = self._model.meta.get("precision") or precision_of(self.graph)
@@ -148,18 +153,18 @@ class InferenceSession:
         if len(feeds) != len(self._specs):
             self._unknown_or_missing(feeds)
         arrays = []
-        for name, dtype, rank, fixed in self._specs:
+        for name, dtype, rank, fixed_dims, fixed_sizes in self._specs:
             a = feeds.get(name)
             if a is None:
                 self._unknown_or_missing(feeds)
             if type(a) is not np.ndarray:
                 a = np.asarray(a)
-            if a.dtype != dtype:
+            if a.dtype is not dtype and a.dtype != dtype:
                 raise InvalidArgument(f"input {name!r} has dtype {type_string(a.dtype) if a.dtype in _KNOWN else a.dtype}"
                                       f", expected {type_string(dtype)}")
             if rank is not None:
                 shape = a.shape
-                if len(shape) != rank or any(shape[i] != d for i, d in fixed):
+                if len(shape) != rank or (fixed_dims is not None and fixed_dims(shape) != fixed_sizes):
                     t = self.graph.inputs[self._input_index[name]]
                     raise InvalidArgument(f"input {name!r} has shape {list(shape)}, expected {list(t.shape)}")
             arrays.append(a if a.flags.c_contiguous else np.ascontiguousarray(a))
@@ -176,6 +181,20 @@ class InferenceSession:
                 raise InvalidArgument(f"missing input {t.name!r} (shape {list(t.shape or [])}, {type_string(t.dtype)})")
 
     def _plan(self, arrays: list[np.ndarray]) -> ExecPlan:
+        # The last plan used, looked up without the cache's lock: consecutive
+        # runs of one shape (the common case) skip the LRU bookkeeping. Its
+        # recency is refreshed when another shape takes its place, which is
+        # exactly when the LRU order could tell the difference.
+        last_key, last_plan = self._last
+        if not self._value_inputs:
+            key = tuple([a.shape for a in arrays])
+            if key == last_key:
+                return last_plan
+        if last_key is not None:
+            self._plans.get(last_key)
+        return self._plan_slow(arrays)
+
+    def _plan_slow(self, arrays: list[np.ndarray]) -> ExecPlan:
         while True:
             value_inputs = self._value_inputs
             # dtypes are fixed per input (checked in _check_feeds): shapes key the plan.
@@ -184,6 +203,7 @@ class InferenceSession:
                 key += tuple(arrays[self._input_index[n]].tobytes() for n in sorted(value_inputs))
             plan = self._plans.get(key)
             if plan is not None:
+                self._remember(key, plan, value_inputs)
                 return plan
             feeds = {t.name: a for t, a in zip(self.graph.inputs, arrays)}
             try:
@@ -202,20 +222,66 @@ class InferenceSession:
             shapes = {t.name: a.shape for t, a in zip(self.graph.inputs, arrays)}
             plan.label = describe_shapes(self.arena_policy.owner, shapes)
             self._plans.put(key, plan)
+            self._remember(key, plan, value_inputs)
             return plan
 
-    def run(self, output_names, input_feed: dict, run_options=None) -> list[np.ndarray]:
+    def _remember(self, key, plan: ExecPlan, value_inputs: frozenset) -> None:
+        # Plans keyed by input values too are never the memo (_plan compares shapes only).
+        self._last = (None, None) if value_inputs else (key, plan)
+
+    def _evicted(self, key) -> None:
+        if self._last[0] == key:
+            self._last = (None, None)
+
+    def run(self, output_names, input_feed: dict, run_options=None, *, out=None) -> list[np.ndarray]:
+        """onnxruntime's run(); `out`, when given, is a list of arrays (one per
+        requested output, C-contiguous, of its shape and dtype) the outputs
+        are written into and which is returned: no allocation per call."""
         arrays = self._check_feeds(input_feed)
-        names = self._output_names
-        if output_names:
-            missing = [n for n in output_names if n not in names]
-            if missing:
-                raise InvalidArgument(f"unknown output name(s) {missing}; model outputs: {names}")
         plan = self._plan(arrays)
-        outs = plan.run(self._weights_ptr, arrays, self.threads)
         if not output_names:
-            return outs
-        return [outs[names.index(n)] for n in output_names]
+            if out is not None:
+                self._check_out(plan, out, range(len(self._output_names)))
+            return plan.run(self._weights_ptr, arrays, self.threads, out)
+        index = self._output_indices(output_names)
+        full = None
+        if out is not None:
+            self._check_out(plan, out, index)
+            full = plan.new_outputs()
+            for k, o in zip(index, out):
+                full[k] = o
+        outs = plan.run(self._weights_ptr, arrays, self.threads, full)
+        return out if out is not None else [outs[k] for k in index]
+
+    def _output_indices(self, output_names) -> list[int]:
+        names = self._output_names
+        missing = [n for n in output_names if n not in names]
+        if missing:
+            raise InvalidArgument(f"unknown output name(s) {missing}; model outputs: {names}")
+        return [names.index(n) for n in output_names]
+
+    def _check_out(self, plan: ExecPlan, out, index) -> None:
+        index = list(index)
+        if not isinstance(out, (list, tuple)) or len(out) != len(index):
+            raise InvalidArgument(f"out must be a list of {len(index)} arrays (one per requested output), "
+                                  f"got {type(out).__name__}" + (f" of {len(out)}" if isinstance(out, (list, tuple)) else ""))
+        for k, o in zip(index, out):
+            shape, dtype, _ = plan.outputs[k]
+            if (type(o) is not np.ndarray or o.dtype != dtype or o.shape != tuple(shape)
+                    or not o.flags.c_contiguous or not o.flags.writeable):
+                got = (f"{type_string(o.dtype) if o.dtype in _KNOWN else o.dtype} {list(o.shape)}"
+                       f"{'' if o.flags.c_contiguous else ' non-contiguous'}{'' if o.flags.writeable else ' read-only'}"
+                       if isinstance(o, np.ndarray) else type(o).__name__)
+                raise InvalidArgument(f"out array for output {self._output_names[k]!r} is {got}, expected a "
+                                      f"writable C-contiguous {type_string(dtype)} array of shape {list(shape)}")
+
+    def io_binding(self) -> "IOBinding":
+        return IOBinding(self)
+
+    def run_with_iobinding(self, binding: "IOBinding", run_options=None) -> None:
+        """Run with the binding's inputs and outputs (IOBinding): the
+        outputs are written into the bound arrays."""
+        binding._run()
 
     def bind(self, input_feed: dict):
         """Validate the feeds and bind a run of all outputs without running it
@@ -231,5 +297,105 @@ class InferenceSession:
         return self._plan(arrays).profile(self._weights_ptr, arrays, self.threads, repeats)
 
 
+def _input_spec(t) -> tuple:
+    """(name, dtype, rank or None, getter of the fixed dims or None, their
+    sizes) for _check_feeds: one C-level itemgetter call checks every fixed
+    dim of a shape."""
+    fixed = [(i, d) for i, d in enumerate(t.shape or ()) if isinstance(d, int) and d > 0]
+    getter = operator.itemgetter(*[i for i, _ in fixed]) if fixed else None
+    sizes = (fixed[0][1] if len(fixed) == 1 else tuple(d for _, d in fixed)) if fixed else None
+    return t.name, np.dtype(t.dtype), None if t.shape is None else len(t.shape), getter, sizes
+
+
 _KNOWN = set(np.dtype(d) for d in (np.float32, np.float64, np.float16, np.int8, np.int16, np.int32, np.int64,
                                    np.uint8, np.uint16, np.uint32, np.uint64, np.bool_))
+
+
+class IOBinding:
+    """onnxruntime's IOBinding in spirit: inputs and outputs bound once to
+    arrays the caller owns, so a run is one foreign call with pointers
+    prepared when the binding last changed.
+
+        b = sess.io_binding()
+        b.bind_cpu_input("x", x)            # C-contiguous; refilled in place by the caller
+        b.bind_output("y", y)               # or bind_output("y"): allocated once, reused
+        sess.run_with_iobinding(b)          # y now holds the result
+        [y] = b.get_outputs()
+
+    Bound arrays are checked (name, dtype, shape, contiguity) when the
+    binding is prepared, at the first run after a bind_* call; a binding is
+    for one thread at a time."""
+
+    def __init__(self, session: "InferenceSession"):
+        self._session = session
+        self._inputs: dict[str, np.ndarray] = {}
+        self._outputs: dict[str, np.ndarray | None] = {}
+        self._prepared = None  # (plan, args without the arena, outs, const copies)
+
+    def bind_cpu_input(self, name: str, array: np.ndarray) -> None:
+        if type(array) is not np.ndarray or not array.flags.c_contiguous:
+            raise InvalidArgument(f"bound input {name!r} must be a C-contiguous numpy array "
+                                  "(the binding reads it in place)")
+        self._inputs[name] = array
+        self._prepared = None
+
+    bind_input = bind_cpu_input
+
+    def bind_output(self, name: str, array: np.ndarray | None = None) -> None:
+        """Bind output `name` to `array`, or to one the binding allocates at
+        preparation and reuses (get_outputs returns it)."""
+        if name not in self._session._output_names:
+            raise InvalidArgument(f"unknown output name {name!r}; model outputs: {self._session._output_names}")
+        self._outputs[name] = array
+        self._prepared = None
+
+    def clear_binding_inputs(self) -> None:
+        self._inputs.clear()
+        self._prepared = None
+
+    def clear_binding_outputs(self) -> None:
+        self._outputs.clear()
+        self._prepared = None
+
+    def get_outputs(self) -> list[np.ndarray]:
+        """The bound outputs in bind order, after a run."""
+        if self._prepared is None:
+            raise InvalidArgument("no run with this binding since it last changed")
+        return self._prepared[2]
+
+    def _prepare(self):
+        s = self._session
+        arrays = s._check_feeds(self._inputs)
+        if any(a is not self._inputs[t.name] for a, t in zip(arrays, s.graph.inputs)):
+            raise InvalidArgument("bound inputs must be C-contiguous arrays of the model's input dtypes")
+        if not self._outputs:
+            raise InvalidArgument("no output bound (bind_output)")
+        plan = s._plan(arrays)
+        index = s._output_indices(list(self._outputs))
+        given = [self._outputs[n] for n in self._outputs]
+        for pos, (k, o) in enumerate(zip(index, given)):
+            if o is None:
+                shape, dtype, _ = plan.outputs[k]
+                given[pos] = np.empty(shape, dtype)
+        s._check_out(plan, given, index)
+        full = plan.new_outputs()
+        for k, o in zip(index, given):
+            full[k] = o
+        consts = [(full[k], c) for k, (_, _, c) in enumerate(plan.outputs) if c is not None]
+        in_ptrs = (ctypes.c_void_p * max(len(arrays), 1))(*[a.ctypes.data for a in arrays])
+        out_ptrs = plan._out_type(*[o.ctypes.data for o in full])
+        # `full` keeps the unbound outputs' buffers alive as long as the pointers
+        self._prepared = (plan, (plan.blobs_for(s._weights_ptr), in_ptrs, out_ptrs), given, consts, full)
+        return self._prepared
+
+    def _run(self) -> None:
+        plan, (blobs, in_ptrs, out_ptrs), _, consts, _ = self._prepared or self._prepare()
+        for o, c in consts:
+            np.copyto(o, c)
+        arena = plan.acquire_arena()
+        try:
+            rc = plan._call(plan._cplan_ref, arena, blobs, in_ptrs, out_ptrs, self._session.threads)
+        finally:
+            plan.release_arena(arena)
+        if rc != 0:
+            raise KernelError(f"inference failed: {lib().aie_last_error().decode()}")

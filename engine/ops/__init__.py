@@ -34,17 +34,22 @@ def supported_ops() -> list[str]:
     return sorted(REGISTRY)
 
 
+def op_where(node, opset: int) -> str:
+    """`node 'n', opset 17` (plus the domain when not the default ONNX one)."""
+    domain = f"domain {node.domain}, " if node.domain not in ("", "ai.onnx") else ""
+    return f"node {node.name!r}, {domain}opset {opset}"
+
+
 def resolve(node, opset: int) -> Callable:
+    # The error names the operator, its domain and opset and the node, and
+    # nothing else: a list of every supported op buried what was wrong.
     versions = REGISTRY.get(node.op)
-    hint = f"supported ops: {', '.join(supported_ops())}"
     if versions is None:
-        raise UnsupportedOperatorError(f"operator {node.op} (node {node.name!r}, opset {opset}) is not supported",
-                                       hint=hint)
+        raise UnsupportedOperatorError(f"operator {node.op} ({op_where(node, opset)}) is not supported")
     usable = [v for v in versions if v <= opset]
     if not usable:
         raise UnsupportedOperatorError(
-            f"operator {node.op} (node {node.name!r}) has no rule for opset {opset} (rules from {min(versions)})",
-            hint=hint)
+            f"operator {node.op} ({op_where(node, opset)}) has no rule for this opset (rules from {min(versions)})")
     # _nhwc (engine.passes.to_kernel_layout) marks a node whose tensors are
     # NHWC; layout-agnostic rules ignore it, layout-aware ones read it. Same
     # for _precision (engine.passes.precision): a rule without a bf16 kernel
@@ -52,6 +57,5 @@ def resolve(node, opset: int) -> Callable:
     unknown = sorted(set(node.attrs) - KNOWN_ATTRS.get(node.op, set()) - {"_nhwc", "_precision"})
     if unknown:
         raise UnsupportedOperatorError(
-            f"operator {node.op} (node {node.name!r}, opset {opset}): unsupported attribute(s) {', '.join(unknown)}",
-            hint=hint)
+            f"operator {node.op} ({op_where(node, opset)}): unsupported attribute(s) {', '.join(unknown)}")
     return versions[max(usable)]

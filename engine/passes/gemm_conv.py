@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.ir import Graph, Node
+from engine.ir import Graph, Node, node_reads
 
 _MOVABLE_ATTRS = {"transA", "transB", "alpha", "beta", "_act", "_p0", "_p1"}
 
@@ -48,7 +48,7 @@ def gemm_as_pointwise_conv(graph: Graph) -> Graph:
     inits = graph.initializers
     names = set(inits) | {t.name for t in graph.inputs} | {t.name for t in graph.outputs}
     for n in graph.nodes:
-        names.update(n.inputs)
+        names.update(node_reads(n))  # outer-scope reads of If/Loop/Scan bodies too
         names.update(n.outputs)
 
     def unique(base: str) -> str:

@@ -89,15 +89,49 @@ def test_wrong_shape(relu_onnx):
 
 
 def test_unsupported_op(tmp_path):
-    g = helper.make_graph([helper.make_node("NonZero", ["x"], ["y"], name="nz")], "g",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
-                          [helper.make_tensor_value_info("y", TensorProto.INT64, [1, None])])
-    path = tmp_path / "nz.onnx"
+    """Names the op, node and opset, and nothing else (no list of every op)."""
+    g = helper.make_graph([helper.make_node("Det", ["x"], ["y"], name="det")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [])])
+    path = tmp_path / "det.onnx"
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
     sess = InferenceSession(path)
-    with pytest.raises(UnsupportedOperatorError,
-                       match=r"operator NonZero \(node 'nz', opset 13\) is not supported \(supported ops: Abs, .*Relu"):
-        sess.run(None, {"x": np.ones(3, np.float32)})
+    with pytest.raises(UnsupportedOperatorError) as e:
+        sess.run(None, {"x": np.ones((3, 3), np.float32)})
+    assert str(e.value) == "operator Det (node 'det', opset 13) is not supported"
+
+
+def test_unsupported_op_names_its_domain(tmp_path):
+    g = helper.make_graph([helper.make_node("Frobnicate", ["x"], ["y"], name="fb", domain="com.example")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])])
+    path = tmp_path / "fb.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)]),
+              path)
+    with pytest.raises(Exception) as e:
+        InferenceSession(path).run(None, {"x": np.ones(3, np.float32)})
+    text = str(e.value)
+    assert "Frobnicate" in text and "com.example" in text and "'fb'" in text, text
+    assert "supported ops" not in text and "\n" not in text and len(text) < 200, text
+
+
+def test_shape_error_names_node_shapes_and_model_input(tmp_path):
+    """A MaxPool window larger than the (padded) input that a small model
+    input led to: the node, its input shape and the model input shape."""
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["r"]),
+                           helper.make_node("MaxPool", ["r"], ["y"], name="pool", kernel_shape=[3, 3])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1, "H", "W"])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 1, "h", "w"])])
+    path = tmp_path / "pool.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    sess = InferenceSession(path, threads=1)
+    assert sess.run(None, {"x": np.ones((1, 1, 4, 4), np.float32)})[0].shape == (1, 1, 2, 2)
+    with pytest.raises(UnsupportedOperatorError) as e:
+        sess.run(None, {"x": np.ones((2, 1, 2, 2), np.float32)})
+    text = str(e.value)
+    assert text.startswith("MaxPool (node 'pool', opset 17): ") and "3x3" in text and "2x2" in text, text
+    assert text.endswith("; model inputs x [2, 1, 2, 2]"), text
+    assert "; node inputs r" in text and "supported ops" not in text and "\n" not in text, text
 
 
 def test_get_inputs_outputs(relu_onnx):
