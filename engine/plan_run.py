@@ -186,6 +186,10 @@ class PlanCache:
         self.capacity = max(1, int(capacity))
         self._plans: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
+        # plans built (put) and dropped for room: a workload whose shapes
+        # outrun the capacity shows as evictions growing with builds
+        self.builds = 0
+        self.evictions = 0
 
     def get(self, key):
         with self._lock:
@@ -198,8 +202,10 @@ class PlanCache:
         with self._lock:
             self._plans[key] = plan
             self._plans.move_to_end(key)
+            self.builds += 1
             while len(self._plans) > self.capacity:
                 self._plans.popitem(last=False)
+                self.evictions += 1
 
     def __len__(self) -> int:
         return len(self._plans)

@@ -89,15 +89,15 @@ def test_wrong_shape(relu_onnx):
 
 
 def test_unsupported_op(tmp_path):
-    g = helper.make_graph([helper.make_node("NonZero", ["x"], ["y"], name="nz")], "g",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
-                          [helper.make_tensor_value_info("y", TensorProto.INT64, [1, None])])
-    path = tmp_path / "nz.onnx"
+    g = helper.make_graph([helper.make_node("MatMulInteger", ["x", "x"], ["y"], name="mmi")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.UINT8, [3])],
+                          [helper.make_tensor_value_info("y", TensorProto.INT32, [])])
+    path = tmp_path / "mmi.onnx"
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
     sess = InferenceSession(path)
     with pytest.raises(UnsupportedOperatorError,
-                       match=r"operator NonZero \(node 'nz', opset 13\) is not supported \(supported ops: Abs, .*Relu"):
-        sess.run(None, {"x": np.ones(3, np.float32)})
+                       match=r"operator MatMulInteger \(node 'mmi', opset 13\) is not supported \(supported ops: Abs, .*Relu"):
+        sess.run(None, {"x": np.ones(3, np.uint8)})
 
 
 def test_get_inputs_outputs(relu_onnx):
