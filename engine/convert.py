@@ -29,6 +29,7 @@ from engine.kernels.levels import level
 from engine.onnx_import import import_file
 from engine.passes import passes_for, run_passes
 from engine.passes.precision import precision_of
+from engine.plan import NeedsValue
 from engine.quantize.accuracy import AccuracyReport, compare_outputs, limit_problems
 from engine.quantize.calibration import load_calibration
 from engine.session import InferenceSession, build_plan_for_graph
@@ -51,6 +52,7 @@ class PrecisionOptions:
     min_top1_agreement: float | None = None
     threads: int = 1
     shapes: dict[str, list[int]] | None = None  # random inputs' shapes by input name (else batch 1, symbolic dims 1)
+    max_shapes: dict[str, list[int]] | None = None  # the largest shapes served: planned too (the arena peak)
 
 
 @dataclass
@@ -118,6 +120,27 @@ def plan_default_shapes(graph: Graph, weights_blob=None) -> list[dict]:
     except Exception:  # noqa: BLE001 - shapes that need input values plan at run time
         return []
     return [{"inputs": {k: list(v) for k, v in shapes.items()}, "arena_bytes": int(plan.arena_bytes)}]
+
+
+def plan_max_shapes(graph: Graph, max_shapes: dict | None) -> list[dict]:
+    """Plan the spec's max_shapes, so the recorded arena peak is theirs."""
+    if not max_shapes:
+        return []
+    names = {t.name for t in graph.inputs}
+    if set(max_shapes) != names:
+        raise ConversionError(f"max_shapes name inputs {sorted(max_shapes)}, the model's inputs are {sorted(names)}")
+    for t in graph.inputs:
+        given = list(max_shapes[t.name])
+        if t.shape is not None and (len(given) != len(t.shape) or any(
+                isinstance(d, int) and d > 0 and d != g for d, g in zip(t.shape, given))):
+            raise ConversionError(f"max_shapes: {given} does not fit input {t.name!r} with dims {list(t.shape)}")
+    feeds = {t.name: np.zeros(max_shapes[t.name], t.dtype) for t in graph.inputs}
+    try:
+        plan = build_plan_for_graph(graph, feeds, nthreads=1)
+    except NeedsValue as need:
+        raise ConversionError(f"max_shapes: input {need.name!r} decides shapes by its values; "
+                              "the arena peak cannot be planned from shapes alone") from None
+    return [{"inputs": {k: list(v) for k, v in max_shapes.items()}, "arena_bytes": int(plan.arena_bytes)}]
 
 
 def _converted(src, precision: str, say) -> tuple[Graph, list[str]]:
@@ -215,7 +238,7 @@ def convert_file(src: str | Path, dst: str | Path, *, progress: Callable[[str], 
     notes: list[str] = []
     graph, passes, chosen, acc = _choose(src, opts, say, notes)
     say("planning default shapes")
-    planned = plan_default_shapes(graph)
+    planned = plan_default_shapes(graph) + plan_max_shapes(graph, opts.max_shapes)
     say(f"writing {dst}")
     extra = {"planned": planned, "passes": passes, "precision": chosen}
     if acc is not None:

@@ -125,6 +125,13 @@ class InferenceSession:
     def plans(self) -> list[ExecPlan]:
         return self._plans.plans()
 
+    @property
+    def plan_stats(self) -> dict:
+        """The plan cache (engine.plan_cache_size): plans held, its bound,
+        plans built and evicted since load."""
+        cache = self._plans
+        return {"plans": len(cache), "capacity": cache.capacity, "builds": cache.builds, "evictions": cache.evictions}
+
     # -- inference --
     def _check_feeds(self, feeds: dict) -> list[np.ndarray]:
         # The common case (exact names, ndarray of the right dtype and rank)
