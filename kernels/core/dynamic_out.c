@@ -210,15 +210,25 @@ static int nms_suppresses(nms_box p, nms_box q, float iou_threshold) {
     return inter / uni > iou_threshold;
 }
 
-typedef struct {
-    const float *s;
-} nms_scores;
+/* Candidates come off a binary max-heap (higher score first, then the
+ * lower index, as onnxruntime orders them): building it is linear and only
+ * the boxes looked at until max_output are kept pay a log-time pop, where
+ * sorting every candidate of a 6,300-anchor detector per class would not. */
+static int nms_before(const float *s, int64_t a, int64_t b) {
+    return s[a] > s[b] || (s[a] == s[b] && a < b);
+}
 
-static int nms_score_cmp(const void *pa, const void *pb, void *ctx) {
-    const float *s = ((const nms_scores *)ctx)->s;
-    int64_t ia = *(const int64_t *)pa, ib = *(const int64_t *)pb;
-    if (s[ia] != s[ib]) return s[ia] > s[ib] ? -1 : 1;
-    return (ia > ib) - (ia < ib);
+static void nms_sift_down(int64_t *h, int64_t n, int64_t i, const float *s) {
+    for (;;) {
+        int64_t l = 2 * i + 1, r = l + 1, top = i;
+        if (l < n && nms_before(s, h[l], h[top])) top = l;
+        if (r < n && nms_before(s, h[r], h[top])) top = r;
+        if (top == i) return;
+        int64_t t = h[i];
+        h[i] = h[top];
+        h[top] = t;
+        i = top;
+    }
 }
 
 int aie_x_nms(const aie_step_args *a) {
@@ -241,21 +251,23 @@ int aie_x_nms(const aie_step_args *a) {
             int64_t cand = 0;
             for (int64_t i = 0; i < nbox; i++)
                 if (!has_score || s[i] > score_threshold) order[cand++] = i;
-            nms_scores by = {s};
-            if (cand > 1) qsort_r(order, (size_t)cand, sizeof *order, nms_score_cmp, &by);
+            for (int64_t i = cand / 2 - 1; i >= 0; i--) nms_sift_down(order, cand, i, s);
             int64_t kept = 0;
-            for (int64_t r = 0; r < cand && kept < max_out; r++) {
-                nms_box p = nms_corners(boxes + (size_t)((b * nbox + order[r]) * 4), sp->center_point_box);
+            while (cand > 0 && kept < max_out) {
+                int64_t top = order[0];
+                order[0] = order[--cand];
+                nms_sift_down(order, cand, 0, s);
+                nms_box p = nms_corners(boxes + (size_t)((b * nbox + top) * 4), sp->center_point_box);
                 int keep = 1;
                 for (int64_t q = 0; q < kept && keep; q++)
                     keep = !nms_suppresses(
                         p, nms_corners(boxes + (size_t)((b * nbox + chosen[q]) * 4), sp->center_point_box),
                         iou_threshold);
                 if (!keep) continue;
-                chosen[kept++] = order[r];
+                chosen[kept++] = top;
                 out[total * 3] = b;
                 out[total * 3 + 1] = c;
-                out[total * 3 + 2] = order[r];
+                out[total * 3 + 2] = top;
                 total++;
             }
         }
