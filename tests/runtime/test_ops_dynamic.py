@@ -185,3 +185,11 @@ def test_detector_with_nms_in_the_graph_converts_runs_and_matches_onnxruntime(zo
     for batch in (1, 2):
         assert_matches_ort(path, model_zoo.random_inputs("detector_nms", batch=batch, seed=batch), sess)
     assert isinstance(sess.plans()[0], SegmentedPlan)
+
+
+def test_a_data_dependent_node_over_constants_is_folded_at_plan_time(tmp_path):
+    x = sparse((4, 5), 0.5)
+    check_op(tmp_path, "NonZero", {"x": x}, constants={"x": x}, opset=13, oracle="onnxruntime")
+    sess = InferenceSession(tmp_path / "NonZero.onnx", threads=1)
+    sess.run(None, {})
+    assert not isinstance(sess.plans()[0], SegmentedPlan)
