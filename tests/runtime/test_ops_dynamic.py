@@ -193,3 +193,19 @@ def test_a_data_dependent_node_over_constants_is_folded_at_plan_time(tmp_path):
     sess = InferenceSession(tmp_path / "NonZero.onnx", threads=1)
     sess.run(None, {})
     assert not isinstance(sess.plans()[0], SegmentedPlan)
+
+
+def test_topk_with_a_k_computed_from_data_cuts_the_plan_before_it(tmp_path):
+    nodes = [helper.make_node("ReduceMax", ["n"], ["k"], keepdims=1),  # K from values, not shapes
+             helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("TopK", ["r", "k"], ["v", "i"])]
+    model, path = save(tmp_path, nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 9]),
+                                         helper.make_tensor_value_info("n", TensorProto.INT64, [3])],
+                       [helper.make_tensor_value_info("v", TensorProto.FLOAT, [2, "K"]),
+                        helper.make_tensor_value_info("i", TensorProto.INT64, [2, "K"])], name="topk")
+    sess = InferenceSession(path, threads=1)
+    for n in ([1, 0, 4], [9, 2, 2], [0, 0, 0], [1, 0, 4]):
+        feeds = {"x": RNG.standard_normal((2, 9)).astype(np.float32), "n": np.array(n, np.int64)}
+        assert_outputs_match(sess.run(None, feeds), reference_outputs(model, feeds, "onnxruntime"), f"topk {n}")
+    [plan] = sess.plans()
+    assert isinstance(plan, SegmentedPlan) and plan.builds == 3  # one per K; the repeated K from the cache
