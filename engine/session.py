@@ -128,9 +128,11 @@ class InferenceSession:
     @property
     def plan_stats(self) -> dict:
         """The plan cache (engine.plan_cache_size): plans held, its bound,
-        plans built and evicted since load."""
+        plans built and evicted since load, and arenas of evicted plans that
+        new plans took over."""
         cache = self._plans
-        return {"plans": len(cache), "capacity": cache.capacity, "builds": cache.builds, "evictions": cache.evictions}
+        return {"plans": len(cache), "capacity": cache.capacity, "builds": cache.builds, "evictions": cache.evictions,
+                "arenas_reused": cache.donors.reused}
 
     # -- inference --
     def _check_feeds(self, feeds: dict) -> list[np.ndarray]:

@@ -43,7 +43,21 @@ def test_symbolic_dims_stay_symbolic_in_the_aie_and_plans_are_per_shape(tmp_path
     for width in (7, 33, 7, 20):
         assert_matches_ort(src, {"x": RNG.standard_normal((2, 3, 5, width)).astype(np.float32)}, sess)
     # 7 (built), 33 (built), 7 (hit), 20 (built, evicts 33)
-    assert sess.plan_stats == {"plans": 2, "capacity": 2, "builds": 3, "evictions": 1}
+    stats = sess.plan_stats
+    assert {k: stats[k] for k in ("plans", "capacity", "builds", "evictions")} == \
+        {"plans": 2, "capacity": 2, "builds": 3, "evictions": 1}
+
+
+def test_a_new_plan_takes_the_arena_of_an_evicted_one(tmp_path):
+    src = conv_model(tmp_path)
+    sess = InferenceSession(src, threads=1, plan_cache_size=1)
+    x = RNG.standard_normal((1, 3, 64, 600)).astype(np.float32)  # a plan arena over 2 MiB
+    assert_matches_ort(src, {"x": x}, sess)
+    for width in (599, 598, 597):  # each evicts the last; a little smaller: its arena fits
+        assert_matches_ort(src, {"x": x[..., :width].copy()}, sess)
+    assert sess.plan_stats["arenas_reused"] == 3
+    [plan] = sess.plans()
+    assert plan.arenas_created == plan.arenas_taken == 1  # the first plan's arena, still charged to it
 
 
 def test_max_shapes_are_planned_at_conversion(tmp_path):
