@@ -224,6 +224,10 @@ class ArenaDonors:
                         addresses.append(plan._free.pop())
                     self.reused += 1
                     return plan, addresses
+            # None fits: drop them, so their arenas leave the PLAN_ARENAS
+            # ledger before a new one is mapped (engine.arena.size holds
+            # as it did without donors).
+            self._plans.clear()
         return None
 
 

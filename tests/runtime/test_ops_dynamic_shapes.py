@@ -75,3 +75,24 @@ def test_bad_max_shapes_are_one_clear_error(tmp_path, max_shapes, match):
     with pytest.raises(ConversionError, match=match):
         convert_file(conv_model(tmp_path), tmp_path / "c.aie", precision=PrecisionOptions(max_shapes=max_shapes))
     assert not (tmp_path / "c.aie").exists()
+
+
+def test_donors_that_fit_no_new_plan_leave_the_arena_budget(tmp_path):
+    import gc
+
+    from engine.arena import PLAN_ARENAS, ArenaPolicy
+
+    src = conv_model(tmp_path)
+    policy = ArenaPolicy(hugepages=False, owner="conv")
+    sess = InferenceSession(src, threads=1, plan_cache_size=1, arena=policy)
+    x = RNG.standard_normal((1, 3, 256, 600)).astype(np.float32)  # a plan arena of several MiB
+    sess.run(None, {"x": x})
+    gc.collect()
+    # room for one plan arena of the larger shape only: a much smaller plan cannot take the donor,
+    # so the donor must be dropped before the new arena is charged
+    old, PLAN_ARENAS.limit = PLAN_ARENAS.limit, PLAN_ARENAS.used()
+    try:
+        assert_matches_ort(src, {"x": x[:, :, :8, :10].copy()}, sess)
+    finally:
+        PLAN_ARENAS.limit = old
+    assert sess.plan_stats["arenas_reused"] == 0
