@@ -133,6 +133,7 @@ class SegmentedPlan:
         self.label = "plan"
         self.arena_policy = first.plan.arena_policy
         self._empty: ExecPlan | None = None
+        self._later_names: dict[int, frozenset] = {}
 
     @property
     def builds(self) -> int:
@@ -150,10 +151,18 @@ class SegmentedPlan:
     def _configure(self, plan: ExecPlan) -> None:
         plan.arena_policy, plan.label = self.arena_policy, self.label
 
+    def _later(self, start: int) -> frozenset:
+        """Names read by nodes[start:] or returned: computed once per cut."""
+        later = self._later_names.get(start)
+        if later is None:
+            names = {t.name for t in self.graph.outputs}
+            for node in self.graph.nodes[start:]:
+                names |= names_used(node)
+            later = self._later_names[start] = frozenset(names)
+        return later
+
     def _segment(self, start: int, env: dict, consts: set[str]) -> Segment:
-        later: set[str] = {t.name for t in self.graph.outputs}
-        for node in self.graph.nodes[start:]:
-            later |= names_used(node)
+        later = self._later(start)
         inputs = sorted(n for n in env if n in later)
         while True:
             values = self.value_names.get(start, set())
@@ -168,7 +177,7 @@ class SegmentedPlan:
             except NeedsValue as need:
                 if need.name in values or env[need.name].size > MAX_CONST_CARRY:
                     raise UnsupportedOperatorError(
-                        f"tensor {need.name!r} determines shapes after a data-dependent node and has "
+                        f"tensor {need.name!r} determines shapes after a cut in the plan and has "
                         f"{env[need.name].size} elements (at most {MAX_CONST_CARRY} supported)") from None
                 self.value_names[start] = values | {need.name}
                 continue
