@@ -209,3 +209,15 @@ def test_topk_with_a_k_computed_from_data_cuts_the_plan_before_it(tmp_path):
         assert_outputs_match(sess.run(None, feeds), reference_outputs(model, feeds, "onnxruntime"), f"topk {n}")
     [plan] = sess.plans()
     assert isinstance(plan, SegmentedPlan) and plan.builds == 3  # one per K; the repeated K from the cache
+
+
+def test_the_server_does_not_batch_a_model_whose_outputs_do_not_follow_the_batch(zoo):
+    from engine.server.config import ModelConfig
+    from engine.server.models import LoadedModel
+
+    for name, batchable in (("detector_nms", False), ("detector", True)):
+        model = LoadedModel(ModelConfig(name=name, path=str(zoo(name)), max_batch_size=8), threads=1)
+        try:
+            assert model.batchable is batchable, name
+        finally:
+            model.close()
