@@ -211,7 +211,7 @@ class Arena:
         self.base_address = int(_lib().aie_arena_base(handle.value))
         self.size = int(_lib().aie_arena_reserved(handle.value))
         _live.add(self)
-        fallback = self.stats()["hugepage_fallback"]
+        fallback = self.stats(thp=False)["hugepage_fallback"]
         if fallback:
             with _fallbacks_lock:
                 _fallbacks[fallback] += 1
@@ -249,7 +249,10 @@ class Arena:
         """Free every block at once; earlier Blocks must not be used or freed afterwards."""
         _lib().aie_arena_reset(self.handle)
 
-    def stats(self) -> dict:
+    def stats(self, thp: bool = True) -> dict:
+        """thp=False skips thp_bytes (0): it reads /proc/self/smaps, tens of
+        ms in a process with many mappings, which a new plan arena (a
+        model whose shapes change every call) must not pay."""
         st = _Stats()
         if _lib().aie_arena_stats_get(self.handle, ctypes.byref(st)) != 0:
             raise ArenaError(_last_error(), where=self.name)
@@ -276,7 +279,7 @@ class Arena:
             "hugepage_fallback": HUGEPAGE_FALLBACKS[st.hugepage_fallback]
             if 0 <= st.hugepage_fallback < len(HUGEPAGE_FALLBACKS) else "unknown",
             "hugepage_bytes": st.hugepage_bytes,
-            "thp_bytes": _thp_bytes(self.base_address, st.reserved) if st.backing == 1 else 0,
+            "thp_bytes": _thp_bytes(self.base_address, st.reserved) if st.backing == 1 and thp else 0,
             "mlocked": bool(st.mlocked),
             "mlock_reason": st.mlock_reason.decode(errors="replace"),
             "prefaulted": bool(st.prefaulted),
@@ -386,7 +389,7 @@ class PlanArenas:
             else:
                 arena = Arena(nbytes + _HEADER, hugepages=policy.hugepages, mlock=policy.mlock,
                               page_size=policy.page_size, name=what)
-                st = arena.stats()
+                st = arena.stats(thp=False)
                 if policy.mlock and not st["mlocked"]:
                     arena.close()
                     raise ArenaError(f"{what}: engine.arena.mlock is on but {st['mlock_reason']}",

@@ -35,6 +35,7 @@ from engine.kernels.levels import level
 from engine.onnx_import import import_file
 from engine.passes import passes_for, run_passes
 from engine.passes.precision import precision_of
+from engine.plan import NeedsValue
 from engine.quantize.accuracy import AccuracyReport, compare_outputs, limit_problems
 from engine.quantize.calibration import load_calibration
 from engine.session import InferenceSession, build_plan_for_graph
@@ -57,6 +58,7 @@ class PrecisionOptions:
     min_top1_agreement: float | None = None
     threads: int = 1
     shapes: dict[str, list[int]] | None = None  # random inputs' shapes by input name (else batch 1, symbolic dims 1)
+    max_shapes: dict[str, list[int]] | None = None  # the largest shapes served: planned too (the arena peak)
 
 
 @dataclass
@@ -193,6 +195,27 @@ def prove_runs(src, graph: Graph, extra: dict, opts: "PrecisionOptions", say) ->
              "how": how}]
 
 
+def plan_max_shapes(graph: Graph, max_shapes: dict | None) -> list[dict]:
+    """Plan the spec's max_shapes, so the recorded arena peak is theirs."""
+    if not max_shapes:
+        return []
+    names = {t.name for t in graph.inputs}
+    if set(max_shapes) != names:
+        raise ConversionError(f"max_shapes name inputs {sorted(max_shapes)}, the model's inputs are {sorted(names)}")
+    for t in graph.inputs:
+        given = list(max_shapes[t.name])
+        if t.shape is not None and (len(given) != len(t.shape) or any(
+                isinstance(d, int) and d > 0 and d != g for d, g in zip(t.shape, given))):
+            raise ConversionError(f"max_shapes: {given} does not fit input {t.name!r} with dims {list(t.shape)}")
+    feeds = {t.name: np.zeros(max_shapes[t.name], t.dtype) for t in graph.inputs}
+    try:
+        plan = build_plan_for_graph(graph, feeds, nthreads=1)
+    except NeedsValue as need:
+        raise ConversionError(f"max_shapes: input {need.name!r} decides shapes by its values; "
+                              "the arena peak cannot be planned from shapes alone") from None
+    return [{"inputs": {k: list(v) for k, v in max_shapes.items()}, "arena_bytes": int(plan.arena_bytes)}]
+
+
 def _converted(src, precision: str, say) -> tuple[Graph, list[str]]:
     say(f"importing {src}")
     graph = import_file(src)
@@ -285,7 +308,10 @@ def convert_file(src: str | Path, dst: str | Path, *, progress: Callable[[str], 
     extra = {"passes": passes, "precision": chosen}
     if acc is not None:
         extra["accuracy"] = acc.as_json()
-    extra["planned"] = planned = prove_runs(src, graph, extra, opts, say)
+    planned = prove_runs(src, graph, extra, opts, say)
+    if opts.max_shapes:
+        say("planning max_shapes")
+    extra["planned"] = planned = planned + plan_max_shapes(graph, opts.max_shapes)
     say(f"writing {dst}")
     size = aie_format.write(dst, graph, extra)
     return ConversionSummary(

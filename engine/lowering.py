@@ -7,6 +7,7 @@ through the executor, which the rules reach through ctx.planner."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +29,25 @@ class NeedsValue(Exception):
     def __init__(self, name: str):
         super().__init__(name)
         self.name = name
+
+
+class RuntimeValueNeeded(UnsupportedOperatorError):
+    """A lowering needs the value of a tensor computed at run time (TopK's K
+    from a Shape/ReduceMax chain over data, a Reshape target computed from
+    data). The top-level planner catches it and ends the plan's segment
+    before the node (engine.plan_segments); elsewhere it is unsupported."""
+
+
+class BoundedOutputs:
+    """A data-dependent node's outputs (NonZero, Unique, NMS, ...): Values
+    sized for the most the input allows, the int64 [1] count the step
+    writes, and shape_of(count) -> the concrete shape of each output, whose
+    elements the kernel wrote packed at the start of its Value."""
+
+    __slots__ = ("values", "count", "shape_of")
+
+    def __init__(self, values: list, count, shape_of):
+        self.values, self.count, self.shape_of = values, count, shape_of
 
 
 def align(n: int) -> int:
@@ -62,7 +82,7 @@ class Value:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)  # not np.prod: called ~1,000 times per plan build
 
     @property
     def nbytes(self) -> int:
@@ -110,8 +130,9 @@ class LoweringContext:
             return v.const
         if v.origin is not None:
             raise NeedsValue(v.origin)
-        raise self.unsupported(f"input {i} ({what or self.node.inputs[i]}) is computed at run time; "
-                               "it must be a constant or derived from shapes")
+        raise RuntimeValueNeeded(
+            f"{self.node.op} (node {self.node.name!r}, opset {self.opset}): input {i} "
+            f"({what or self.node.inputs[i]}) is computed at run time; it must be a constant or derived from shapes")
 
     def unsupported(self, message: str) -> UnsupportedOperatorError:
         """The rule cannot lower this node (its shapes, dtypes or attributes):
@@ -130,6 +151,15 @@ class LoweringContext:
         v = self.planner.new_value(shape, dtype)
         self.outputs[i] = v
         return v
+
+    def bounded(self, values: list, count: Value, shape_of) -> None:
+        """Outputs whose shapes depend on values (see BoundedOutputs): the
+        planner ends its segment after this node and plans what follows
+        once the count is known."""
+        if len(self.planner.env) > 1:
+            raise self.unsupported("a data-dependent output shape inside a subgraph (If/Loop/Scan body)")
+        self.planner.bounded = BoundedOutputs(values, count, shape_of)
+        self.outputs = list(values)
 
     def set_out(self, i: int, value: Value) -> None:
         self.outputs[i] = value

@@ -24,7 +24,8 @@ from engine.kernels.abi import ExecPlan as _CPlan  # noqa: F401  (engine.server.
 # engine.plan_run). The names stay importable from here for the planner's
 # callers.
 from engine.lowering import (ALIGN, BLOB_PLAN, BLOB_WEIGHTS, LOC_ARENA, LOC_BLOB, LOC_INPUT,  # noqa: F401
-                             LOC_NONE, LOC_OUTPUT, Buffer, LoweringContext, NeedsValue, Step, Value, align)
+                             LOC_NONE, LOC_OUTPUT, BoundedOutputs, Buffer, LoweringContext, NeedsValue,
+                             RuntimeValueNeeded, Step, Value, align)
 from engine.ops import resolve, supported_ops
 from engine.ops.data import emit_copy
 from engine.plan_pack import (PARALLEL_MIN_BYTES, PARALLEL_MIN_FLOPS, assign_offsets, pack_plan,  # noqa: F401
@@ -43,6 +44,8 @@ class Planner:
         self.env: list[dict[str, Value]] = [{}]
         self.plan_consts: list[tuple[Buffer, np.ndarray]] = []
         self.model_inputs: dict[str, tuple] = {}  # the shapes planned for, named in lowering errors
+        # set by a data-dependent node's rule (LoweringContext.bounded)
+        self.bounded: BoundedOutputs | None = None
 
     # -- what lowering rules reach through ctx.planner --
     def supported_ops(self) -> list[str]:
@@ -92,24 +95,52 @@ class Planner:
     # -- lowering --
     def lower_nodes(self, nodes: list[Node]) -> None:
         for node in nodes:
-            inputs = [self.lookup(n) if n else None for n in node.inputs]
-            rule = resolve(node, self.opset)
+            self.lower_node(node)
+            if self.bounded is not None:
+                raise UnsupportedOperatorError(f"{node.op} (node {node.name!r}): a data-dependent output shape "
+                                               "where the plan cannot be split")
+
+    def lower_node(self, node: Node) -> None:
+        inputs = [self.lookup(n) if n else None for n in node.inputs]
+        rule = resolve(node, self.opset)
+        try:
+            if self.fold and node.op not in NO_FOLD and all(v is None or v.const is not None for v in inputs) \
+                    and not any(isinstance(a, Graph) for a in node.attrs.values()):
+                outs = fold_node(node, inputs, self.opset)
+            else:
+                ctx = LoweringContext(self, node, inputs)
+                rule(ctx)
+                outs = ctx.outputs
+                if self.bounded is not None:
+                    return  # its outputs are defined once the count is known
+        except RuntimeValueNeeded:
+            raise  # not an error: lower_segment cuts the plan before this node
+        except ConversionError as exc:
+            raise self._with_shapes(exc, node, inputs) from None
+        for name, value in zip(node.outputs, outs):
+            if name:
+                if value is None:
+                    raise UnsupportedOperatorError(
+                        f"{node.op} (node {node.name!r}): optional output {name!r} is not supported")
+                self.define(name, value)
+
+    def lower_segment(self, nodes: list[Node], start: int) -> int:
+        """Lower nodes[start:] until one needs what only a run can tell:
+        returns the index of the first node not in this segment. The segment
+        ends after a data-dependent node (self.bounded is set) or before a
+        node that needs a computed tensor's value (engine.plan_segments)."""
+        for i in range(start, len(nodes)):
+            mark = len(self.steps)
             try:
-                if self.fold and node.op not in NO_FOLD and all(v is None or v.const is not None for v in inputs) \
-                        and not any(isinstance(a, Graph) for a in node.attrs.values()):
-                    outs = fold_node(node, inputs, self.opset)
-                else:
-                    ctx = LoweringContext(self, node, inputs)
-                    rule(ctx)
-                    outs = ctx.outputs
-            except ConversionError as exc:
-                raise self._with_shapes(exc, node, inputs) from None
-            for name, value in zip(node.outputs, outs):
-                if name:
-                    if value is None:
-                        raise UnsupportedOperatorError(
-                            f"{node.op} (node {node.name!r}): optional output {name!r} is not supported")
-                    self.define(name, value)
+                self.lower_node(nodes[i])
+            except RuntimeValueNeeded:
+                if i == start:
+                    raise
+                del self.steps[mark:]  # whatever the rule emitted before it asked
+                return i
+            if self.bounded is not None:
+                return i + 1
+        return len(nodes)
 
     def _with_shapes(self, exc: ConversionError, node: Node, inputs: list) -> ConversionError:
         """exc with the node's input shapes and the model input shapes this
@@ -169,6 +200,8 @@ def fold_node(node: Node, inputs: list[Value | None], opset: int) -> list[Value 
     ctx = LoweringContext(sub, node, inputs)
     resolve(node, opset)(ctx)
     outs = ctx.outputs
+    if sub.bounded is not None:
+        return fold_bounded(sub, sub.bounded)
     if all(o is None or (o.const is not None) for o in outs):
         return outs
     live = [o for o in outs if o is not None]
@@ -176,6 +209,26 @@ def fold_node(node: Node, inputs: list[Value | None], opset: int) -> list[Value 
     arrays = plan.run(0, [], 1)
     it = iter(arrays)
     return [None if o is None else Value(o.shape, o.dtype, const=next(it)) for o in outs]
+
+
+def fold_bounded(sub: Planner, bounded: BoundedOutputs) -> list[Value | None]:
+    """A data-dependent node over constants: run it, then cut its outputs."""
+    live = [v for v in bounded.values if v is not None]
+    arrays = sub.finish(live + [bounded.count]).run(0, [], 1)
+    trimmed = trim_bounded(bounded, arrays[:-1], int(arrays[-1][0]))
+    it = iter(trimmed)
+    return [None if v is None else Value(a.shape, a.dtype, const=a)
+            for v, a in ((v, next(it) if v is not None else None) for v in bounded.values)]
+
+
+def trim_bounded(bounded: BoundedOutputs, arrays: list[np.ndarray], count: int) -> list[np.ndarray]:
+    """The live outputs' packed prefixes as arrays of their concrete shapes."""
+    shapes = [s for v, s in zip(bounded.values, bounded.shape_of(count)) if v is not None]
+    out = []
+    for arr, shape in zip(arrays, shapes):
+        n = int(np.prod(shape, dtype=np.int64))
+        out.append(arr.reshape(-1)[:n].reshape(shape))
+    return out
 
 
 def onnx_dtype(dtype: np.dtype) -> int:

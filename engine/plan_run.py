@@ -35,12 +35,16 @@ class ExecPlan:
     _free: list = field(default_factory=list)
     _keep: list = field(default_factory=list)  # owners of the arena blocks
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    arenas_created: int = 0
+    arenas_created: int = 0  # arenas this plan holds: mapped for it, or taken from a donor
+    arenas_taken: int = 0  # of those, taken over from an evicted plan (ArenaDonors)
     arena_backing: str = "numpy"
     # Set by the session that owns the plan: how its arenas are backed, and
     # the model and input shapes, named when engine.arena.size refuses one.
     arena_policy: ArenaPolicy = field(default_factory=ArenaPolicy)
     label: str = "plan"
+    # Set by the PlanCache holding the plan: arenas of plans it evicted,
+    # which a new plan takes instead of mapping (and prefaulting) its own.
+    donors: "ArenaDonors | None" = None
 
     def __post_init__(self):
         self.cplan = _CPlan(len(self.steps), self.steps.ctypes.data, len(self.tensors), self.tensors.ctypes.data,
@@ -76,6 +80,17 @@ class ExecPlan:
             return address
 
     def _new_arena(self) -> int:
+        if self.donors is not None:
+            taken = self.donors.take(self.arena_bytes)
+            if taken is not None:
+                donor, addresses = taken
+                # The donor (and its place in the PLAN_ARENAS ledger) lives
+                # as long as this plan uses its arenas.
+                self._keep.append(donor)
+                self.arenas_taken += 1
+                self.arena_backing = donor.arena_backing
+                self._free.extend(addresses[1:])
+                return addresses[0]
         # From the process's plan-arena ledger (engine.arena.PLAN_ARENAS):
         # large ones from the kernels' allocator (2 MiB hugepages when the
         # policy asks and the pool has them, else THP/normal pages; prefaulted
@@ -226,15 +241,59 @@ def _exec_fn():
     return _EXEC_FN
 
 
+class ArenaDonors:
+    """Plans a PlanCache evicted, kept (at most `capacity`) for their idle
+    arenas: a model whose shapes change every call then builds plans
+    without mapping a new arena each time. A plan takes a donor whose
+    arenas are at least its size and at most twice it (plus one hugepage),
+    so reuse never holds much more memory than a fresh arena would."""
+
+    def __init__(self, capacity: int = 2):
+        self.capacity = capacity
+        self._plans: list = []
+        self._lock = threading.Lock()
+        self.reused = 0
+
+    def offer(self, plan) -> None:
+        if not isinstance(plan, ExecPlan) or not plan._free:
+            return
+        with self._lock:
+            self._plans.append(plan)
+            del self._plans[:-self.capacity]
+
+    def take(self, nbytes: int):
+        """(donor plan, its idle arena addresses) or None."""
+        with self._lock:
+            for i, plan in enumerate(self._plans):
+                if nbytes <= plan.arena_bytes <= 2 * nbytes + (2 << 20) and plan._free:
+                    del self._plans[i]
+                    addresses = []
+                    while plan._free:
+                        addresses.append(plan._free.pop())
+                    self.reused += 1
+                    return plan, addresses
+            # None fits: drop them, so their arenas leave the PLAN_ARENAS
+            # ledger before a new one is mapped (engine.arena.size holds
+            # as it did without donors).
+            self._plans.clear()
+        return None
+
+
 class PlanCache:
     """Bounded LRU of plans per input signature (shapes, plus values of inputs
-    a lowering needed at plan time). Evicted plans free their arenas."""
+    a lowering needed at plan time). Evicted plans lend their idle arenas
+    to the next plans built (ArenaDonors), else free them."""
 
     def __init__(self, capacity: int, on_evict=None):
         self.capacity = max(1, int(capacity))
         self._on_evict = on_evict
         self._plans: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
+        # plans built (put) and dropped for room: a workload whose shapes
+        # outrun the capacity shows as evictions growing with builds
+        self.builds = 0
+        self.evictions = 0
+        self.donors = ArenaDonors()
 
     def get(self, key):
         with self._lock:
@@ -245,12 +304,17 @@ class PlanCache:
 
     def put(self, key, plan) -> None:
         with self._lock:
+            if isinstance(plan, ExecPlan):
+                plan.donors = self.donors
             self._plans[key] = plan
             self._plans.move_to_end(key)
+            self.builds += 1
             while len(self._plans) > self.capacity:
-                old, _ = self._plans.popitem(last=False)
+                old, evicted = self._plans.popitem(last=False)
+                self.evictions += 1
                 if self._on_evict is not None:
                     self._on_evict(old)
+                self.donors.offer(evicted)
 
     def __len__(self) -> int:
         return len(self._plans)

@@ -30,7 +30,8 @@ from engine.kernels.gemm_lowp import paths as lowp_paths
 from engine.onnx_import import import_file
 from engine.passes import run_passes
 from engine.passes.precision import precision_of
-from engine.plan import BLOB_WEIGHTS, LOC_BLOB, LOC_INPUT, Buffer, ExecPlan, NeedsValue, PlanCache, Planner, Value
+from engine.plan import ExecPlan, NeedsValue, PlanCache
+from engine.plan_segments import plan_graph
 
 DEFAULT_PLAN_CACHE_SIZE = 16  # engine.plan_cache_size default (sysconfig schema)
 # Inputs whose values shape the plan (e.g. a Reshape target fed as an input)
@@ -56,23 +57,8 @@ class NodeArg:
 
 def build_plan_for_graph(graph: Graph, feeds: dict[str, np.ndarray], *, nthreads: int = 1,
                          value_inputs: frozenset = frozenset(), weights: np.ndarray | None = None) -> ExecPlan:
-    planner = Planner(graph.opset, nthreads=nthreads)
-    planner.model_inputs = {t.name: feeds[t.name].shape for t in graph.inputs}
-    base = weights.ctypes.data if weights is not None and weights.size else None
-    for name, arr in graph.initializers.items():
-        v = Value(arr.shape, arr.dtype, const=arr)
-        if base is not None and arr.nbytes:
-            # Initializers are views into the weights blob: address them in place.
-            v.buf = Buffer(LOC_BLOB, arr.nbytes, index=BLOB_WEIGHTS, offset=arr.ctypes.data - base)
-        planner.define(name, v)
-    for i, t in enumerate(graph.inputs):
-        arr = feeds[t.name]
-        v = Value(arr.shape, arr.dtype, buf=Buffer(LOC_INPUT, arr.nbytes, index=i), origin=t.name)
-        if t.name in value_inputs:
-            v.const = arr.copy()
-        planner.define(t.name, v)
-    planner.lower_nodes(graph.nodes)
-    return planner.finish([planner.lookup(t.name) for t in graph.outputs])
+    # an ExecPlan, or a SegmentedPlan where shapes depend on values (engine.plan_segments)
+    return plan_graph(graph, feeds, nthreads=nthreads, value_inputs=value_inputs, weights=weights)
 
 
 def describe_shapes(model: str, shapes: dict) -> str:
@@ -142,6 +128,15 @@ class InferenceSession:
 
     def plans(self) -> list[ExecPlan]:
         return self._plans.plans()
+
+    @property
+    def plan_stats(self) -> dict:
+        """The plan cache (engine.plan_cache_size): plans held, its bound,
+        plans built and evicted since load, and arenas of evicted plans that
+        new plans took over."""
+        cache = self._plans
+        return {"plans": len(cache), "capacity": cache.capacity, "builds": cache.builds, "evictions": cache.evictions,
+                "arenas_reused": cache.donors.reused}
 
     # -- inference --
     def _check_feeds(self, feeds: dict) -> list[np.ndarray]:

@@ -8,6 +8,13 @@ with Reshape/Transpose/Sigmoid/Slice into
   boxes  [N, 1575, 4]  sigmoid box coordinates (cx, cy, w, h) in [0, 1]
   scores [N, 1575, 8]  objectness x class probability
 Random weights: the outputs are shaped like detections, not meaningful ones.
+
+detector_nms: the same network at 320x320 with the post-processing in the
+graph, as detectors are exported for serving: NonMaxSuppression per class
+(center boxes, IoU 0.5, score 0.25, at most 20 per class) and the kept
+boxes and scores gathered by its indices:
+  selected [K, 3] (batch, class, anchor), det_boxes [K, 4], det_scores [K]
+with K known only at run time.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import onnx
 from models.graph_builder import FLOAT, GraphBuilder
 
 SIZE, CLASSES, ANCHORS = 160, 8, 3
+NMS_SIZE = 320
 PER_ANCHOR = 5 + CLASSES
 
 
@@ -52,7 +60,28 @@ def _slice_last(g: GraphBuilder, x: str, start: int, end: int) -> str:
 
 def detector() -> onnx.ModelProto:
     g = GraphBuilder("detector", seed=106)
-    x = g.input("images", FLOAT, ["N", 3, SIZE, SIZE])
+    _detector_body(g, SIZE)
+    return g.model("YOLO-style detector head 3x160x160, 8 classes, random weights.")
+
+
+def detector_nms(size: int = NMS_SIZE) -> onnx.ModelProto:
+    g = GraphBuilder("detector_nms", seed=107)
+    boxes, scores = _detector_body(g, size, outputs=False)
+    scores_t = g.op("Transpose", [scores], perm=[0, 2, 1])  # [N, classes, anchors], as NMS takes them
+    selected = g.op("NonMaxSuppression", [boxes, scores_t, g.const([20], "max_out", np.int64),
+                                          g.const([0.5], "iou"), g.const([0.25], "score_min")],
+                    center_point_box=1, outputs=["selected"])
+    batch_anchor = g.op("Gather", [selected, g.const([0, 2], "cols", np.int64)], axis=1)
+    g.op("GatherND", [boxes, batch_anchor], outputs=["det_boxes"])
+    g.op("GatherND", [scores_t, selected], outputs=["det_scores"])
+    g.output("selected", onnx.TensorProto.INT64, ["K", 3])
+    g.output("det_boxes", FLOAT, ["K", 4])
+    g.output("det_scores", FLOAT, ["K"])
+    return g.model(f"YOLO-style detector 3x{size}x{size}, 8 classes, NMS in the graph, random weights.")
+
+
+def _detector_body(g: GraphBuilder, size: int, outputs: bool = True) -> tuple[str, str]:
+    x = g.input("images", FLOAT, ["N", 3, size, size])
     x = g.conv_bn(x, 3, 16, 3, 2, act="SiLU")                      # 80x80
     x = g.conv_bn(x, 16, 32, 3, 2, act="SiLU")                     # 40x40
     x = _csp_block(g, x, 32)
@@ -66,11 +95,13 @@ def detector() -> onnx.ModelProto:
              kernel_shape=[2, 2], strides=[2, 2])
     n3 = g.conv_bn(g.op("Concat", [g.activation(t, "SiLU"), p3], axis=1), 96, 64, 3, act="SiLU")  # 20x20
 
-    heads = [_head(g, n3, 64, SIZE // 8), _head(g, n4, 64, SIZE // 16), _head(g, p5, 128, SIZE // 32)]
+    heads = [_head(g, n3, 64, size // 8), _head(g, n4, 64, size // 16), _head(g, p5, 128, size // 32)]
     raw = g.op("Sigmoid", [g.op("Concat", heads, axis=1)])
+    if not outputs:
+        return _slice_last(g, raw, 0, 4), g.op("Mul", [_slice_last(g, raw, 4, 5), _slice_last(g, raw, 5, PER_ANCHOR)])
     g.op("Identity", [_slice_last(g, raw, 0, 4)], outputs=["boxes"])
     g.op("Mul", [_slice_last(g, raw, 4, 5), _slice_last(g, raw, 5, PER_ANCHOR)], outputs=["scores"])
-    anchors = ANCHORS * sum((SIZE // s) ** 2 for s in (8, 16, 32))
+    anchors = ANCHORS * sum((size // s) ** 2 for s in (8, 16, 32))
     g.output("boxes", FLOAT, ["N", anchors, 4])
     g.output("scores", FLOAT, ["N", anchors, CLASSES])
-    return g.model("YOLO-style detector head 3x160x160, 8 classes, random weights.")
+    return "boxes", "scores"

@@ -55,6 +55,8 @@ ZOO: dict[str, Entry] = {
     "mlp": Entry(classifiers.mlp, "MLP 784-512-512-10, input [N,784] -> logits [N,10]"),
     "cnn_bn": Entry(classifiers.cnn_bn, "CNN with Conv+BatchNorm+Relu, input [N,3,32,32] -> logits [N,10]"),
     "detector": Entry(detector.detector, "YOLO-style detector, images [N,3,160,160] -> boxes, scores"),
+    "detector_nms": Entry(detector.detector_nms, "the detector at 320x320 with NonMaxSuppression in the graph, "
+                          "images [N,3,320,320] -> selected [K,3], det_boxes [K,4], det_scores [K]"),
     "bert_mini": Entry(bert_mini.bert_mini, "BERT-mini encoder, input_ids/attention_mask int64 [N,S]"),
     "mobilenetv2": Entry(classifiers.mobilenetv2, "MobileNetV2 width 1.0, input [N,3,224,224] -> logits [N,1000]"),
     "resnet18": Entry(classifiers.resnet18, "ResNet-18, input [N,3,224,224] -> logits [N,1000]"),
@@ -184,6 +186,7 @@ def random_inputs(name: str, batch: int = 1, seed: int = 0, seq: int = 128) -> d
         return {"input_ids": ids, "attention_mask": mask}
     shapes = {"digits": ("image", (1, 28, 28)), "mlp": ("input", (784,)), "cnn_bn": ("input", (3, 32, 32)),
               "detector": ("images", (3, detector.SIZE, detector.SIZE)),
+              "detector_nms": ("images", (3, detector.NMS_SIZE, detector.NMS_SIZE)),
               "mobilenetv2": ("input", (3, 224, 224)), "resnet18": ("input", (3, 224, 224))}
     if name not in shapes:
         raise ZooError(f"unknown model {name!r} (expected one of: {', '.join(NAMES)})")

@@ -38,6 +38,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("plan packing", ("engine.plan_pack",)),
     ("op lowerings", ("engine.ops",)),
     ("plans", ("engine.plan",)),
+    ("segmented plans", ("engine.plan_segments",)),
     ("graph passes", ("engine.passes",)),
     ("runtime", ("engine.session", "engine.runtime")),
     ("quantization", ("engine.quantize",)),

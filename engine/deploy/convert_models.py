@@ -19,7 +19,7 @@ def precision_options(model: dict) -> PrecisionOptions:
     inputs at its shapes."""
     return PrecisionOptions(model.get("precision", "fp32"), sample=model.get("sample"),
                             max_rel_err=model.get("max_rel_err"), min_top1_agreement=model.get("min_top1_agreement"),
-                            shapes=model.get("shapes"))
+                            shapes=model.get("shapes"), max_shapes=model.get("max_shapes"))
 
 
 def convert_spec_models(spec_paths, out_dir: str | Path, *, progress: Callable[[str], None] | None = None

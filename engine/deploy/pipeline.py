@@ -201,9 +201,11 @@ class Pipeline:
                 raise DeployError(f"model {name!r}: sample file not found", where=str(sample),
                                   hint=f"fix engine.models[{name}].sample in the spec")
             labels = [sample.with_suffix(".json")] if sample and sample.with_suffix(".json").is_file() else []
-            shapes = model.get("shapes")
+            # the smoke input: shapes, else the largest shapes served
+            shapes = model.get("shapes") or model.get("max_shapes")
             precision = precision_options(model)
             inputs = digest(source, *([sample] if sample else []), *labels, json.dumps(shapes, sort_keys=True),
+                            json.dumps(model.get("max_shapes"), sort_keys=True),
                             json.dumps([precision.precision, precision.max_rel_err, precision.min_top1_agreement]),
                             kernels_so, *converter)
 

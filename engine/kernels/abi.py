@@ -27,7 +27,7 @@ Op = enum.IntEnum('Op', {'COPY': 1, 'FILL': 2, 'UNARY': 3, 'BINARY': 4, 'CAST': 
     'CONV_PACK': 23, 'GLOBAL_POOL': 24, 'GEMM_PACKED': 25, 'BITSHIFT': 26, 'CUMPROD': 27, 'TOPK': 28,
     'SCATTER_ELEMENTS': 29, 'SCATTER_ND': 30, 'GATHER_ND': 31, 'GRID_SAMPLE': 32, 'RMS_NORM': 33, 'ATTENTION': 34,
     'GEMM_BF16_PACKED': 35, 'CONV_BF16': 36, 'GEMM_U8S8_PACKED': 37, 'CONV_U8S8': 38, 'QUANTIZE': 39,
-    'DEQUANTIZE': 40, 'LUT_U8': 41})
+    'DEQUANTIZE': 40, 'LUT_U8': 41, 'NONZERO': 56, 'COMPRESS': 57, 'UNIQUE': 58, 'NMS': 59})
 
 # AIE_U_*
 Unary = enum.IntEnum('Unary', {'IDENTITY': 0, 'RELU': 1, 'CLIP': 2, 'GELU': 3, 'GELU_TANH': 4, 'SIGMOID': 5,
@@ -59,7 +59,8 @@ OP_NAMES = {Op.COPY: 'copy', Op.FILL: 'fill', Op.UNARY: 'unary', Op.BINARY: 'bin
     Op.TOPK: 'topk', Op.SCATTER_ELEMENTS: 'scatter_elements', Op.SCATTER_ND: 'scatter_nd', Op.GATHER_ND: 'gather_nd',
     Op.GRID_SAMPLE: 'grid_sample', Op.RMS_NORM: 'rms_norm', Op.ATTENTION: 'attention',
     Op.GEMM_BF16_PACKED: 'gemm_bf16_packed', Op.CONV_BF16: 'conv_bf16', Op.GEMM_U8S8_PACKED: 'gemm_u8s8_packed',
-    Op.CONV_U8S8: 'conv_u8s8', Op.QUANTIZE: 'quantize', Op.DEQUANTIZE: 'dequantize', Op.LUT_U8: 'lut_u8'}
+    Op.CONV_U8S8: 'conv_u8s8', Op.QUANTIZE: 'quantize', Op.DEQUANTIZE: 'dequantize', Op.LUT_U8: 'lut_u8',
+    Op.NONZERO: 'nonzero', Op.COMPRESS: 'compress', Op.UNIQUE: 'unique', Op.NMS: 'nms'}
 # Unary op -> its lower-case name (the aie_unary API's names)
 UNARY_NAMES = {Unary.IDENTITY: 'identity', Unary.RELU: 'relu', Unary.CLIP: 'clip', Unary.GELU: 'gelu',
     Unary.GELU_TANH: 'gelu_tanh', Unary.SIGMOID: 'sigmoid', Unary.SILU: 'silu', Unary.HARDSWISH: 'hardswish',
@@ -390,6 +391,34 @@ class GatherNdStep(Int64Struct):
     TAIL = 'dims'
 
 
+class NonzeroStep(Int64Struct):
+    """aie_nonzero_step; followed by the int64 array dims[]."""
+
+    _fields_ = [('dtype', ctypes.c_int64), ('rank', ctypes.c_int64)]
+    TAIL = 'dims'
+
+
+class CompressStep(Int64Struct):
+    """aie_compress_step."""
+
+    _fields_ = [('esize', ctypes.c_int64), ('outer', ctypes.c_int64), ('n', ctypes.c_int64),
+        ('inner', ctypes.c_int64), ('m', ctypes.c_int64)]
+
+
+class UniqueStep(Int64Struct):
+    """aie_unique_step."""
+
+    _fields_ = [('dtype', ctypes.c_int64), ('outer', ctypes.c_int64), ('n', ctypes.c_int64),
+        ('inner', ctypes.c_int64), ('sorted', ctypes.c_int64)]
+
+
+class NmsStep(Int64Struct):
+    """aie_nms_step."""
+
+    _fields_ = [('batches', ctypes.c_int64), ('classes', ctypes.c_int64), ('boxes', ctypes.c_int64),
+        ('center_point_box', ctypes.c_int64)]
+
+
 # Opcode -> its parameter struct (the step's int64 words start with one)
 OP_PARAMS = {Op.COPY: CopyStep, Op.FILL: FillStep, Op.UNARY: UnaryStep, Op.BINARY: BinaryStep, Op.CAST: CastStep,
     Op.WHERE: WhereStep, Op.GATHER: GatherStep, Op.REDUCE: ReduceStep, Op.SOFTMAX: SoftmaxStep, Op.MATMUL: MatmulStep,
@@ -401,7 +430,7 @@ OP_PARAMS = {Op.COPY: CopyStep, Op.FILL: FillStep, Op.UNARY: UnaryStep, Op.BINAR
     Op.SCATTER_ND: ScatterNdStep, Op.GATHER_ND: GatherNdStep, Op.GRID_SAMPLE: GridSampleStep, Op.RMS_NORM: NormStep,
     Op.ATTENTION: AttentionStep, Op.GEMM_BF16_PACKED: GemmBf16PackedStep, Op.CONV_BF16: ConvStep,
     Op.GEMM_U8S8_PACKED: GemmU8s8Step, Op.CONV_U8S8: ConvU8s8Step, Op.QUANTIZE: QcastStep, Op.DEQUANTIZE: QcastStep,
-    Op.LUT_U8: LutStep}
+    Op.LUT_U8: LutStep, Op.NONZERO: NonzeroStep, Op.COMPRESS: CompressStep, Op.UNIQUE: UniqueStep, Op.NMS: NmsStep}
 
 # C name -> struct class, for the layout test
 STRUCTS = {'aie_exec_plan': ExecPlan, 'aie_step_record': StepRecord, 'aie_tensor_record': TensorRecord,
@@ -417,4 +446,5 @@ STRUCTS = {'aie_exec_plan': ExecPlan, 'aie_step_record': StepRecord, 'aie_tensor
     'aie_copy_step': CopyStep, 'aie_binary_step': BinaryStep, 'aie_where_step': WhereStep,
     'aie_reduce_step': ReduceStep, 'aie_pad_step': PadStep, 'aie_bitshift_step': BitshiftStep,
     'aie_gather_elements_step': GatherElementsStep, 'aie_scatter_elements_step': ScatterElementsStep,
-    'aie_scatter_nd_step': ScatterNdStep, 'aie_gather_nd_step': GatherNdStep}
+    'aie_scatter_nd_step': ScatterNdStep, 'aie_gather_nd_step': GatherNdStep, 'aie_nonzero_step': NonzeroStep,
+    'aie_compress_step': CompressStep, 'aie_unique_step': UniqueStep, 'aie_nms_step': NmsStep}

@@ -59,6 +59,10 @@ int aie_x_rms_norm(const aie_step_args *a);
 int aie_x_attention(const aie_step_args *a);
 int aie_x_gemm_bf16_packed(const aie_step_args *a);
 int aie_x_conv_bf16(const aie_step_args *a);
+int aie_x_nonzero(const aie_step_args *a);
+int aie_x_compress(const aie_step_args *a);
+int aie_x_unique(const aie_step_args *a);
+int aie_x_nms(const aie_step_args *a);
 size_t aie_attention_workspace(int64_t tile, int64_t L, int64_t dk, int64_t dv, int64_t workers);
 
 /* Size in bytes of a dtype code; 0 when unknown. */

@@ -93,6 +93,17 @@ extern "C" {
  *   TOPK      t: values, indices (int64), x, workspace (n int64).
  *             ip: aie_axis_step (k, largest). Sorted; equal values keep the
  *             lower index first.
+ *   NONZERO   t: y (int64, room for [rank, numel]), count (int64 [1]), x.
+ *             ip: aie_nonzero_step. y holds [rank, count] packed.
+ *   COMPRESS  t: y (room for [outer, n, inner]), count, x, condition (bool
+ *             [m]). ip: aie_compress_step. y holds [outer, count, inner].
+ *   UNIQUE    t: y, indices, inverse, counts (int64), count, x, workspace
+ *             (4n int64). ip: aie_unique_step. y holds [outer, count, inner].
+ *   NMS       t: selected (int64, room for [batches*classes*boxes, 3]),
+ *             count, boxes, scores, max_output (int64 [1] or NONE), iou
+ *             threshold (f32 [1] or NONE), score threshold (or NONE),
+ *             workspace (2 boxes int64). ip: aie_nms_step. onnxruntime's
+ *             order and float IoU.
  *   SCATTER_ELEMENTS t: out (holding a copy of data), indices, updates.
  *             ip: aie_scatter_elements_step.
  *   SCATTER_ND t: out (holding a copy of data), indices (int64), updates.

@@ -1,0 +1,233 @@
+"""Plans for graphs whose shapes depend on values: a chain of static
+segments, each planned per concrete shape.
+
+Planning walks the nodes as engine.plan does. A segment ends
+- after a data-dependent node (NonZero, Unique, NonMaxSuppression, Compress
+  with a computed condition): its kernel writes into outputs sized for the
+  most its input allows and stores the count it produced; or
+- before a node whose lowering needs the value of a tensor computed at run
+  time (TopK's K, a Reshape target computed from data).
+A run executes segment 0, cuts the bounded outputs to their counts (views,
+no copy), then looks up the next segment's plan for the shapes (and the
+values a lowering asked for) it now has, building it on first use. Later
+segments are cached per (start node, input shapes, needed values) in a
+bounded LRU of their own; segment 0 is the plan the session caches for the
+graph's input shapes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.errors import UnsupportedOperatorError
+from engine.ir import Graph
+from engine.plan import (BLOB_WEIGHTS, LOC_BLOB, LOC_INPUT, Buffer, ExecPlan, NeedsValue, PlanCache, Planner, Value,
+                         trim_bounded)
+from engine.plan_run import BoundRun
+
+# A segment's outputs small enough to key later plans by value stay
+# plan-time constants for the next segment (shape arithmetic crossing a cut).
+MAX_CONST_CARRY = 4096
+SEGMENT_CACHE_SIZE = 16  # later segments' plans per segmented plan
+
+
+def define_initializers(planner: Planner, graph: Graph, weights: np.ndarray | None) -> None:
+    base = weights.ctypes.data if weights is not None and weights.size else None
+    for name, arr in graph.initializers.items():
+        v = Value(arr.shape, arr.dtype, const=arr)
+        if base is not None and arr.nbytes:
+            # Initializers are views into the weights blob: address them in place.
+            v.buf = Buffer(LOC_BLOB, arr.nbytes, index=BLOB_WEIGHTS, offset=arr.ctypes.data - base)
+        planner.define(name, v)
+
+
+def names_used(node) -> set[str]:
+    """Every name a node reads, its subgraphs' outer-scope reads included."""
+    used = {n for n in node.inputs if n}
+    for a in node.attrs.values():
+        if isinstance(a, Graph):
+            for inner in a.nodes:
+                used |= names_used(inner)
+            used |= {t.name for t in a.outputs}
+    return used
+
+
+class Segment:
+    """One static piece: its plan, the names its inputs carry (in order),
+    the names its outputs define, which of those are plan-time constants,
+    and the data-dependent node's cut, if it ends with one."""
+
+    def __init__(self, plan: ExecPlan, inputs: list[str], outputs: list[str], consts: set[str], end: int,
+                 bounded=None, bounded_names=()):
+        self.plan, self.inputs, self.outputs, self.consts, self.end = plan, inputs, outputs, consts, end
+        self.bounded, self.bounded_names = bounded, list(bounded_names)
+
+
+def plan_segment(graph: Graph, start: int, env: dict[str, np.ndarray], inputs: list[str], consts: set[str],
+                 *, nthreads: int, weights: np.ndarray | None) -> Segment:
+    """Plan nodes[start:] up to the next cut, reading `inputs` (in this
+    order) from the run; names in `consts` are plan-time values too.
+    Raises NeedsValue for an input whose value a lowering needs."""
+    planner = Planner(graph.opset, nthreads=nthreads)
+    define_initializers(planner, graph, weights)
+    for i, name in enumerate(inputs):
+        arr = env[name]
+        v = Value(arr.shape, arr.dtype, buf=Buffer(LOC_INPUT, arr.nbytes, index=i), origin=name)
+        if name in consts:
+            v.const = arr.copy()
+        planner.define(name, v)
+    end = planner.lower_segment(graph.nodes, start)
+    return finish_segment(planner, graph, start, end, inputs)
+
+
+def finish_segment(planner: Planner, graph: Graph, start: int, end: int, inputs: list[str]) -> Segment:
+    nodes = graph.nodes
+    later: set[str] = {t.name for t in graph.outputs}
+    for node in nodes[end:]:
+        later |= names_used(node)
+    bounded = planner.bounded
+    cut = nodes[end - 1] if bounded is not None else None
+    produced = []
+    for node in nodes[start:end]:
+        if node is cut:
+            continue
+        produced += [n for n in node.outputs if n and n in later]
+    values = [planner.lookup(n) for n in produced]
+    consts = {n for n, v in zip(produced, values) if v.const is not None and v.size <= MAX_CONST_CARRY}
+    bounded_names: list[str] = []
+    if bounded is not None:
+        bounded_names = [n if n in later else "" for n in cut.outputs] + [""] * (len(bounded.values) - len(cut.outputs))
+        values += [v for v in bounded.values if v is not None] + [bounded.count]
+    plan = planner.finish(values)
+    return Segment(plan, inputs, produced, consts, end, bounded, bounded_names)
+
+
+def plan_graph(graph: Graph, feeds: dict[str, np.ndarray], *, nthreads: int = 1, value_inputs: frozenset = frozenset(),
+               weights: np.ndarray | None = None):
+    """The plan for these feeds' shapes: an ExecPlan when the whole graph is
+    static for them, else a SegmentedPlan. Raises NeedsValue for a graph
+    input whose value shapes the plan (the session keys plans by it)."""
+    planner = Planner(graph.opset, nthreads=nthreads)
+    planner.model_inputs = {t.name: feeds[t.name].shape for t in graph.inputs}
+    define_initializers(planner, graph, weights)
+    for i, t in enumerate(graph.inputs):
+        arr = feeds[t.name]
+        v = Value(arr.shape, arr.dtype, buf=Buffer(LOC_INPUT, arr.nbytes, index=i), origin=t.name)
+        if t.name in value_inputs:
+            v.const = arr.copy()
+        planner.define(t.name, v)
+    end = planner.lower_segment(graph.nodes, 0)
+    if end == len(graph.nodes) and planner.bounded is None:
+        return planner.finish([planner.lookup(t.name) for t in graph.outputs])
+    first = finish_segment(planner, graph, 0, end, [t.name for t in graph.inputs])
+    return SegmentedPlan(graph, first, nthreads=nthreads, weights=weights)
+
+
+class SegmentedPlan:
+    """Runs a graph as segments (see the module docstring). Duck-types the
+    parts of ExecPlan a session and server use: run, bind, arena_bytes."""
+
+    def __init__(self, graph: Graph, first: Segment, *, nthreads: int, weights: np.ndarray | None):
+        self.graph, self.first, self.nthreads, self.weights = graph, first, nthreads, weights
+        self.cache = PlanCache(SEGMENT_CACHE_SIZE)
+        self.value_names: dict[int, set[str]] = {}  # start -> inputs whose values key its plans
+        self.label = "plan"
+        self.arena_policy = first.plan.arena_policy
+        self._empty: ExecPlan | None = None
+        self._later_names: dict[int, frozenset] = {}
+
+    @property
+    def builds(self) -> int:
+        """Plans built for the segments after a cut."""
+        return self.cache.builds
+
+    @property
+    def arena_bytes(self) -> int:
+        """The largest arena among the segments planned so far."""
+        return max([self.first.plan.arena_bytes] + [s.plan.arena_bytes for s in self.cache.plans()])
+
+    def plans(self) -> list[ExecPlan]:
+        return [self.first.plan] + [s.plan for s in self.cache.plans()]
+
+    def _configure(self, plan: ExecPlan) -> None:
+        plan.arena_policy, plan.label = self.arena_policy, self.label
+
+    def _later(self, start: int) -> frozenset:
+        """Names read by nodes[start:] or returned: computed once per cut."""
+        later = self._later_names.get(start)
+        if later is None:
+            names = {t.name for t in self.graph.outputs}
+            for node in self.graph.nodes[start:]:
+                names |= names_used(node)
+            later = self._later_names[start] = frozenset(names)
+        return later
+
+    def _segment(self, start: int, env: dict, consts: set[str]) -> Segment:
+        later = self._later(start)
+        inputs = sorted(n for n in env if n in later)
+        while True:
+            values = self.value_names.get(start, set())
+            key = (start, tuple((n, env[n].shape, env[n].dtype.str) for n in inputs),
+                   tuple(env[n].tobytes() for n in inputs if n in consts or n in values))
+            seg = self.cache.get(key)
+            if seg is not None:
+                return seg
+            try:
+                seg = plan_segment(self.graph, start, env, inputs, (consts & set(inputs)) | values,
+                                   nthreads=self.nthreads, weights=self.weights)
+            except NeedsValue as need:
+                if need.name in values or env[need.name].size > MAX_CONST_CARRY:
+                    raise UnsupportedOperatorError(
+                        f"tensor {need.name!r} determines shapes after a cut in the plan and has "
+                        f"{env[need.name].size} elements (at most {MAX_CONST_CARRY} supported)") from None
+                self.value_names[start] = values | {need.name}
+                continue
+            self._configure(seg.plan)
+            self.cache.put(key, seg)
+            return seg
+
+    def evaluate(self, weights_ptr: int, inputs: list[np.ndarray], nthreads: int) -> dict[str, np.ndarray]:
+        """Run every segment; returns the graph's output arrays by name."""
+        env = {t.name: a for t, a in zip(self.graph.inputs, inputs)}
+        consts: set[str] = set()
+        seg = self.first
+        self._configure(seg.plan)
+        n_nodes = len(self.graph.nodes)
+        while True:
+            arrays = seg.plan.run(weights_ptr, [env[n] for n in seg.inputs], nthreads)
+            k = len(seg.outputs)
+            env.update(zip(seg.outputs, arrays[:k]))
+            consts = (consts - set(seg.outputs)) | seg.consts
+            if seg.bounded is not None:
+                live = [n for n, v in zip(seg.bounded_names, seg.bounded.values) if v is not None]
+                trimmed = trim_bounded(seg.bounded, arrays[k:-1], int(arrays[-1][0]))
+                env.update((n, a) for n, a in zip(live, trimmed) if n)
+            if seg.end >= n_nodes:
+                return env
+            seg = self._segment(seg.end, env, consts)
+
+    def run(self, weights_ptr: int, inputs: list[np.ndarray], nthreads: int) -> list[np.ndarray]:
+        env = self.evaluate(weights_ptr, inputs, nthreads)
+        graph_inputs = {t.name for t in self.graph.inputs}
+        outs = []
+        for t in self.graph.outputs:
+            a = env[t.name] if t.name in env else self.graph.initializers[t.name]
+            # a graph input or an initializer returned as an output: the caller gets its own copy
+            outs.append(np.array(a) if t.name in graph_inputs or t.name not in env else a)
+        return outs
+
+    def bind(self, weights_ptr: int, inputs: list[np.ndarray]) -> BoundRun:
+        """For servers that run plans on a C thread: the segments run here,
+        on the caller's thread; the bound run is an empty plan whose outputs
+        are already filled."""
+        outs = self.run(weights_ptr, inputs, self.nthreads)
+        if self._empty is None:
+            self._empty = Planner(self.graph.opset).finish([])
+            self._configure(self._empty)
+        empty = self._empty
+        bound = empty.bind(weights_ptr, [])
+        return BoundRun(empty, outs, bound.args, inputs)
+
+    def profile(self, weights_ptr: int, inputs: list[np.ndarray], nthreads: int, repeats: int = 5) -> list[dict]:
+        """Segment 0's steps (the segments after a cut depend on the data)."""
+        return self.first.plan.profile(weights_ptr, inputs, nthreads, repeats)
