@@ -312,13 +312,15 @@ class Pipeline:
         return [BalancerHost(t, socket, self.settings.health_timeout_s)
                 for t in make_balancer_targets(self.spec, self.settings, host_keys)]
 
-    def provision_balancers(self, balancers: list[BalancerHost]) -> list[HostResult]:
+    def provision_balancers(self, balancers: list[BalancerHost], check: bool = False) -> list[HostResult]:
         """Install the balancer role's files on each balancer host and start
-        or gracefully reload HAProxy there (engine.deploy.balancer_host)."""
+        or gracefully reload HAProxy there (engine.deploy.balancer_host);
+        check: only compare (`in-sync` or `drift` with the diffs)."""
         files = {rel: (f.content, f.mode) for rel, f in render_tree(self.spec, role="balancer").items()}
         results = []
         for b in balancers:
-            result = guarded(lambda t, b=b: b.provision(files, self.report.host), b.target)
+            apply = (lambda t, b=b: b.check(files)) if check else (lambda t, b=b: b.provision(files, self.report.host))
+            result = guarded(apply, b.target)
             self.report.host_done(result)
             results.append(result)
         return results
