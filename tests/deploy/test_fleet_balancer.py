@@ -7,8 +7,11 @@ connection), wired to each engine namespace directly (conftest's
 balancer_host). A steady stream of KServe HTTP and binary-protocol
 requests through the balancer runs while deploy provisions HAProxy and
 rolls a new release out (each host drained, restarted, verified, put back),
-every answer checked against the model's reference. Then the operations on
-the same fleet: status with the balancer column, drain and undrain.
+every answer checked against the model's reference. Then, on the same
+fleet: status with the balancer column, drain and undrain; a release that
+fails verification; `kill -9` of an engine under the stream; last, a
+config-only release deployed with a traffic-weighted canary (reloaded in
+place, never drained).
 
 Runs after test_fleet.py (file order) and reuses its hosts; the new release
 shares the installed venv, so no host builds one."""
@@ -122,6 +125,21 @@ class Stream(threading.Thread):
             time.sleep(0.01)  # waiting for the stream's own count, bounded
 
 
+def _reference(deploy_build) -> dict:
+    return json.loads((deploy_build / "deploy" / "models" / "digits.smoke.json").read_text())
+
+
+def _start_streams(data: dict, deploy_build, protocols=("http", "binary")) -> list[Stream]:
+    """One stream per protocol through the balancer, each past its first answers."""
+    b = data["balancer"]
+    streams = [Stream(p, b["listen"], b[f"{p}_port"], _reference(deploy_build)) for p in protocols]
+    for s in streams:
+        s.start()
+    for s in streams:
+        s.wait_answers(10)
+    return streams
+
+
 def _pipeline(specs, deploy_build, kernels_lib, reporter=None) -> Pipeline:
     opts = Options(specs=specs, build_dir=deploy_build, lib_dir=kernels_lib)
     return Pipeline(opts, reporter or recording_reporter()[0])
@@ -140,14 +158,7 @@ def test_a_rollout_through_deploy_fails_no_request(lb_spec, deploy_build, kernel
     for name in ENGINES:
         assert api.wait_status(name, "UP", 30), api.stats()
 
-    reference = json.loads((deploy_build / "deploy" / "models" / "digits.smoke.json").read_text())
-    b = data["balancer"]
-    streams = [Stream("http", b["listen"], b["http_port"], reference),
-               Stream("binary", b["listen"], b["binary_port"], reference)]
-    for s in streams:
-        s.start()
-    for s in streams:
-        s.wait_answers(10)
+    streams = _start_streams(data, deploy_build)
     before = {n: os.readlink(ssh_hosts[n].root / "opt/ai-engine/current") for n in ENGINES}
     t0 = time.monotonic()
     results = {r.name: r for r in p.deploy()}
@@ -223,14 +234,7 @@ def test_a_killed_engine_costs_at_most_its_requests_in_flight(lb_spec, deploy_bu
     api = balancer.api()
     for name in ENGINES:
         assert api.wait_status(name, "UP", 30), api.stats()
-    reference = json.loads((deploy_build / "deploy" / "models" / "digits.smoke.json").read_text())
-    b = data["balancer"]
-    streams = [Stream("http", b["listen"], b["http_port"], reference),
-               Stream("binary", b["listen"], b["binary_port"], reference)]
-    for s in streams:
-        s.start()
-    for s in streams:
-        s.wait_answers(10)
+    streams = _start_streams(data, deploy_build)
     pid = int((ssh_hosts["h4"].root / PIDFILE_ENGINE).read_text())
     t0 = time.monotonic()
     os.kill(pid, signal.SIGKILL)
@@ -254,14 +258,25 @@ def test_a_killed_engine_costs_at_most_its_requests_in_flight(lb_spec, deploy_bu
 
 
 def test_a_config_only_release_is_reloaded_without_draining(lb_spec, deploy_build, kernels_lib, tmp_path):
-    """max_batch_size 16 -> 32 only: each host reloads (same pid) and stays
-    UP in the balancer throughout, never DRAIN; the stream loses nothing."""
+    """max_batch_size 16 -> 32 only, deployed with a traffic-weighted canary
+    (the full deploy: real installs, the ramp on the engines' /metrics): the
+    canary widens to 100%, each host reloads (same pid) and stays UP in the
+    balancer throughout, never DRAIN; the stream loses nothing."""
     specs, data = lb_spec
     overlay = tmp_path / "batch.yaml"
-    overlay.write_text(yaml.safe_dump({"engine": {"models": [{**data["engine"]["models"][0], "max_batch_size": 32}]}}))
+    overlay.write_text(yaml.safe_dump({
+        "engine": {"models": [{**data["engine"]["models"][0], "max_batch_size": 32}]},
+        # Shares follow weights with roundrobin (README); steps end on request counts.
+        "balancer": {"algorithm": "roundrobin"},
+        "deploy": {"canary": {"host": "h1", "steps": [50, 100], "step_s": 30, "min_requests": 20,
+                              "max_p99_ratio": 10}}}))
     reporter, output = recording_reporter()
     p = _pipeline([*specs, overlay], deploy_build, kernels_lib, reporter)
-    api = p.balancers()[0].api()
+    [balancer] = p.balancers()
+    # The new algorithm is a balancer reload: done before the stream starts
+    # (HAProxy 2.6 closes idle keep-alive connections at a reload, see README).
+    assert p.provision_balancers([balancer])[0].status == "reloaded"
+    api = balancer.api()
     for name in ENGINES:
         assert api.wait_status(name, "UP", 30), api.stats()
     seen: set[str] = set()
@@ -272,13 +287,12 @@ def test_a_config_only_release_is_reloaded_without_draining(lb_spec, deploy_buil
         while not done.is_set() and time.monotonic() < t_end:
             seen.update(s.status for name in ENGINES for s in api.server(name))
 
-    reference = json.loads((deploy_build / "deploy" / "models" / "digits.smoke.json").read_text())
-    stream = Stream("http", data["balancer"]["listen"], data["balancer"]["http_port"], reference)
+    [stream] = _start_streams(data, deploy_build, ("http",))
     watcher = threading.Thread(target=watch, daemon=True)
-    stream.start()
-    stream.wait_answers(10)
     watcher.start()
+    t0 = time.monotonic()
     results = {r.name: r for r in p.deploy()}
+    deploy_s = time.monotonic() - t0
     done.set()
     watcher.join(30)
     stream.wait_answers(10)
@@ -288,6 +302,11 @@ def test_a_config_only_release_is_reloaded_without_draining(lb_spec, deploy_buil
         r = results[name]
         assert r.status == "reloaded", (name, r.status, r.reason, r.steps)
         assert not any(step.startswith("drained") for step in r.steps), r.steps
+    ramp = [step for step in results["h1"].steps if step.startswith("step ")]
+    assert len(ramp) == 2 and ": widen" in ramp[0] and ": done" in ramp[1], results["h1"].steps
+    assert results["lb"].status == "unchanged"
+    print(f"\nconfig-only release with a canary behind the balancer: deploy {deploy_s:.1f} s, HAProxy saw "
+          f"{sorted(seen)}, {stream.ok} answers, {len(stream.failures)} failed\n  " + "\n  ".join(ramp))
     assert seen == {"UP"}, seen
     assert "reloaded in place, left in the rotation" in output.getvalue()
     assert stream.failures == [], stream.failures[:5]
