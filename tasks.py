@@ -73,7 +73,8 @@ def build_kernels(c, jobs=0, sanitize=False):
     },
 )
 def provision(c, spec=None, root="/", check=False, rollback=False):
-    """Install the rendered spec into ROOT (only changed files, backed up first); at / also apply live state."""
+    """Install the rendered spec into ROOT (only changed files, backed up first); at / also apply live state.
+    Then haproxy.cfg on each balancer host of the spec: `haproxy -c`, install, start or graceful reload."""
     from hostspec.__main__ import main as hostspec_main
 
     argv = ["provision", "--root", root]
@@ -81,7 +82,18 @@ def provision(c, spec=None, root="/", check=False, rollback=False):
     specs = spec if rollback else _specs(spec)
     argv += [arg for path in specs or [] for arg in ("--spec", str(path))]
     argv += ["--check"] * check + ["--rollback"] * rollback
-    _exit_with(hostspec_main(argv))
+    if rollback:
+        _exit_with(hostspec_main(argv))
+        return
+    # ROOT gets the engine host's files; haproxy.cfg goes to the balancer
+    # hosts through the path deploy uses, which checks it before installing.
+    rc = hostspec_main(argv + ["--role", "engine"])
+    if rc == 1:
+        _exit_with(rc)
+    from engine.deploy.commands import provision_balancers
+
+    lb_rc = provision_balancers(_deploy_options(spec, None), check=check)
+    _exit_with(1 if lb_rc == 1 else max(rc, lb_rc))
 
 
 @task(

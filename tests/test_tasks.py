@@ -122,24 +122,31 @@ def test_render_refuses_a_missing_spec(tmp_path):
     assert exc.value.code == 1 and not (tmp_path / "rootfs").exists()
 
 
-@pytest.mark.parametrize("argv, expected", [
+@pytest.mark.parametrize("argv, expected, balancers", [
     (["provision", "--root", "/r", "--check"],
-     ["provision", "--root", "/r", "--spec", str(tasks.DEFAULT_SPEC), "--check"]),
-    (["provision", "--spec", "a.yaml", "--spec", "b.yaml"], ["provision", "--root", "/", "--spec", "a.yaml", "--spec", "b.yaml"]),
-    # A rollback must work when the spec no longer loads: no default spec is passed.
-    (["provision", "--root", "/r", "--rollback"], ["provision", "--root", "/r", "--rollback"]),
+     ["provision", "--root", "/r", "--spec", str(tasks.DEFAULT_SPEC), "--check", "--role", "engine"], {"check": True}),
+    (["provision", "--spec", "a.yaml", "--spec", "b.yaml"],
+     ["provision", "--root", "/", "--spec", "a.yaml", "--spec", "b.yaml", "--role", "engine"], {"check": False}),
+    # A rollback must work when the spec no longer loads: no default spec is
+    # passed; it restores ROOT only, the balancer hosts are left alone.
+    (["provision", "--root", "/r", "--rollback"], ["provision", "--root", "/r", "--rollback"], None),
 ])
-def test_provision_arguments(monkeypatch, argv, expected):
+def test_provision_arguments(monkeypatch, argv, expected, balancers):
     main = record(monkeypatch, "hostspec.__main__.main")
+    lb = record(monkeypatch, "engine.deploy.commands.provision_balancers")
     invoke_tasks(argv)
     assert main.args == (expected,)
+    assert (lb.kwargs if balancers is not None else lb.calls) == (balancers if balancers is not None else [])
 
 
-def test_provision_exit_code_is_hostspecs(monkeypatch):
-    record(monkeypatch, "hostspec.__main__.main", rc=2)  # 2: --check found drift
+@pytest.mark.parametrize("root_rc, lb_rc, expected", [(2, 0, 2), (0, 2, 2), (2, 1, 1), (1, 0, 1)])
+def test_provision_exit_code_is_the_worst_of_root_and_balancers(monkeypatch, root_rc, lb_rc, expected):
+    record(monkeypatch, "hostspec.__main__.main", rc=root_rc)  # 2: --check found drift
+    lb = record(monkeypatch, "engine.deploy.commands.provision_balancers", rc=lb_rc)
     with pytest.raises(Exit) as exc:
         invoke_tasks(["provision", "--root", "/r", "--check"])
-    assert exc.value.code == 2
+    assert exc.value.code == expected
+    assert len(lb.calls) == (0 if root_rc == 1 else 1)   # a failed ROOT stops before the balancers
 
 
 def test_zoo_arguments(monkeypatch):

@@ -23,11 +23,15 @@ Installing follows what the distro's unit does on `systemctl reload`
    (`show info` names another Pid), bounded by deploy.health_timeout_s.
 
 A file that only Prometheus reads (file_sd) is installed without a reload.
+
+`check` (provision's --check) runs step 1 only and returns each differing
+file's unified diff; it changes nothing on the host.
 """
 
 from __future__ import annotations
 
 import base64
+import difflib
 import hashlib
 import shlex
 import time
@@ -115,17 +119,50 @@ class BalancerHost:
         except DeployError:
             return None
 
+    def read(self, rel: str) -> bytes | None:
+        """A live file's content; None: missing."""
+        path = shlex.quote(self.path(rel))
+        out = self._sh(f"if [ -f {path} ]; then base64 < {path}; else echo -; fi", f"reading {rel}")
+        return None if out.strip() == "-" else base64.b64decode(out)
+
     # -- install and apply ---------------------------------------------------------
+    def check(self, files: dict[str, tuple[bytes, int]]) -> HostResult:
+        """What `provision` would do, changing nothing: status `in-sync` or
+        `drift`, each difference a step (a file's unified diff, HAProxy not
+        running)."""
+        t0 = time.monotonic()
+        probe, changed = self._plan(files)
+        result = HostResult(self.name, "in-sync", pid=probe.pid)
+        for rel in sorted(changed):
+            live = self.read(rel)
+            old = [] if live is None else live.decode("utf-8", "replace").splitlines(keepends=True)
+            new = files[rel][0].decode("utf-8", "replace").splitlines(keepends=True)
+            result.steps.append("".join(difflib.unified_diff(
+                old, new, f"{self.name}:{self.path(rel)}" if live is not None else "/dev/null",
+                f"{self.name}:{self.path(rel)} (rendered)")).rstrip("\n"))
+        if probe.pid is None:
+            result.steps.append("HAProxy is not running: provision starts it")
+        elif CONFIG in changed:
+            result.steps.append("HAProxy runs: provision checks the new config and reloads it gracefully")
+        if changed or probe.pid is None:
+            result.status = "drift"
+        result.seconds = round(time.monotonic() - t0, 2)
+        return result
+
+    def _plan(self, files: dict[str, tuple[bytes, int]]) -> tuple[Probe, dict[str, tuple[bytes, int]]]:
+        probe = self.probe(sorted(files))
+        if probe.haproxy is None:
+            raise DeployError("haproxy is not installed on the balancer host", where=self.name,
+                              hint="apt-get install haproxy (`make sysdeps` does it on this machine)")
+        return probe, {rel: f for rel, f in files.items()
+                       if probe.digests.get(rel) != hashlib.sha256(f[0]).hexdigest()}
+
     def provision(self, files: dict[str, tuple[bytes, int]], say: Say) -> HostResult:
         """Install the balancer role's rendered files ({relpath: (content,
         mode)}) and start or gracefully reload HAProxy. Raises DeployError
         with the reason; a refused config changes nothing."""
         t0 = time.monotonic()
-        probe = self.probe(sorted(files))
-        if probe.haproxy is None:
-            raise DeployError("haproxy is not installed on the balancer host", where=self.name,
-                              hint="apt-get install haproxy (`make sysdeps` does it on this machine)")
-        changed = {rel: f for rel, f in files.items() if probe.digests.get(rel) != hashlib.sha256(f[0]).hexdigest()}
+        probe, changed = self._plan(files)
         result = HostResult(self.name, "unchanged")
         if changed:
             self._stage(changed)

@@ -22,6 +22,11 @@ Per engine host behind the balancer (balancer.engines, or every one):
 
 At most deploy.parallel hosts are out at once, and never every host behind
 the balancer (Rollout.parallel).
+
+A release the host will apply with the engine's SIGHUP reload (config only,
+engine.deploy.reload, decided here on the deployer's copies of the host's
+active bundle and the new one) is installed without draining: the engine
+keeps its process and listeners, so the host stays in the rotation.
 """
 
 from __future__ import annotations
@@ -46,6 +51,9 @@ class Rollout:
     drain_timeout_s: float        # engine.limits.drain_timeout_s
     up_timeout_s: float           # deploy.health_timeout_s
     say: Say = lambda host, message: None
+    # Why the host will apply this release with the engine's SIGHUP reload
+    # (same process, its listeners never close: nothing to drain), or None.
+    reloads: Callable[[Target], str | None] = lambda target: None
 
     def parallel(self, wanted: int) -> tuple[int, str | None]:
         """How many hosts may be out at once, and a line to say when that is
@@ -66,18 +74,20 @@ class Rollout:
     def wait_drained(self, name: str) -> float | None:
         """Seconds until no HTTP request to the host is left on any balancer;
         None when drain_timeout_s passed first."""
-        t0 = time.monotonic()
-        for api in self.apis:
-            left = max(0.0, self.drain_timeout_s - (time.monotonic() - t0))
-            if not api.wait_drained(name, left, backends=(HTTP_BACKEND,)):
-                return None
-        return time.monotonic() - t0
+        return self._on_every_balancer(lambda api, left: api.wait_drained(name, left, backends=(HTTP_BACKEND,)),
+                                       self.drain_timeout_s)
 
     def wait_up(self, name: str) -> float | None:
+        """Seconds until every balancer sees the host UP; None when
+        up_timeout_s passed first."""
+        return self._on_every_balancer(lambda api, left: api.wait_status(name, "UP", left), self.up_timeout_s)
+
+    def _on_every_balancer(self, wait: Callable[[RuntimeAPI, float], bool], bound_s: float) -> float | None:
+        """wait(api, seconds left) on each balancer in turn, all of them
+        within one bound: the seconds it took, or None at the bound."""
         t0 = time.monotonic()
         for api in self.apis:
-            left = max(0.0, self.up_timeout_s - (time.monotonic() - t0))
-            if not api.wait_status(name, "UP", left):
+            if not wait(api, max(0.0, bound_s - (time.monotonic() - t0))):
                 return None
         return time.monotonic() - t0
 
@@ -87,6 +97,14 @@ class Rollout:
         def one(target: Target) -> HostResult:
             if target.name not in self.behind:
                 return install(target)
+            why = self.reloads(target)
+            if why:
+                self.say(target.name, f"config-only release ({why}): reloaded in place, left in the rotation")
+                result = install(target)
+                if result.ok and result.status != "reloaded":
+                    result.warnings.append(f"expected a reload ({why}), the host did {result.status} "
+                                           "without being drained")
+                return result
             t0 = time.monotonic()
             self.set_state(target.name, "drain")   # raises: nothing changed yet, the host stays as it was
             drained = self.wait_drained(target.name)

@@ -74,6 +74,32 @@ def deploy(options: Options, show_sample: bool = True) -> int:
 
 
 @_one_line_errors
+def provision_balancers(options: Options, check: bool = False) -> int:
+    """`invoke provision`'s balancer part: on each balancer host of the spec,
+    install haproxy.cfg (checked by `haproxy -c` first) and start or
+    gracefully reload HAProxy; check: print the diffs, change nothing.
+    0 done or in sync, 1 a host failed, 2 drift (check)."""
+    pipeline = Pipeline(options, Reporter())
+    balancers = pipeline.balancers()
+    try:
+        results = pipeline.provision_balancers(balancers, check=check)
+    finally:
+        for b in balancers:
+            b.target.close()
+    for r in results:
+        if not r.ok:
+            print(f"error: {r.name}: {r.reason}", file=sys.stderr)
+        elif check:
+            for step in r.steps:
+                print(step)
+        else:
+            print(f"{r.name}: HAProxy {r.status}" + (f" ({r.reason})" if r.reason else ""))
+    if not all(r.ok for r in results):
+        return 1
+    return 2 if any(r.status == "drift" for r in results) else 0
+
+
+@_one_line_errors
 def bundle(options: Options) -> int:
     pipeline = Pipeline(options)
     b = pipeline.bundle()

@@ -16,10 +16,13 @@ import json
 import os
 import platform
 import subprocess
+import tarfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
+
+import yaml
 
 from hostspec.balancer import backends
 from hostspec.loader import load_spec
@@ -33,6 +36,7 @@ from engine.deploy.balancer_rollout import Rollout
 from engine.deploy.bundle import REPO_FILES, Bundle, BundleInputs, build_bundle, read_bundle
 from engine.deploy.canary import fleet_ramp
 from engine.deploy.reference import write_reference
+from engine.deploy.reload import decide_bundles
 from engine.deploy.report import Reporter
 from engine.deploy.targets import (HostResult, Settings, Target, guarded, host_key_policy, make_balancer_targets,
                                    make_targets, run_fleet)
@@ -314,13 +318,15 @@ class Pipeline:
         return [BalancerHost(t, socket, self.settings.health_timeout_s)
                 for t in make_balancer_targets(self.spec, self.settings, host_keys)]
 
-    def provision_balancers(self, balancers: list[BalancerHost]) -> list[HostResult]:
+    def provision_balancers(self, balancers: list[BalancerHost], check: bool = False) -> list[HostResult]:
         """Install the balancer role's files on each balancer host and start
-        or gracefully reload HAProxy there (engine.deploy.balancer_host)."""
+        or gracefully reload HAProxy there (engine.deploy.balancer_host);
+        check: only compare (`in-sync` or `drift` with the diffs)."""
         files = {rel: (f.content, f.mode) for rel, f in render_tree(self.spec, role="balancer").items()}
         results = []
         for b in balancers:
-            result = guarded(lambda t, b=b: b.provision(files, self.report.host), b.target)
+            apply = (lambda t, b=b: b.check(files)) if check else (lambda t, b=b: b.provision(files, self.report.host))
+            result = guarded(apply, b.target)
             self.report.host_done(result)
             results.append(result)
         return results
@@ -328,7 +334,26 @@ class Pipeline:
     def rollout(self, balancers: list[BalancerHost]) -> Rollout:
         return Rollout([b.api() for b in balancers], [b.name for b in backends(self.spec.data)],
                        drain_timeout_s=self.spec.data["engine"]["limits"]["drain_timeout_s"],
-                       up_timeout_s=self.settings.health_timeout_s, say=self.report.host)
+                       up_timeout_s=self.settings.health_timeout_s, say=self.report.host, reloads=self.reloads)
+
+    def reloads(self, target: Target) -> str | None:
+        """Why `target` will apply the new bundle with a reload (the host's
+        own decision, engine.deploy.reload, taken here on the same two
+        bundles), or None: a restart, or the host's active bundle is not
+        among the deployer's (then it is drained, as for any restart)."""
+        status = guarded(lambda t: t.operate("status"), target)
+        active, new = status.data.get("active"), self.bundle()
+        if not status.ok or not active or active == new.version:
+            return None
+        old = new.path.with_name(new.path.name.replace(new.version, active))
+        if not old.is_file():
+            return None
+        try:
+            reload, why = decide_bundles(old, new.path)
+        except (OSError, ValueError, KeyError, AttributeError, tarfile.TarError, yaml.YAMLError) as exc:
+            self.report.host(target.name, f"cannot compare with release {active} ({exc}): drained as for a restart")
+            return None
+        return why if reload else None
 
     def deploy(self) -> list[HostResult]:
         """Engine hosts' results, after the balancer hosts' when the spec has any."""

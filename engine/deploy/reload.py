@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import sys
+import tarfile
 from pathlib import Path
 
 import yaml
@@ -49,9 +50,28 @@ def _files(release: Path) -> dict[str, str]:
 
 
 def decide(old: Path, new: Path) -> tuple[bool, str]:
-    """(reload?, why): the first difference that needs a restart, else the
-    engine.yaml keys a reload applies. No difference at all: (False, "")."""
-    before, after = _files(old), _files(new)
+    """(reload?, why) for two release directories: the first difference that
+    needs a restart, else the engine.yaml keys a reload applies. No
+    difference at all: (False, "")."""
+    return decide_files(_files(old), _files(new), (old / ENGINE_YAML).read_bytes, (new / ENGINE_YAML).read_bytes,
+                        lambda name: (old / name).read_bytes(), lambda name: (new / name).read_bytes())
+
+
+def decide_bundles(old: Path, new: Path) -> tuple[bool, str]:
+    """The same decision on two bundles (the deployer's copies), so that a
+    rollout knows before it starts on a host that the host will reload."""
+    with tarfile.open(old, "r:gz") as a, tarfile.open(new, "r:gz") as b:
+        def reader(tar):
+            return lambda name: tar.extractfile(name).read()
+        before, after = (json.loads(reader(t)("MANIFEST.json"))["files"] for t in (a, b))
+        return decide_files(before, after, lambda: reader(a)(ENGINE_YAML), lambda: reader(b)(ENGINE_YAML),
+                            reader(a), reader(b))
+
+
+def decide_files(before: dict[str, str], after: dict[str, str], old_yaml, new_yaml, read_old, read_new
+                 ) -> tuple[bool, str]:
+    """decide() over two manifests' {name: sha256}; old_yaml/new_yaml and
+    read_old/read_new(name) give the content where the digests differ."""
     changed = sorted(n for n in before.keys() | after.keys() if before.get(n) != after.get(n)
                      and n not in IGNORED and not n.startswith(SPEC_FILES))
     reloadable: list[str] = []
@@ -59,13 +79,12 @@ def decide(old: Path, new: Path) -> tuple[bool, str]:
         if name not in before or name not in after:
             return False, f"{name} {'added' if name not in before else 'removed'}"
         if name == ENGINE_YAML:
-            keys = _changed_keys(yaml.safe_load((old / name).read_bytes()), yaml.safe_load((new / name).read_bytes()))
+            keys = _changed_keys(yaml.safe_load(old_yaml()), yaml.safe_load(new_yaml()))
             restart = [k for k in keys if k not in RELOADABLE]
             if restart:
                 return False, f"engine.yaml {', '.join(restart)} changed (read at start-up)"
             reloadable += keys
-        elif not (name.startswith("rootfs/") and
-                  _without_banner((old / name).read_bytes()) == _without_banner((new / name).read_bytes())):
+        elif not (name.startswith("rootfs/") and _without_banner(read_old(name)) == _without_banner(read_new(name))):
             return False, f"{name} changed"
     if not reloadable:
         return False, ""     # nothing the engine reads changed (a new version stamp): restarted as before

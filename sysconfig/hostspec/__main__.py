@@ -64,7 +64,7 @@ def run_provision(args: argparse.Namespace) -> int:
     elif spec is not None:
         from .render import render_tree
 
-        tree = render_tree(spec)
+        tree = render_tree(spec, role=args.role)
     else:
         raise ProvisionError("nothing to provision: pass --tree DIR (a rendered tree) or --spec FILE")
     report = provision_tree(tree, root, check=args.check, live=args.live, spec=spec)
@@ -83,6 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
     prov.add_argument("--spec", metavar="FILE", action="append",
                       help="spec file(s), later ones overlaid on earlier; needed for live state, renders the tree "
                            "when --tree is not given")
+    prov.add_argument("--role", choices=("engine", "balancer"), default=None,
+                      help="render only the files of a host with this role (default: every file the spec describes)")
     prov.add_argument("--root", metavar="ROOT", default="/", help="where to install (default: /, the live system)")
     prov.add_argument("--check", action="store_true",
                       help="change nothing; print what differs (diffs, live values); exit 2 on drift, 0 in sync")

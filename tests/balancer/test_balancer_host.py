@@ -18,7 +18,9 @@ import signal
 from types import SimpleNamespace
 
 import pytest
+from invoke import Context, Exit
 
+import tasks
 from engine.deploy import DeployError
 from engine.deploy.balancer_host import CONFIG, BalancerHost
 from engine.deploy.balancer_rollout import Rollout
@@ -36,11 +38,11 @@ ENGINES = {"e1": "127.0.0.2", "e2": "127.0.0.3"}
 class Site:
     """Two engines, a spec with a local balancer host, its BalancerHost."""
 
-    def __init__(self, serve_factory, mlp_file, tmp_path):
+    def __init__(self, serve_factory, mlp_file, tmp_path, engines=True):
         self.serve_factory, self.mlp_file, self.tmp = serve_factory, mlp_file, tmp_path
         self.http_port, self.binary_port, self.lb_http, self.lb_binary = ports_free_on(
             ["127.0.0.1", *ENGINES.values()], 4)
-        self.engines = {name: self.start_engine(name) for name in ENGINES}
+        self.engines = {name: self.start_engine(name) for name in ENGINES} if engines else {}
         self.root = tmp_path / "lbroot"
         self.socket = str(tmp_path / "admin.sock")
         self.host = BalancerHost(LocalTarget("lb", self.root, Settings()), self.socket, wait_s=20)
@@ -52,17 +54,21 @@ class Site:
                                   listen=ENGINES[name], http_port=self.http_port, binary_port=self.binary_port,
                                   limits={"drain_delay_s": 0.5})
 
-    def files(self, interval="100ms"):
+    def write_spec(self, interval="100ms", maxconn=2000, engines=ENGINES):
         spec = self.tmp / "site.yaml"
         spec.write_text(json.dumps({
             "version": 1,
             "engine": {"listen": "0.0.0.0", "http_port": self.http_port, "binary_port": self.binary_port},
             "hosts": [{"name": "lb", "type": "local", "root": str(self.root), "role": "balancer"}] +
-                     [{"name": n, "type": "ssh", "address": a} for n, a in ENGINES.items()],
+                     [{"name": n, "type": "ssh", "address": a} for n, a in engines.items()],
             # maxconn within this sandbox's file limit (HAProxy needs ~2 fds a connection)
             "balancer": {"listen": "127.0.0.1", "http_port": self.lb_http, "binary_port": self.lb_binary,
-                         "maxconn": 2000, "runtime_socket": self.socket,
+                         "maxconn": maxconn, "runtime_socket": self.socket,
                          "health": {"interval_s": interval, "rise": 1, "fall": 2}}}))
+        return spec
+
+    def files(self, interval="100ms"):
+        spec = self.write_spec(interval)
         return {rel: (f.content, f.mode) for rel, f in render_tree(load_spec([str(spec)]), role="balancer").items()}
 
     def provision(self, files) -> HostResult:
@@ -78,6 +84,14 @@ class Site:
 @pytest.fixture
 def site(serve_factory, mlp_file, tmp_path):
     s = Site(serve_factory, mlp_file, tmp_path)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def bare_site(mlp_file, tmp_path):
+    """The site without engines: provisioning HAProxy does not need them."""
+    s = Site(None, mlp_file, tmp_path, engines=False)
     yield s
     s.close()
 
@@ -137,6 +151,58 @@ def test_provision_starts_then_reloads_gracefully_and_refuses_a_bad_config(site)
     print(f"\ngraceful reload under a steady HTTP + binary stream: {total} answers, {len(failures)} failed, "
           f"{streams[0].resent} HTTP requests resent on a new connection after an idle one was closed")
     assert failures == []
+
+
+def _invoke_provision(site, capfd, check=False, **spec) -> tuple[int, str, str]:
+    """`invoke provision` on the site's spec: (exit code, stdout, stderr)."""
+    path = site.write_spec(**spec)
+    capfd.readouterr()
+    try:
+        tasks.provision(Context(), spec=[str(path)], root=str(site.tmp / "engine-root"), check=check)
+        code = 0
+    except Exit as exc:
+        code = exc.code
+    out, err = capfd.readouterr()
+    return code, out, err
+
+
+def test_invoke_provision_starts_then_reloads_haproxy_and_check_changes_nothing(bare_site, capfd):
+    site = bare_site
+    code, out, _ = _invoke_provision(site, capfd, check=True)
+    assert code == 2, out                              # drift: nothing installed, HAProxy not running
+    assert "+++ lb:" in out and "+frontend ai_engine_http" in out, out
+    assert "HAProxy is not running: provision starts it" in out
+    assert not (site.root / CONFIG).exists() and site.host.probe([]).pid is None
+
+    code, out, err = _invoke_provision(site, capfd)
+    assert code == 0 and "lb: HAProxy started" in out, out + err
+    master = site.host.probe([]).pid
+    api = site.host.api()
+    assert api.info()["Maxconn"] == "2000"
+    assert not (site.tmp / "engine-root" / CONFIG).exists()   # ROOT gets the engine host's files only
+
+    code, out, _ = _invoke_provision(site, capfd)
+    assert code == 0 and "lb: HAProxy unchanged" in out, out
+    assert _invoke_provision(site, capfd, check=True)[0] == 0   # in sync
+
+    worker = site.host.worker_pid()
+    code, out, _ = _invoke_provision(site, capfd, check=True, maxconn=1900)
+    assert code == 2 and "-    maxconn 2000" in out and "+    maxconn 1900" in out, out
+    assert api.info()["Maxconn"] == "2000"              # check changed nothing
+    code, out, _ = _invoke_provision(site, capfd, maxconn=1900)
+    assert code == 0 and "lb: HAProxy reloaded" in out, out
+    assert site.host.probe([]).pid == master and site.host.worker_pid() not in (None, worker)
+    assert api.info()["Maxconn"] == "1900"              # the new config is what serves
+
+    live, worker = (site.root / CONFIG).read_bytes(), site.host.worker_pid()
+    # An address the spec lets through (a space in it) makes a server line
+    # HAProxy cannot parse: its check is what stops it.
+    code, out, err = _invoke_provision(site, capfd, maxconn=1900, engines={**ENGINES, "e3": "10.0.0.9 x"})
+    assert code == 1, out + err
+    error = err.strip()
+    assert "\n" not in error and "HAProxy refused the new config, nothing was changed" in error \
+        and "unknown keyword" in error, error
+    assert (site.root / CONFIG).read_bytes() == live and site.host.worker_pid() == worker
 
 
 def test_rollout_never_takes_every_host_out():

@@ -93,6 +93,49 @@ def _sshd_config(d: Path, address: str) -> Path:
     return cfg
 
 
+def _host_netns(name: str, i: int, base: Path, procs: list, created: list, dead: bool = False) -> TestHost:
+    """Namespace aie-dep-NAME joined to the root namespace by a veth pair
+    (10.233.I.1 <-> .2), running sshd unless `dead`; what was made is
+    appended to procs and created for the teardown."""
+    netns, veth = f"aie-dep-{name}", f"aie-dep-{name}a"
+    _remove_host_net(netns, veth)  # left over from an interrupted session
+    created.append((netns, veth))
+    _ip("netns", "add", netns)
+    _ip("link", "add", veth, "type", "veth", "peer", "name", f"aie-dep-{name}b")
+    _ip("link", "set", f"aie-dep-{name}b", "netns", netns)
+    _ip("addr", "add", f"10.233.{i}.1/30", "dev", veth)
+    _ip("link", "set", veth, "up")
+    _ip("-n", netns, "addr", "add", f"10.233.{i}.2/30", "dev", f"aie-dep-{name}b")
+    _ip("-n", netns, "link", "set", f"aie-dep-{name}b", "up")
+    _ip("-n", netns, "link", "set", "lo", "up")
+    address = f"10.233.{i}.2"
+    d = base / name
+    d.mkdir()
+    host = TestHost(name, netns, address, d / "root")
+    if dead:
+        # Replies vanish: a SYN is answered by nothing, so connect() times out.
+        _ip("-n", netns, "route", "add", "blackhole", f"10.233.{i}.1/32")
+        return host
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "host_key")], check=True)
+    cfg = _sshd_config(d, address)
+    subprocess.run([str(SSHD), "-t", "-f", str(cfg)], check=True)
+    procs.append(subprocess.Popen(["ip", "netns", "exec", netns, str(SSHD), "-D", "-f", str(cfg),
+                                   "-E", str(d / "sshd.log")]))
+    return host
+
+
+def _teardown(procs: list, created: list) -> None:
+    for proc in procs:
+        proc.terminate()
+    for netns, veth in created:
+        _remove_host_net(netns, veth)
+    for proc in procs:
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
 @pytest.fixture(scope="session")
 def ssh_hosts(tmp_path_factory):
     """{name: TestHost} for h1..h5 and stall (sshd running) and 'dead' (times out)."""
@@ -106,43 +149,44 @@ def ssh_hosts(tmp_path_factory):
     hosts, procs, created = {}, [], []
     try:
         for i, name in enumerate((*LIVE_HOSTS, DEAD), start=11):
-            netns, veth = f"aie-dep-{name}", f"aie-dep-{name}a"
-            _remove_host_net(netns, veth)  # left over from an interrupted session
-            created.append((netns, veth))
-            _ip("netns", "add", netns)
-            _ip("link", "add", veth, "type", "veth", "peer", "name", f"aie-dep-{name}b")
-            _ip("link", "set", f"aie-dep-{name}b", "netns", netns)
-            _ip("addr", "add", f"10.233.{i}.1/30", "dev", veth)
-            _ip("link", "set", veth, "up")
-            _ip("-n", netns, "addr", "add", f"10.233.{i}.2/30", "dev", f"aie-dep-{name}b")
-            _ip("-n", netns, "link", "set", f"aie-dep-{name}b", "up")
-            _ip("-n", netns, "link", "set", "lo", "up")
-            address = f"10.233.{i}.2"
-            d = base / name
-            d.mkdir()
-            hosts[name] = TestHost(name, netns, address, d / "root")
-            if name == DEAD:
-                # Replies vanish: a SYN is answered by nothing, so connect() times out.
-                _ip("-n", netns, "route", "add", "blackhole", f"10.233.{i}.1/32")
-                continue
-            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "host_key")], check=True)
-            cfg = _sshd_config(d, address)
-            subprocess.run([str(SSHD), "-t", "-f", str(cfg)], check=True)
-            procs.append(subprocess.Popen(["ip", "netns", "exec", netns, str(SSHD), "-D", "-f", str(cfg),
-                                           "-E", str(d / "sshd.log")]))
+            hosts[name] = _host_netns(name, i, base, procs, created, dead=name == DEAD)
         for name in LIVE_HOSTS:
             _wait_banner(hosts[name].address)
         yield hosts
     finally:
-        for proc in procs:
-            proc.terminate()
-        for netns, veth in created:
-            _remove_host_net(netns, veth)
-        for proc in procs:
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        _teardown(procs, created)
+
+
+@pytest.fixture(scope="module")
+def balancer_host(ssh_hosts, tmp_path_factory, request):
+    """A balancer host in its own namespace (aie-dep-lb, sshd as on the
+    engine hosts) that reaches the engine hosts the module names in
+    BALANCED at their own addresses. This machine does not forward between
+    namespaces (net.ipv4.ip_forward=0, which the tests leave alone), so each
+    engine namespace gets a second veth straight into the balancer's (its
+    own L2 segment, 10.234.I.1 <-> .2): the balancer routes the engine's
+    address onto it, the engine answers on it. Torn down with the module."""
+    base = tmp_path_factory.mktemp("lbhost")
+    (base / "client_key.pub").write_bytes((ssh_hosts["h1"].root.parent.parent / "client_key.pub").read_bytes())
+    procs, created = [], []
+    try:
+        host = _host_netns("lb", 30, base, procs, created)
+        for name in request.module.BALANCED:
+            engine = ssh_hosts[name]
+            i = int(engine.address.split(".")[2])
+            lb_end, engine_end = f"aie-lb-{name}a", f"aie-lb-{name}b"
+            _ip("-n", host.netns, "link", "add", lb_end, "type", "veth", "peer", "name", engine_end,
+                "netns", engine.netns)
+            _ip("-n", host.netns, "addr", "add", f"10.234.{i}.1/30", "dev", lb_end)
+            _ip("-n", engine.netns, "addr", "add", f"10.234.{i}.2/30", "dev", engine_end)
+            _ip("-n", host.netns, "link", "set", lb_end, "up")
+            _ip("-n", engine.netns, "link", "set", engine_end, "up")
+            _ip("-n", host.netns, "route", "add", f"{engine.address}/32", "via", f"10.234.{i}.2")
+        _wait_banner(host.address)
+        yield host
+    finally:
+        # Deleting the balancer's namespace deletes its veth ends, and with them their peers.
+        _teardown(procs, created)
 
 
 @pytest.fixture(scope="session")
