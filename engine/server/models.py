@@ -128,9 +128,12 @@ class WarmPlans:
     builds: int = 0                              # plans built, over every instance
     ns: int = 0                                  # wall time of the building runs
     error: str | None = None                     # a smoke reference that could not be used
+    requests: int = 0                            # requests run through the serving path (engine.server.warmpath)
+    request_ns: int = 0                          # their wall time
 
     def as_json(self) -> dict:
         return {"warm": self.builds, "warm_ns": self.ns, "shapes": self.shapes, "sources": self.sources,
+                "warm_requests": self.requests, "warm_request_ns": self.request_ns,
                 **({"error": self.error} if self.error else {})}
 
 
