@@ -208,9 +208,9 @@ class LoadedModel:
         warm = WarmPlans(shapes=shapes, sources=sources, error=error)
         for shape in shapes:
             feeds = {t.name: np.zeros(shape[t.name], t.dtype) for t in self.inputs}
-            items = shape[self.inputs[0].name][0] if self.batchable else 1
-            if self.batchable and not 1 <= items <= self.max_batch:
+            if not self.schedulable(shape):
                 continue  # the scheduler never forms this batch
+            items = shape[self.inputs[0].name][0] if self.batchable else 1
             for session in self.sessions:
                 before = getattr(session, "plan_count", None)
                 t0 = time.perf_counter_ns()
@@ -226,6 +226,10 @@ class LoadedModel:
                 after = getattr(session, "plan_count", None)
                 warm.builds += after - before if after is not None else 1
         return warm
+
+    def schedulable(self, shape: dict) -> bool:
+        """Whether a request of this {input: dims} fits one batch."""
+        return not self.batchable or 1 <= shape[self.inputs[0].name][0] <= self.max_batch
 
     def plan_report(self) -> dict:
         """Warm-up builds and the plans the sessions hold now (a request of a

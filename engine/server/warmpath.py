@@ -34,7 +34,7 @@ async def warm_request_path(scheduler: ModelScheduler, max_json_elements: int) -
     surfaces as the warm plans' did (the model still serves)."""
     model = scheduler.model
     runs = 0
-    for shape in model.warm.shapes:
+    for shape in filter(model.schedulable, model.warm.shapes):
         feeds = {t.name: np.zeros(shape[t.name], t.dtype) for t in model.inputs}
         body = json.dumps({"id": "warm-up", "inputs": [
             {"name": n, "shape": list(a.shape), "datatype": NUMPY_TO_KSERVE[a.dtype], "data": a.ravel().tolist()}
