@@ -1,22 +1,21 @@
 """The request path run once per declared shape before a model reports ready.
 
 Warm plans (engine.server.models) leave the first request no plan to build,
-but a fresh process still paid ~1-2x a steady request's time on its first
-one: the first pass through the codecs (json's and numpy's lazily built
-helpers, the first frame of each protocol), the scheduler's first batch on
-its instance's C runner thread, and the first completion through its
-eventfd. So the registry hands each new scheduler here before it switches
-the model in: one synthetic request per declared shape and protocol goes
-through the functions the handlers call -- HTTP JSON: kserve.decode_infer,
-submit, kserve.encode_infer; binary: the wire codec both ways -- on the
-event loop, without a socket (the connection's own cost is the client's).
-The registry counts them into the model's plan report (`warm_requests`).
+yet on a quiet host a fresh server's first request still took 1.3x (HTTP)
+and 2.3x (binary) a steady one (docs/PERFORMANCE.md, session 4): the first
+pass of the process through the codecs, the scheduler, the instance's C
+runner thread and its eventfd completion, with cold caches. So the registry
+hands each new scheduler here before it switches the model in: one
+synthetic request per declared shape and protocol goes through the
+functions the handlers call -- HTTP JSON: kserve.decode_infer, submit,
+kserve.encode_infer; binary: the wire codec both ways -- on the event loop,
+without a socket (a connection's set-up is not a model's to warm). The
+registry counts them into the model's plan report (`warm_requests`).
 """
 
 from __future__ import annotations
 
 import json
-import zlib
 
 import numpy as np
 
@@ -43,9 +42,8 @@ async def warm_request_path(scheduler: ModelScheduler, max_json_elements: int) -
         encode_infer(model, await _through_scheduler(scheduler, inputs), requested, rid)
 
         frame = memoryview(b"".join(wire.encode_infer(_REQUEST_ID, model.name, feeds)))
-        _, length, crc = wire.parse_header(frame[:wire.HEADER.size], len(frame))
+        _, length, _ = wire.parse_header(frame[:wire.HEADER.size], len(frame))
         payload = frame[wire.HEADER.size:wire.HEADER.size + length]
-        zlib.crc32(payload) == crc  # noqa: B015 - the check the connection makes, for its first-call cost
         head = wire.decode_infer_head(payload)
         inputs = wire.decode_tensors(payload, head.tensors_at, head.tensor_count)
         b"".join(wire.encode_result(head.request_id, await _through_scheduler(scheduler, inputs)))

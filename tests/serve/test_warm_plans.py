@@ -97,6 +97,7 @@ def test_a_reload_plans_the_new_version_before_it_serves(serve_factory, zoo_mlp,
         time.sleep(0.05)  # polling observable state (reload counter, plan count) with a deadline
     builds = plan_builds(server)
     assert builds["warm"] == 1 and builds["shapes"] == [{"input": [1, 784]}]
+    assert builds["warm_requests"] == 2             # the new version's request path ran before it served
     assert infer_http(server, "mlp", zoo_mlp.inputs(rng, 1), name="input")[0] == 200
     assert plan_builds(server)["cached"] == 1
 
