@@ -28,10 +28,11 @@ at most one large-led batch that started after it was queued (plus the batch
 running when it arrived, and higher priority levels).
 
 Hopeless deadlines: a request is refused, without running, when
-    now + LOWER_BOUND_MARGIN * max{c(b') : b' <= its batch, b' measured} > deadline
-where c(b') is the measured compute time (EMA) of batches of b' items: it
-will run in a batch of at least its own size, and a larger batch never
-computes faster, so it cannot finish in time. The queue ahead of it is not
+    now + LOWER_BOUND_MARGIN * min(c(b), max{m(b') : b' <= b measured}) > deadline
+where b is its batch, c the fitted compute time and m(b') the median
+measured time of batches of b' items (ComputeTimes): it will run in a batch
+of at least its own size, and a larger batch never computes faster, so it
+cannot finish in time. The queue ahead of it is not
 counted (EDF may still move it forward). Checked when it is submitted and
 again when its batch is formed. Nothing is refused before a batch of its
 size or smaller has been measured.
@@ -44,8 +45,10 @@ When to dispatch (the head's batch is not full):
   its arrival.
 - Adaptive window (max_queue_delay_us = auto), from the item arrival rate
   lambda (an exponentially decayed count of arrivals, time constant
-  RATE_TAU_S) and c(b), the measured compute time of a batch of b items.
-  With n items queued for the head's batch, for each candidate size b >= n:
+  RATE_TAU_S, taken RATE_SIGMAS deviations below its estimate: see
+  ArrivalRate.confident) and c(b) = a + k b, the compute time fitted to the
+  measurements (ComputeTimes: robust to a noisy host's outliers). With n
+  items queued for the head's batch, for each candidate size b >= n:
       L(b) = (b - n) / lambda  +  rho * c(b) / 2  +  c(b)
       rho = lambda * c(k) / k,   k = max(b, lambda * c(b))
   (the time to gather b items; the mean wait for a batch already running --
@@ -66,10 +69,11 @@ When to dispatch (the head's batch is not full):
 
 from __future__ import annotations
 
-import bisect
 import heapq
 import itertools
 import math
+import statistics
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -77,7 +81,8 @@ QUEUED, RUNNING, DONE = 0, 1, 2
 
 LARGE_FRACTION = 0.5        # of max_batch_size: a request this large is "large"
 RATE_TAU_S = 0.03           # time constant of the arrival-rate EMA: ~30 ms of history
-COMPUTE_EMA_WEIGHT = 0.25   # weight of the newest batch in the per-size compute EMA
+SAMPLES = 16                # runs per batch size the compute estimate keeps (their median)
+RATE_SIGMAS = 2.0           # the adaptive window decides on the rate this many deviations below its estimate
 AUTO_CAP_S = 0.01           # the adaptive window never exceeds 10 ms
 AUTO_SIZES = 64             # candidate batch sizes the adaptive window weighs beyond n
 LOWER_BOUND_MARGIN = 0.9    # measured compute times vary ~10% on a busy host: refuse only when clearly hopeless
@@ -102,64 +107,97 @@ class ArrivalRate:
         dt = now - self._at
         return self._value * math.exp(-dt / self.tau) if dt > 0 else self._value
 
+    def confident(self, now: float) -> float:
+        """The rate RATE_SIGMAS standard deviations below the estimate. The
+        decayed count of a Poisson stream at rate lambda deviates by
+        1/sqrt(2 lambda tau) of lambda (22% at 356/s with tau 30 ms), and
+        the adaptive window starts waiting where batches of one stop
+        keeping up: deciding on the estimate itself, one high reading in
+        eight started waits that steady traffic below that point never
+        needed (+10-20% p99 in bench_deadlines --simulate)."""
+        lam = self.at(now)
+        return lam * max(0.0, 1 - RATE_SIGMAS / math.sqrt(2 * lam * self.tau)) if lam > 0 else 0.0
+
 
 class ComputeTimes:
-    """Measured compute seconds per batch size (an EMA per size), and the
-    estimate for sizes not measured: linear between measured neighbours,
-    proportional to the size beyond the largest when only one size is known
-    (no gain from batching assumed until a larger batch shows one), the
-    slope of the two largest otherwise. Estimates never fall below a smaller
-    size's measurement: on a busy host a batch of 2 can happen to be timed
-    faster than a batch of 1, and believing it would make waiting look free."""
+    """Expected compute seconds of a batch of b items: c(b) = a + k * b,
+    fitted to what the instances measured. A shared host times the same
+    batch 3-5x apart from one run to the next, and one number per size (the
+    old per-size EMA) let a single slow run of a batch of 1 make batching
+    look necessary, or a lucky batch of 2 make waiting look free. So:
+    - per size, the median of its last SAMPLES runs (one 5x outlier in a
+      window moves it by one rank, not 5x);
+    - one line through those medians over every size, weighted by how many
+      runs each holds (a size seen once counts once), then refitted once with
+      the sizes far off the line down-weighted (Cauchy weights on the
+      residual over twice their median): no size's noise bends the rest;
+    - a >= 0 and k >= 0: a larger batch never computes faster;
+    - one size measured: c(b) = c(size) * b / size (no gain from batching
+      assumed until a larger batch shows one)."""
 
     def __init__(self):
-        self._ema: dict[int, float] = {}
-        self._sizes: list[int] = []
-        self._floor: list[float] = []      # running max of the EMAs over _sizes
+        self._runs: dict[int, deque] = {}
+        self._median: dict[int, float] = {}
+        self.fixed = 0.0       # a: seconds per batch
+        self.per_item = 0.0    # k: seconds per item
 
     def record(self, items: int, seconds: float) -> None:
-        old = self._ema.get(items)
-        if old is None:
-            bisect.insort(self._sizes, items)
-            self._ema[items] = seconds
-        else:
-            self._ema[items] = old + COMPUTE_EMA_WEIGHT * (seconds - old)
-        self._floor = list(itertools.accumulate((self._ema[b] for b in self._sizes), max))
+        runs = self._runs.get(items)
+        if runs is None:
+            runs = self._runs[items] = deque(maxlen=SAMPLES)
+        runs.append(seconds)
+        self._median[items] = statistics.median(runs)
+        self._fit()
+
+    def _fit(self) -> None:
+        sizes = sorted(self._median)
+        ys = [self._median[b] for b in sizes]
+        if len(sizes) == 1:
+            self.fixed, self.per_item = 0.0, ys[0] / sizes[0]
+            return
+        counts = [len(self._runs[b]) for b in sizes]
+        a, k = _weighted_line(sizes, ys, counts)
+        residuals = [abs(y - (a + k * b)) for b, y in zip(sizes, ys)]
+        scale = 2 * statistics.median(residuals)
+        if scale > 0:
+            weights = [n / (1 + (r / scale) ** 2) for n, r in zip(counts, residuals)]
+            a, k = _weighted_line(sizes, ys, weights)
+        self.fixed, self.per_item = a, k
 
     @property
     def measured(self) -> bool:
-        return bool(self._sizes)
+        return bool(self._median)
 
     def table(self) -> dict[int, float]:
-        return dict(sorted(self._ema.items()))
+        """The median measured seconds per batch size."""
+        return dict(sorted(self._median.items()))
 
-    def estimate(self, items: int) -> float:
+    def estimate(self, items: float) -> float:
         """Expected compute seconds of a batch of `items`; 0.0 when nothing is measured."""
-        sizes = self._sizes
-        if not sizes:
-            return 0.0
-        i = bisect.bisect_left(sizes, items)
-        if i < len(sizes) and sizes[i] == items:
-            return self._floor[i]
-        if i == 0:
-            return self._ema[sizes[0]]
-        floor = self._floor[i - 1]
-        if i < len(sizes):
-            lo, hi = sizes[i - 1], sizes[i]
-            clo, chi = self._ema[lo], self._ema[hi]
-            return max(floor, clo + (chi - clo) * (items - lo) / (hi - lo))
-        top = sizes[-1]
-        if len(sizes) == 1:
-            return self._ema[top] * items / top
-        prev = sizes[-2]
-        slope = max(0.0, (self._ema[top] - self._ema[prev]) / (top - prev))
-        return max(floor, self._ema[top] + slope * (items - top))
+        return self.fixed + self.per_item * items if self._median else 0.0
 
     def lower_bound(self, items: int) -> float:
-        """A batch holding `items` computes for at least this long: the
-        largest measured time of any size <= items, less the noise margin."""
-        i = bisect.bisect_right(self._sizes, items)
-        return LOWER_BOUND_MARGIN * self._floor[i - 1] if i else 0.0
+        """A batch holding `items` computes for at least this long: the fit
+        at `items`, and no more than the largest median of a size <= items
+        (a fit of a curved cost can overshoot the small sizes), less the
+        noise margin; 0.0 until a size <= items has been measured."""
+        below = [m for b, m in self._median.items() if b <= items]
+        return LOWER_BOUND_MARGIN * min(self.estimate(items), max(below)) if below else 0.0
+
+
+def _weighted_line(xs: list[int], ys: list[float], ws: list[float]) -> tuple[float, float]:
+    """Weighted least squares y = a + k x with a >= 0 and k >= 0."""
+    sw = sum(ws)
+    mx = sum(w * x for w, x in zip(ws, xs)) / sw
+    my = sum(w * y for w, y in zip(ws, ys)) / sw
+    sxx = sum(w * (x - mx) ** 2 for w, x in zip(ws, xs))
+    k = sum(w * (x - mx) * (y - my) for w, x, y in zip(ws, xs, ys)) / sxx if sxx > 0 else 0.0
+    if k <= 0:
+        return my, 0.0
+    a = my - k * mx
+    if a < 0:  # through the origin
+        return 0.0, sum(w * x * y for w, x, y in zip(ws, xs, ys)) / sum(w * x * x for w, x in zip(ws, xs))
+    return a, k
 
 
 @dataclass
@@ -281,7 +319,7 @@ class BatchPolicy:
     def auto_wait_s(self, items: int, now: float) -> float:
         """The adaptive window's wait for more company, from the last event
         (see the module docstring): (b* - n) / lambda."""
-        lam = self.rate.at(now)
+        lam = self.rate.confident(now)
         if lam <= 0 or not self.compute.measured:
             return 0.0
         best_b, best_cost = items, self._expected_latency(items, items, lam)
@@ -295,7 +333,7 @@ class BatchPolicy:
         c = self.compute.estimate(b)
         # The next batch holds at least what arrives while this one runs.
         k = max(b, lam * c)
-        rho = lam * self.compute.estimate(math.ceil(k)) / k
+        rho = lam * self.compute.estimate(k) / k
         if rho >= 1:
             return math.inf
         return (b - items) / lam + rho * c / 2 + c
@@ -400,4 +438,6 @@ class BatchPolicy:
         return {"window_us": round(self.window_s * 1e6, 1), "window": "auto" if self.auto else "fixed",
                 "arrival_rate_per_s": round(self.rate.at(now), 3), "queue_depth": self.queued,
                 "queue_depth_by_priority": {str(i + 1): d for i, d in enumerate(self.depth)},
-                "compute_us_by_batch": {str(b): round(s * 1e6, 1) for b, s in self.compute.table().items()}}
+                "compute_us_by_batch": {str(b): round(s * 1e6, 1) for b, s in self.compute.table().items()},
+                "compute_fit_us": {"fixed": round(self.compute.fixed * 1e6, 1),
+                                   "per_item": round(self.compute.per_item * 1e6, 1)}}

@@ -128,9 +128,12 @@ class WarmPlans:
     builds: int = 0                              # plans built, over every instance
     ns: int = 0                                  # wall time of the building runs
     error: str | None = None                     # a smoke reference that could not be used
+    requests: int = 0                            # requests run through the serving path (engine.server.warmpath)
+    request_ns: int = 0                          # their wall time
 
     def as_json(self) -> dict:
         return {"warm": self.builds, "warm_ns": self.ns, "shapes": self.shapes, "sources": self.sources,
+                "warm_requests": self.requests, "warm_request_ns": self.request_ns,
                 **({"error": self.error} if self.error else {})}
 
 
@@ -210,9 +213,9 @@ class LoadedModel:
         warm = WarmPlans(shapes=shapes, sources=sources, error=error)
         for shape in shapes:
             feeds = {t.name: np.zeros(shape[t.name], t.dtype) for t in self.inputs}
-            items = shape[self.inputs[0].name][0] if self.batchable else 1
-            if self.batchable and not 1 <= items <= self.max_batch:
+            if not self.schedulable(shape):
                 continue  # the scheduler never forms this batch
+            items = shape[self.inputs[0].name][0] if self.batchable else 1
             for session in self.sessions:
                 before = getattr(session, "plan_count", None)
                 t0 = time.perf_counter_ns()
@@ -228,6 +231,10 @@ class LoadedModel:
                 after = getattr(session, "plan_count", None)
                 warm.builds += after - before if after is not None else 1
         return warm
+
+    def schedulable(self, shape: dict) -> bool:
+        """Whether a request of this {input: dims} fits one batch."""
+        return not self.batchable or 1 <= shape[self.inputs[0].name][0] <= self.max_batch
 
     def plan_report(self) -> dict:
         """Warm-up builds and the plans the sessions hold now (a request of a

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Awaitable, Callable
 
 from engine.arena import PLAN_ARENAS, ArenaPolicy
 from engine.server.config import EngineConfig, ModelConfig
@@ -32,6 +33,10 @@ class ModelRegistry:
         self.metrics = metrics
         self.entries: dict[str, ModelEntry] = {}
         self._retiring: set[asyncio.Task] = set()
+        # engine.server.warmpath.warm_request_path, set by the server (it
+        # sits above the protocol modules, which sit above this one): run on
+        # every new version before it is switched in.
+        self.warm: Callable[[ModelScheduler, int], Awaitable[int]] | None = None
 
     def get(self, name: str) -> ModelEntry | None:
         return self.entries.get(name)
@@ -65,7 +70,8 @@ class ModelRegistry:
                 errors[mcfg.name] = msg
                 self.metrics.load_failures[mcfg.name] += 1
                 continue
-            old, entry.scheduler = entry.scheduler, ModelScheduler(result, self.metrics)
+            scheduler = await self._warmed(result, config.limits.max_json_elements)
+            old, entry.scheduler = entry.scheduler, scheduler
             entry.error = None
             entry.loaded_at = time.time()
             if old is not None:
@@ -75,6 +81,20 @@ class ModelRegistry:
             if entry.scheduler is not None:
                 self._retire(entry.scheduler, drain_timeout_s)
         return errors
+
+    async def _warmed(self, model: LoadedModel, max_json_elements: int) -> ModelScheduler:
+        """A scheduler for `model` whose request path has run once per
+        declared shape; those requests count in no client-facing metric."""
+        scheduler = ModelScheduler(model, Metrics())
+        if self.warm is not None and model.warm.shapes and model.warm.error is None:
+            t0 = time.perf_counter_ns()
+            try:
+                model.warm.requests = await self.warm(scheduler, max_json_elements)
+            except Exception as exc:  # noqa: BLE001 - as a failed warm plan: reported, the model still serves
+                model.warm.error = f"warm-up request failed: {type(exc).__name__}: {exc}"
+            model.warm.request_ns = time.perf_counter_ns() - t0
+        scheduler.serve_clients(self.metrics)
+        return scheduler
 
     def _retire(self, scheduler: ModelScheduler, drain_timeout_s: float) -> None:
         async def retire():

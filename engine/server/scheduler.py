@@ -31,7 +31,7 @@ import time
 
 import numpy as np
 
-from engine.server.batching import DONE, QUEUED, BatchPolicy
+from engine.server.batching import DONE, QUEUED, ArrivalRate, BatchPolicy
 from engine.server.errors import ServeError
 from engine.server.metrics import Metrics
 from engine.server.models import LoadedModel
@@ -103,6 +103,13 @@ class ModelScheduler:
         loop = asyncio.get_running_loop()
         self._runners = [InstanceRunner(loop) for _ in model.sessions]
         self._workers = [loop.create_task(self._worker(i, s)) for i, s in enumerate(model.sessions)]
+
+    def serve_clients(self, metrics: Metrics) -> None:
+        """From now on, count into the server's metrics (warm-up's requests
+        counted into a scratch set), with an arrival rate that has not seen
+        warm-up's requests."""
+        self.metrics = metrics
+        self.policy.rate = ArrivalRate()
 
     @property
     def queued(self) -> int:

@@ -55,6 +55,7 @@ from engine.server.logs import JsonLogger, open_log_dir
 from engine.server.reload import reload_config
 from engine.server.state import ServerState
 from engine.server.tls import server_context
+from engine.server.warmpath import warm_request_path
 
 
 class HttpConnection:
@@ -85,6 +86,7 @@ class Server:
             logger = JsonLogger(config.log_level, file=log_file)
         self.logger = logger
         self.state = ServerState(config, self.logger)
+        self.state.registry.warm = warm_request_path
         self.app = KServeApp(self.state)
         self.connections: set = set()
         self.listeners: list[tuple[asyncio.AbstractServer, typing.Callable]] = []   # (server, protocol factory)

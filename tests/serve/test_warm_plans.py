@@ -62,7 +62,13 @@ def test_the_smoke_shape_is_planned_before_ready_and_the_first_request_builds_no
     builds = plan_builds(warm)
     assert builds["warm"] == 1 and builds["cached"] == 1 and builds["sources"] == ["smoke reference"], builds
     assert builds["shapes"] == [{"input": [1, 784]}] and builds["warm_ns"] > 0
+    # Ready implies the request path ran too: one request per shape through
+    # each protocol's codecs and the scheduler, counted in no client metric.
+    assert builds["warm_requests"] == 2 and builds["warm_request_ns"] > 0, builds
+    stats = json.loads(warm.get("/v2/models/mlp/stats")[1])["model_stats"][0]
+    assert stats["inference_count"] == 0 and stats["execution_count"] == 0, stats
     assert plan_builds(cold)["warm"] == 0 and plan_builds(cold)["cached"] == 0
+    assert plan_builds(cold)["warm_requests"] == 0   # no declared shape: nothing to run
     x = zoo_mlp.inputs(np.random.default_rng(0), 1)
     first = {name: latencies(s, x, 1)[0] for name, s in (("warm", warm), ("cold", cold))}
     assert plan_builds(warm)["cached"] == 1      # served from the warm plan: nothing built
@@ -91,6 +97,7 @@ def test_a_reload_plans_the_new_version_before_it_serves(serve_factory, zoo_mlp,
         time.sleep(0.05)  # polling observable state (reload counter, plan count) with a deadline
     builds = plan_builds(server)
     assert builds["warm"] == 1 and builds["shapes"] == [{"input": [1, 784]}]
+    assert builds["warm_requests"] == 2             # the new version's request path ran before it served
     assert infer_http(server, "mlp", zoo_mlp.inputs(rng, 1), name="input")[0] == 200
     assert plan_builds(server)["cached"] == 1
 
