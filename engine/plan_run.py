@@ -104,6 +104,19 @@ class ExecPlan:
     def release_arena(self, address: int) -> None:
         self._free.append(address)
 
+    def has_idle_arena(self) -> bool:
+        return bool(self._free or self._slots)
+
+    def take_idle_arenas(self) -> list[int]:
+        """The arenas no run holds (free, or parked in a run() slot), taken
+        away from this plan: for ArenaDonors, once the plan is evicted."""
+        addresses = []
+        while self._slots:
+            addresses.append(self._slots.pop()[0])
+        while self._free:
+            addresses.append(self._free.pop())
+        return addresses
+
     def bind(self, weights_ptr: int, inputs: list[np.ndarray]) -> "BoundRun":
         """Everything one run needs, with an arena taken from the pool: for
         run() below and for callers that run plans on their own thread
@@ -255,7 +268,7 @@ class ArenaDonors:
         self.reused = 0
 
     def offer(self, plan) -> None:
-        if not isinstance(plan, ExecPlan) or not plan._free:
+        if not isinstance(plan, ExecPlan) or not plan.has_idle_arena():
             return
         with self._lock:
             self._plans.append(plan)
@@ -265,11 +278,9 @@ class ArenaDonors:
         """(donor plan, its idle arena addresses) or None."""
         with self._lock:
             for i, plan in enumerate(self._plans):
-                if nbytes <= plan.arena_bytes <= 2 * nbytes + (2 << 20) and plan._free:
+                if nbytes <= plan.arena_bytes <= 2 * nbytes + (2 << 20) and plan.has_idle_arena():
                     del self._plans[i]
-                    addresses = []
-                    while plan._free:
-                        addresses.append(plan._free.pop())
+                    addresses = plan.take_idle_arenas()
                     self.reused += 1
                     return plan, addresses
             # None fits: drop them, so their arenas leave the PLAN_ARENAS

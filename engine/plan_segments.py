@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.errors import UnsupportedOperatorError
+from engine.errors import InvalidArgument, UnsupportedOperatorError
 from engine.ir import Graph
 from engine.plan import (BLOB_WEIGHTS, LOC_BLOB, LOC_INPUT, Buffer, ExecPlan, NeedsValue, PlanCache, Planner, Value,
                          trim_bounded)
@@ -123,6 +123,12 @@ def plan_graph(graph: Graph, feeds: dict[str, np.ndarray], *, nthreads: int = 1,
     return SegmentedPlan(graph, first, nthreads=nthreads, weights=weights)
 
 
+# out= is checked against shapes known before the run; a segmented plan
+# knows its output shapes only after it.
+OUT_REFUSED = ("out= needs output shapes known before the run; this model's output shapes depend on its input "
+               "values (a data-dependent op such as NonZero or NMS)")
+
+
 class SegmentedPlan:
     """Runs a graph as segments (see the module docstring). Duck-types the
     parts of ExecPlan a session and server use: run, bind, arena_bytes."""
@@ -206,7 +212,9 @@ class SegmentedPlan:
                 return env
             seg = self._segment(seg.end, env, consts)
 
-    def run(self, weights_ptr: int, inputs: list[np.ndarray], nthreads: int) -> list[np.ndarray]:
+    def run(self, weights_ptr: int, inputs: list[np.ndarray], nthreads: int, out=None) -> list[np.ndarray]:
+        if out is not None:
+            raise InvalidArgument(OUT_REFUSED)
         env = self.evaluate(weights_ptr, inputs, nthreads)
         graph_inputs = {t.name for t in self.graph.inputs}
         outs = []

@@ -31,7 +31,7 @@ from engine.onnx_import import import_file
 from engine.passes import run_passes
 from engine.passes.precision import precision_of
 from engine.plan import ExecPlan, NeedsValue, PlanCache
-from engine.plan_segments import plan_graph
+from engine.plan_segments import OUT_REFUSED, plan_graph
 
 DEFAULT_PLAN_CACHE_SIZE = 16  # engine.plan_cache_size default (sysconfig schema)
 # Inputs whose values shape the plan (e.g. a Reshape target fed as an input)
@@ -256,6 +256,8 @@ class InferenceSession:
         return [names.index(n) for n in output_names]
 
     def _check_out(self, plan: ExecPlan, out, index) -> None:
+        if not isinstance(plan, ExecPlan):
+            raise InvalidArgument(OUT_REFUSED)
         index = list(index)
         if not isinstance(out, (list, tuple)) or len(out) != len(index):
             raise InvalidArgument(f"out must be a list of {len(index)} arrays (one per requested output), "
