@@ -1,0 +1,108 @@
+"""The QOperator integer ops (engine/ops/qoperator.py) against onnx.reference,
+bit for bit, on random data: odd sizes, K past the 258-product float32
+partial sums (the int32 chunking), per-row / per-column / per-channel zero
+points, int8 and uint8 activations, grouped and depthwise convolutions with
+pads, strides and dilations; QLinearAdd / QLinearMul (com.microsoft) against
+onnxruntime, their only oracle."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+from engine.session import InferenceSession
+from tests.runtime.op_oracle import check_op
+
+RNG = np.random.default_rng(12)
+
+
+def _q(dtype, shape):
+    info = np.iinfo(dtype)
+    return RNG.integers(info.min, info.max + 1, shape).astype(dtype)
+
+
+@pytest.mark.op_test("MatMulInteger")
+@pytest.mark.parametrize("a_dtype,b_dtype", [(np.uint8, np.int8), (np.uint8, np.uint8), (np.int8, np.int8)])
+def test_matmul_integer_is_exact_past_one_partial_sum(tmp_path, a_dtype, b_dtype):
+    m, k, n = 5, 601, 7
+    a, b = _q(a_dtype, (2, m, k)), _q(b_dtype, (k, n))
+    # Extreme operands: every product at its largest, where a float32 sum would round.
+    feeds = {"A": a, "B": b, "a_zero_point": _q(a_dtype, (m,)), "b_zero_point": _q(b_dtype, (n,))}
+    a[:, 0], feeds["a_zero_point"][0] = np.iinfo(a_dtype).min, np.iinfo(a_dtype).max
+    b[:, 0], feeds["b_zero_point"][0] = np.iinfo(b_dtype).max, np.iinfo(b_dtype).min
+    # onnx.reference does not broadcast a per-row a_zero_point (the spec allows one): an int64 oracle.
+    want = (a.astype(np.int64) - feeds["a_zero_point"].astype(np.int64)[:, None]) \
+        @ (b.astype(np.int64) - feeds["b_zero_point"].astype(np.int64))
+    (y,) = check_op(tmp_path, "MatMulInteger", feeds, opset=21, oracle=lambda f: [want.astype(np.int32)])
+    assert y.dtype == np.int32 and np.abs(y).max() > 2 ** 24
+
+
+@pytest.mark.op_test("QLinearMatMul")
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_qlinear_matmul_run_time_weights(tmp_path, dtype):
+    a, b = _q(dtype, (3, 4, 300)), _q(dtype, (300, 9))
+    feeds = {"a": a, "a_scale": np.float32(0.02), "a_zero_point": _q(dtype, ()),
+             "b": b, "b_scale": np.float32(0.013), "b_zero_point": _q(dtype, ()),
+             "y_scale": np.float32(0.1), "y_zero_point": _q(dtype, ())}
+    (y,) = check_op(tmp_path, "QLinearMatMul", feeds, opset=21)
+    assert y.min() == np.iinfo(dtype).min or y.max() == np.iinfo(dtype).max  # saturation reached
+
+
+@pytest.mark.op_test("ConvInteger")
+def test_conv_integer_grouped_strided_dilated_padded(tmp_path):
+    x, w = _q(np.uint8, (2, 6, 11, 9)), _q(np.uint8, (4, 3, 3, 2))
+    feeds = {"x": x, "w": w, "x_zero_point": np.uint8(131), "w_zero_point": _q(np.uint8, (4,))}
+    attrs = {"group": 2, "strides": [2, 1], "dilations": [1, 2], "pads": [1, 0, 2, 1]}
+    check_op(tmp_path, "ConvInteger", feeds, attrs, opset=21)
+
+
+@pytest.mark.op_test("QLinearConv")
+@pytest.mark.parametrize("dtype,c,group", [(np.uint8, 300, 1), (np.int8, 5, 1), (np.uint8, 7, 7)])
+def test_qlinear_conv_per_channel_with_bias(tmp_path, dtype, c, group):
+    """Dense with C past one partial sum, int8 activations, and depthwise."""
+    k = 4 if group == 1 else c
+    x, w = _q(dtype, (1, c, 6, 7)), _q(np.int8, (k, c // group, 3, 3))
+    consts = {"w": w, "w_scale": (RNG.random(k) * 0.02 + 1e-3).astype(np.float32),
+              "w_zero_point": np.zeros(k, np.int8), "B": RNG.integers(-5000, 5000, k).astype(np.int32)}
+    feeds = {"x": x, "x_scale": np.float32(0.05), "x_zero_point": _q(dtype, ()), "w": w,
+             "w_scale": consts["w_scale"], "w_zero_point": consts["w_zero_point"],
+             "y_scale": np.float32(0.9 if c > 100 else 0.2), "y_zero_point": _q(dtype, ()), "B": consts["B"]}
+    attrs = {"group": group, "pads": [1, 1, 1, 1], "strides": [1, 2]}
+    check_op(tmp_path, "QLinearConv", feeds, attrs, constants=consts, opset=21)
+
+
+def test_a_non_integer_operand_is_one_clear_line(tmp_path):
+    from engine.errors import ConversionError
+
+    feeds = {"A": RNG.standard_normal((2, 3)).astype(np.float32), "B": _q(np.int8, (3, 2))}
+    with pytest.raises(ConversionError, match=r"MatMulInteger .*A dtype float32 not supported"):
+        check_op(tmp_path, "MatMulInteger", feeds, opset=21, oracle=lambda f: [np.zeros((2, 2), np.int32)])
+
+
+ort = pytest.importorskip("onnxruntime", reason="onnxruntime (the oracle of the com.microsoft ops) is not installed")
+
+
+@pytest.mark.op_test("QLinearAdd", "QLinearMul")
+@pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])
+def test_microsoft_qlinear_binary_matches_onnxruntime(tmp_path, op):
+    names = ["A", "A_scale", "A_zero_point", "B", "B_scale", "B_zero_point", "C_scale", "C_zero_point"]
+    a, b = _q(np.uint8, (2, 3, 5, 5)), _q(np.uint8, (1, 3, 1, 5))
+    params = {"A_scale": np.float32(0.031), "A_zero_point": np.uint8(120), "B_scale": np.float32(0.017),
+              "B_zero_point": np.uint8(3), "C_scale": np.float32(0.05 if op == "QLinearAdd" else 0.02),
+              "C_zero_point": np.uint8(100)}
+    node = helper.make_node(op, names, ["C"], domain="com.microsoft")
+    graph = helper.make_graph(
+        [node], op, [helper.make_tensor_value_info("A", onnx.TensorProto.UINT8, a.shape),
+                     helper.make_tensor_value_info("B", onnx.TensorProto.UINT8, b.shape)],
+        [helper.make_tensor_value_info("C", onnx.TensorProto.UINT8, a.shape)],
+        [onnx.numpy_helper.from_array(np.asarray(v), k) for k, v in params.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    path = tmp_path / f"{op}.onnx"
+    onnx.save(model, str(path))
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"A": a, "B": b})[0]
+    got = InferenceSession(path, threads=1).run(None, {"A": a, "B": b})[0]
+    assert got.dtype == np.uint8 and got.shape == want.shape
+    # onnxruntime's vectorised kernel rounds through a float32 reciprocal of C_scale: one step at most.
+    assert np.abs(got.astype(np.int32) - want).max() <= 1
