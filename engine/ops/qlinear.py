@@ -5,7 +5,7 @@ aie_gemm_lowp.h); and QLutU8 (LUT_U8), a uint8 -> uint8 table per channel.
 Inputs: x (uint8), x_scale, x_zero (scalars), the packed int8 weights,
 w_scale (float32, one per output channel), bias (int32 for a uint8 output,
 float32 otherwise; optional), and for a uint8 output y_scale, y_zero.
-Attributes: `_out` ("uint8" | "float32"), `_act` (float32 output only),
+Attributes: `_out` ("uint8" | "float32" | "int32": the sums, for ConvInteger / MatMulInteger), `_act` (float32 output only),
 `_w_shape` (OIHW for the conv, [K, N] for the GEMM), the conv's window.
 QConvU8S8 is NCHW like Conv unless the layout pass made it NHWC (`_nhwc`).
 """
@@ -28,12 +28,12 @@ def _quant(ctx: LoweringContext):
     x = ctx.input(0)
     ctx.require_dtype(x, (np.uint8,))
     out = ctx.attr("_out", "float32")
-    if out not in ("uint8", "float32"):
-        raise ctx.unsupported(f"_out={out!r} (expected uint8 or float32)")
+    if out not in ("uint8", "float32", "int32"):
+        raise ctx.unsupported(f"_out={out!r} (expected uint8, float32 or int32)")
     x_scale, x_zero = float(ctx.const(1).reshape(())), int(ctx.const(2).reshape(()))
     y_scale, y_zero = (float(ctx.const(6).reshape(())), int(ctx.const(7).reshape(()))) if out == "uint8" else (1.0, 0)
     return (x, x_scale, x_zero, ctx.input(3), ctx.input(4), ctx.input(5), OUT_KINDS[out], y_scale, y_zero,
-            int(ctx.attr("_act", Unary.IDENTITY)), np.uint8 if out == "uint8" else np.float32)
+            int(ctx.attr("_act", Unary.IDENTITY)), {"uint8": np.uint8, "int32": np.int32}.get(out, np.float32))
 
 
 def lower_qgemm(ctx: LoweringContext) -> None:

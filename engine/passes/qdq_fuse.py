@@ -258,6 +258,117 @@ class _Fuser:
         return True
 
 
+class _QOperator:
+    """QOperator-format nodes (QLinearConv, QLinearMatMul, ConvInteger,
+    MatMulInteger) whose weights are int8 constants with zero point 0 and
+    whose activation is uint8 with a constant per-tensor zero point become
+    QConvU8S8 / QGemmU8S8 in place: the same int32 sums and, for QLinear*,
+    the same float32 requantisation as engine/ops/qoperator.py composes (and
+    onnxruntime computes); the *Integer ops write the int32 sums (`_out`
+    "int32"). Anything else stays for engine/ops/qoperator.py."""
+
+    def __init__(self, fuser: _Fuser):
+        self.f = fuser
+
+    def scalar(self, name: str, dtype) -> np.ndarray | None:
+        v = self.f.const(name) if name else np.zeros((), dtype)
+        return v.reshape(()) if v is not None and v.size == 1 and v.dtype == dtype else None
+
+    def weights(self, name: str, zp_name: str) -> np.ndarray | None:
+        w = self.f.const(name)
+        zp = self.f.const(zp_name) if zp_name else np.zeros((), np.int8)
+        if w is None or zp is None or w.dtype != np.int8 or zp.dtype != np.int8 or np.any(zp != 0):
+            return None
+        return w
+
+    def scales(self, name: str, n: int) -> np.ndarray | None:
+        s = self.f.const(name)
+        if s is None or s.dtype != np.float32 or s.size not in (1, n) or s.ndim > 1 \
+                or not np.all(np.isfinite(s)) or np.any(s <= 0):
+            return None
+        return np.ascontiguousarray(np.broadcast_to(s.reshape(-1), (n,)), np.float32)
+
+    def rewrite(self, node: Node, kind: str, x_name: str, x_scale: float, x_zero: int, packed: np.ndarray,
+                w_scale: np.ndarray, bias: np.ndarray | None, yq: tuple[float, int] | None, out: str,
+                attrs: dict) -> bool:
+        f = self.f
+        base = node.name or node.outputs[0]
+        names = {k: f.unique(f"{base}/{k}") for k in ("x_scale", "x_zero", "packed", "w_scale", "bias", "y_scale",
+                                                       "y_zero")}
+        f.inits[names["x_scale"]] = np.float32(x_scale).reshape(())
+        f.inits[names["x_zero"]] = np.uint8(x_zero).reshape(())
+        f.inits[names["packed"]] = packed
+        f.inits[names["w_scale"]] = w_scale
+        inputs = [x_name, names["x_scale"], names["x_zero"], names["packed"], names["w_scale"], ""]
+        if bias is not None:
+            f.inits[names["bias"]] = np.ascontiguousarray(bias, np.int32)
+            inputs[5] = names["bias"]
+        if yq is not None:
+            f.inits[names["y_scale"]] = np.float32(yq[0]).reshape(())
+            f.inits[names["y_zero"]] = np.uint8(yq[1]).reshape(())
+            inputs += [names["y_scale"], names["y_zero"]]
+        node.op, node.inputs, node.attrs, node.domain = kind, inputs, dict(attrs, _out=out), ""
+        return True
+
+    def operands(self, node: Node, x_i: int, xs_i: int | None, xz_i: int, w_i: int, wz_i: int):
+        """(x_scale, x_zero, int8 weights) or None."""
+        ins = node.inputs + [""] * 9
+        x_zero = self.scalar(ins[xz_i], np.uint8)
+        x_scale = self.f.const(ins[xs_i]) if xs_i is not None else np.ones((), np.float32)
+        w = self.weights(ins[w_i], ins[wz_i])
+        if x_zero is None or x_scale is None or x_scale.size != 1 or x_scale.dtype != np.float32 \
+                or not x_scale.reshape(()) > 0 or w is None or ins[x_i] in self.f.inits:
+            return None
+        return float(x_scale.reshape(())), int(x_zero), w
+
+    def output(self, node: Node) -> tuple[float, int] | None:
+        ys, yz = self.f.const(node.inputs[6]), self.scalar(node.inputs[7] if len(node.inputs) > 7 else "", np.uint8)
+        if ys is None or yz is None or ys.size != 1 or ys.dtype != np.float32 or not ys.reshape(()) > 0:
+            return None
+        return float(ys.reshape(())), int(yz)
+
+    def conv(self, node: Node) -> bool:
+        qlinear = node.op == "QLinearConv"
+        ops = self.operands(node, 0, 1, 2, 3, 5) if qlinear else self.operands(node, 0, None, 2, 1, 3)
+        if ops is None or node.attrs.get("group", 1) != 1:
+            return False
+        x_scale, x_zero, w = ops
+        if w.ndim != 4 or w.shape[1] * w.shape[2] * w.shape[3] > 32768:
+            return False
+        if node.attrs.get("kernel_shape") is not None and list(node.attrs["kernel_shape"]) != list(w.shape[2:]):
+            return False
+        k = w.shape[0]
+        w_scale, yq, bias = np.ones(k, np.float32), None, None
+        if qlinear:
+            w_scale, yq = self.scales(node.inputs[4], k), self.output(node)
+            bias = self.f.const(node.inputs[8]) if len(node.inputs) > 8 and node.inputs[8] else None
+            if w_scale is None or yq is None or (len(node.inputs) > 8 and node.inputs[8]
+                                                 and (bias is None or bias.dtype != np.int32 or bias.size != k)):
+                return False
+        attrs = {a: v for a, v in node.attrs.items() if a in ("auto_pad", "pads", "strides", "dilations")}
+        attrs["_w_shape"] = [int(d) for d in w.shape]
+        return self.rewrite(node, "QConvU8S8", node.inputs[0], x_scale, x_zero, pack_conv_s8(w).copy(), w_scale,
+                            None if bias is None else bias.reshape(k), yq, "uint8" if qlinear else "int32", attrs)
+
+    def matmul(self, node: Node) -> bool:
+        qlinear = node.op == "QLinearMatMul"
+        ops = self.operands(node, 0, 1, 2, 3, 5) if qlinear else self.operands(node, 0, None, 2, 1, 3)
+        if ops is None:
+            return False
+        x_scale, x_zero, w = ops
+        if w.ndim != 2 or w.shape[0] > 32768:
+            return False
+        n = w.shape[1]
+        w_scale, yq = np.ones(n, np.float32), None
+        if qlinear:
+            w_scale, yq = self.scales(node.inputs[4], n), self.output(node)
+            if w_scale is None or yq is None:
+                return False
+        packed = np.ascontiguousarray(pack_b_s8(w).buffer)
+        return self.rewrite(node, "QGemmU8S8", node.inputs[0], x_scale, x_zero, packed, w_scale, None, yq,
+                            "uint8" if qlinear else "int32", {"_w_shape": [int(w.shape[0]), int(n)]})
+
+
 def _quantize_u8(y: np.ndarray, scale: float, zero: int) -> np.ndarray:
     """QuantizeLinear to uint8 as the QUANTIZE step computes it (kernels/exec/qlinear.c), in numpy float32."""
     with np.errstate(invalid="ignore", over="ignore"):
@@ -269,6 +380,7 @@ def _quantize_u8(y: np.ndarray, scale: float, zero: int) -> np.ndarray:
 
 def qdq_fuse(graph: Graph) -> Graph:
     f = _Fuser(graph)
+    qop = _QOperator(f)
     for node in list(graph.nodes):
         if node.domain != "" or id(node) in f.drop:
             continue
@@ -278,5 +390,9 @@ def qdq_fuse(graph: Graph) -> Graph:
             f.gemm(node)
         elif node.op == "BatchNormalization" and len(node.inputs) == 5:
             f.batchnorm(node)
+        elif node.op in ("QLinearConv", "ConvInteger") and len(node.inputs) >= (8 if node.op[0] == "Q" else 2):
+            qop.conv(node)
+        elif node.op in ("QLinearMatMul", "MatMulInteger") and len(node.inputs) >= (8 if node.op[0] == "Q" else 2):
+            qop.matmul(node)
     graph.nodes = [n for n in graph.nodes if id(n) not in f.drop]
     return graph

@@ -73,6 +73,52 @@ def test_qlinear_conv_per_channel_with_bias(tmp_path, dtype, c, group):
     check_op(tmp_path, "QLinearConv", feeds, attrs, constants=consts, opset=21)
 
 
+def _plan_ops(model_path) -> list[str]:
+    from engine.onnx_import import import_file
+    from engine.passes import run_passes
+
+    graph, _ = run_passes(import_file(model_path))
+    return [n.op for n in graph.nodes]
+
+
+@pytest.mark.op_test("QLinearConv", "ConvInteger", "QLinearMatMul", "MatMulInteger")
+@pytest.mark.parametrize("level", ["scalar", "avx2", "avx_vnni", "avx512_vnni", "amx"])
+def test_constant_int8_weights_run_on_the_int8_kernels(tmp_path, level):
+    """What onnxruntime's QOperator quantiser writes (int8 constant weights, zero point 0,
+    uint8 activations): fused onto CONV_U8S8 / GEMM_U8S8_PACKED, bit-exact at every level."""
+    from engine import kernels
+
+    why = kernels.level_unsupported(level)
+    if why is not None:
+        pytest.skip(f"level {level} unavailable on this host: {why}")
+    x, w = _q(np.uint8, (2, 13, 7, 6)), _q(np.int8, (5, 13, 3, 3))
+    a, b = _q(np.uint8, (3, 4, 301)), _q(np.int8, (301, 17))
+    cases = [
+        ("ConvInteger", {"x": x, "w": w, "x_zero_point": np.uint8(77)}, {"pads": [1, 0, 1, 2], "strides": [2, 1]},
+         ["w", "x_zero_point"], "QConvU8S8"),
+        ("QLinearConv", {"x": x, "x_scale": np.float32(0.04), "x_zero_point": np.uint8(9), "w": w,
+                         "w_scale": (RNG.random(5) * 0.01 + 1e-3).astype(np.float32), "w_zero_point": np.zeros(5, np.int8),
+                         "y_scale": np.float32(0.3), "y_zero_point": np.uint8(128),
+                         "B": RNG.integers(-3000, 3000, 5).astype(np.int32)},
+         {"dilations": [2, 1], "pads": [2, 1, 2, 1]}, ["x_scale", "x_zero_point", "w", "w_scale", "w_zero_point",
+                                                       "y_scale", "y_zero_point", "B"], "QConvU8S8"),
+        ("MatMulInteger", {"A": a, "B": b, "a_zero_point": np.uint8(200), "b_zero_point": np.int8(0)}, {},
+         ["B", "a_zero_point", "b_zero_point"], "QGemmU8S8"),
+        ("QLinearMatMul", {"a": a, "a_scale": np.float32(0.02), "a_zero_point": np.uint8(3), "b": b,
+                           "b_scale": np.float32(0.01), "b_zero_point": np.int8(0), "y_scale": np.float32(0.2),
+                           "y_zero_point": np.uint8(90)}, {},
+         ["a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "y_scale", "y_zero_point"], "QGemmU8S8"),
+    ]
+    with kernels.use_level(level):
+        for op, feeds, attrs, const_names, fused in cases:
+            sub = tmp_path / op
+            sub.mkdir(exist_ok=True)
+            (y,) = check_op(sub, op, feeds, attrs, constants={n: feeds[n] for n in const_names}, opset=21)
+            ops = _plan_ops(sub / f"{op}.onnx")
+            assert fused in ops and op not in ops, ops
+            assert y.dtype == (np.int32 if op.endswith("Integer") else np.uint8)
+
+
 def test_a_non_integer_operand_is_one_clear_line(tmp_path):
     from engine.errors import ConversionError
 
