@@ -1,6 +1,6 @@
 """The QOperator-format integer ops (what onnxruntime.quantization writes with
 QuantFormat.QOperator and quantize_dynamic): QLinearConv, QLinearMatMul,
-ConvInteger, MatMulInteger, and QLinearAdd / QLinearMul (com.microsoft).
+ConvInteger, MatMulInteger, and QLinearAdd / QLinearMul / QGemm (com.microsoft).
 
 Where the weights are int8 constants with zero point 0 and the activation is
 uint8 per tensor, engine.passes.qdq_fuse has already turned QLinearConv /
@@ -138,6 +138,32 @@ def lower_qlinear_matmul(ctx: LoweringContext) -> None:
     c.out(0, _requant(c, _int_matmul(c, af, bf), multiplier, y_zp, out_dtype))
 
 
+def lower_qgemm(ctx: LoweringContext) -> None:
+    """com.microsoft QGemm: op(A) x op(B) (+ C, int32 at scale s_a * s_b) requantised to
+    (y_scale, y_zero_point), or, without y_scale, float32 (acc + C) * s_a * s_b."""
+    c = Composer(ctx)
+    a, a_s, a_zp, b, b_s, b_zp, bias, y_s, y_zp = (ctx.input(i) for i in range(9))
+    if ctx.attr("alpha", 1.0) != 1.0:
+        raise ctx.unsupported(f"alpha={ctx.attr('alpha')} (only 1)")
+    if a.rank != 2 or b.rank != 2:
+        raise ctx.unsupported(f"operands of shapes {a.shape} and {b.shape} (2-D only)")
+    if ctx.attr("transA", 0):
+        a = c.transpose(a, [1, 0])
+    if ctx.attr("transB", 0):
+        b = c.transpose(b, [1, 0])
+    af, bf, m, n = _matmul_operands(c, a, a_zp, b, b_zp)
+    acc = _int_matmul(c, af, bf)
+    if bias is not None:
+        ctx.require_dtype(bias, (np.int32,), "C")
+        acc = c.add(acc, bias)
+    scale = c.mul(_scale(c, a_s, "a"), _scale(c, b_s, "b", n, [n]))
+    if y_s is None:
+        c.out(0, c.mul(c.cast(acc, np.float32), scale))
+        return
+    out_dtype = y_zp.dtype if y_zp is not None else a.dtype
+    c.out(0, _requant(c, acc, c.div(scale, _scale(c, y_s, "y")), y_zp, out_dtype))
+
+
 def _int_conv(c: Composer, xf, wf):
     """int32 convolution (NCHW, 2-D) of float32 integer-valued xf and wf, with the node's window attributes."""
     ctx = c.ctx
@@ -246,5 +272,5 @@ def lower_qlinear_mul(ctx: LoweringContext) -> None:
 _WINDOW = {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}
 RULES = {"QLinearConv": {10: lower_qlinear_conv}, "QLinearMatMul": {10: lower_qlinear_matmul},
          "ConvInteger": {10: lower_conv_integer}, "MatMulInteger": {10: lower_matmul_integer},
-         "QLinearAdd": {1: lower_qlinear_add}, "QLinearMul": {1: lower_qlinear_mul}}
-ATTRS = {"QLinearConv": _WINDOW, "ConvInteger": _WINDOW}
+         "QLinearAdd": {1: lower_qlinear_add}, "QLinearMul": {1: lower_qlinear_mul}, "QGemm": {1: lower_qgemm}}
+ATTRS = {"QLinearConv": _WINDOW, "ConvInteger": _WINDOW, "QGemm": {"alpha", "transA", "transB"}}

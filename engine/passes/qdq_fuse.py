@@ -301,7 +301,7 @@ class _QOperator:
         f.inits[names["w_scale"]] = w_scale
         inputs = [x_name, names["x_scale"], names["x_zero"], names["packed"], names["w_scale"], ""]
         if bias is not None:
-            f.inits[names["bias"]] = np.ascontiguousarray(bias, np.int32)
+            f.inits[names["bias"]] = np.ascontiguousarray(bias)
             inputs[5] = names["bias"]
         if yq is not None:
             f.inits[names["y_scale"]] = np.float32(yq[0]).reshape(())
@@ -322,7 +322,11 @@ class _QOperator:
         return float(x_scale.reshape(())), int(x_zero), w
 
     def output(self, node: Node) -> tuple[float, int] | None:
-        ys, yz = self.f.const(node.inputs[6]), self.scalar(node.inputs[7] if len(node.inputs) > 7 else "", np.uint8)
+        at = 7 if node.op == "QGemm" else 6
+        ins = node.inputs + [""] * 9
+        if not ins[at]:
+            return None
+        ys, yz = self.f.const(ins[at]), self.scalar(ins[at + 1], np.uint8)
         if ys is None or yz is None or ys.size != 1 or ys.dtype != np.float32 or not ys.reshape(()) > 0:
             return None
         return float(ys.reshape(())), int(yz)
@@ -351,22 +355,39 @@ class _QOperator:
                             None if bias is None else bias.reshape(k), yq, "uint8" if qlinear else "int32", attrs)
 
     def matmul(self, node: Node) -> bool:
-        qlinear = node.op == "QLinearMatMul"
+        """QLinearMatMul, MatMulInteger and com.microsoft QGemm (transB, int32 C; without
+        y_scale its output is float32, (acc + C) * s_a * s_b: the F32 output kind with
+        the bias dequantised, as the QDQ Gemm fusion writes it)."""
+        qgemm = node.op == "QGemm"
+        qlinear = node.op != "MatMulInteger"
         ops = self.operands(node, 0, 1, 2, 3, 5) if qlinear else self.operands(node, 0, None, 2, 1, 3)
-        if ops is None:
+        a = node.attrs
+        if ops is None or (qgemm and (a.get("transA", 0) or a.get("alpha", 1.0) != 1.0)):
             return False
         x_scale, x_zero, w = ops
-        if w.ndim != 2 or w.shape[0] > 32768:
+        trans_b = int(a.get("transB", 0)) if qgemm else 0
+        if w.ndim != 2 or w.shape[trans_b] > 32768:
             return False
-        n = w.shape[1]
-        w_scale, yq = np.ones(n, np.float32), None
+        n = w.shape[1 - trans_b]
+        w_scale, yq, bias = np.ones(n, np.float32), None, None
         if qlinear:
-            w_scale, yq = self.scales(node.inputs[4], n), self.output(node)
-            if w_scale is None or yq is None:
+            w_scale = self.scales(node.inputs[4], n)
+            yq = self.output(node) if not qgemm or (len(node.inputs) > 7 and node.inputs[7]) else None
+            if w_scale is None or (yq is None and not qgemm):
                 return False
-        packed = np.ascontiguousarray(pack_b_s8(w).buffer)
-        return self.rewrite(node, "QGemmU8S8", node.inputs[0], x_scale, x_zero, packed, w_scale, None, yq,
-                            "uint8" if qlinear else "int32", {"_w_shape": [int(w.shape[0]), int(n)]})
+        if qgemm and len(node.inputs) > 6 and node.inputs[6]:
+            bias = self.f.const(node.inputs[6])
+            if bias is None or bias.dtype != np.int32 or bias.size != n:
+                return False
+            bias = bias.reshape(n)
+            if yq is None:  # the F32 kind adds a float32 bias after the scaling
+                bias = (bias.astype(np.float32) * (np.float32(x_scale) * w_scale)).astype(np.float32)
+        if qgemm and yq is None and len(node.inputs) > 7 and node.inputs[7]:
+            return False
+        packed = np.ascontiguousarray(pack_b_s8(w, trans_b=bool(trans_b)).buffer)
+        out = "uint8" if yq is not None else "float32" if qgemm else "int32"
+        return self.rewrite(node, "QGemmU8S8", node.inputs[0], x_scale, x_zero, packed, w_scale, bias, yq, out,
+                            {"_w_shape": [int(w.shape[trans_b]), int(n)]})
 
 
 def _quantize_u8(y: np.ndarray, scale: float, zero: int) -> np.ndarray:
@@ -382,7 +403,7 @@ def qdq_fuse(graph: Graph) -> Graph:
     f = _Fuser(graph)
     qop = _QOperator(f)
     for node in list(graph.nodes):
-        if node.domain != "" or id(node) in f.drop:
+        if (node.domain != "" and (node.domain, node.op) != ("com.microsoft", "QGemm")) or id(node) in f.drop:
             continue
         if node.op == "Conv":
             f.conv(node)
@@ -392,7 +413,7 @@ def qdq_fuse(graph: Graph) -> Graph:
             f.batchnorm(node)
         elif node.op in ("QLinearConv", "ConvInteger") and len(node.inputs) >= (8 if node.op[0] == "Q" else 2):
             qop.conv(node)
-        elif node.op in ("QLinearMatMul", "MatMulInteger") and len(node.inputs) >= (8 if node.op[0] == "Q" else 2):
+        elif node.op in ("QLinearMatMul", "MatMulInteger", "QGemm") and len(node.inputs) >= (6 if node.op[0] == "Q" else 2):
             qop.matmul(node)
     graph.nodes = [n for n in graph.nodes if id(n) not in f.drop]
     return graph

@@ -152,3 +152,40 @@ def test_microsoft_qlinear_binary_matches_onnxruntime(tmp_path, op):
     assert got.dtype == np.uint8 and got.shape == want.shape
     # onnxruntime's vectorised kernel rounds through a float32 reciprocal of C_scale: one step at most.
     assert np.abs(got.astype(np.int32) - want).max() <= 1
+
+
+@pytest.mark.op_test("QGemm")
+@pytest.mark.parametrize("quantised_out", [True, False])
+@pytest.mark.parametrize("constant_b", [True, False])
+def test_microsoft_qgemm_matches_onnxruntime(tmp_path, quantised_out, constant_b):
+    """QGemm (what the QOperator quantiser writes for a Gemm): transB, int32 C, a uint8 output or,
+    without y_scale, float32. Constant int8 B runs on GEMM_U8S8_PACKED, run-time B composed."""
+    m, k, n = 3, 300, 11
+    a, b = _q(np.uint8, (m, k)), _q(np.int8, (n, k))
+    params = {"a_scale": np.float32(0.02), "a_zero_point": np.uint8(131), "B": b,
+              "b_scale": (RNG.random(n) * 0.01 + 1e-3).astype(np.float32), "b_zero_point": np.zeros(n, np.int8),
+              "C": RNG.integers(-20000, 20000, n).astype(np.int32)}
+    if quantised_out:
+        params |= {"y_scale": np.float32(0.5), "y_zero_point": np.uint8(100)}
+    names = ["A", "a_scale", "a_zero_point", "B", "b_scale", "b_zero_point", "C"] + \
+        (["y_scale", "y_zero_point"] if quantised_out else [])
+    inits = {k_: v for k_, v in params.items() if constant_b or k_ != "B"}
+    inputs = [helper.make_tensor_value_info("A", onnx.TensorProto.UINT8, a.shape)]
+    if not constant_b:
+        inputs.append(helper.make_tensor_value_info("B", onnx.TensorProto.INT8, b.shape))
+    out_type = onnx.TensorProto.UINT8 if quantised_out else onnx.TensorProto.FLOAT
+    graph = helper.make_graph([helper.make_node("QGemm", names, ["Y"], domain="com.microsoft", transB=1)], "qgemm",
+                              inputs, [helper.make_tensor_value_info("Y", out_type, (m, n))],
+                              [onnx.numpy_helper.from_array(np.asarray(v), k_) for k_, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    path = tmp_path / "qgemm.onnx"
+    onnx.save(model, str(path))
+    feeds = {"A": a} if constant_b else {"A": a, "B": b}
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    got = InferenceSession(path, threads=1).run(None, feeds)[0]
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert ("QGemmU8S8" in _plan_ops(path)) == constant_b
+    if quantised_out:
+        np.testing.assert_array_equal(got, want)  # the same float32 requantisation as onnxruntime
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
