@@ -114,7 +114,7 @@ def attribute_value(attr: onnx.AttributeProto, opset: int, where: str) -> Any:
 
 # The com.microsoft ops onnxruntime.quantization writes in QOperator format
 # that engine/ops/qoperator.py runs; any other contrib op is refused here.
-MICROSOFT_OPS = frozenset({"QGemm", "QLinearAdd", "QLinearMul"})
+MICROSOFT_OPS = frozenset({"QGemm", "QLinearAdd", "QLinearMul", "QLinearSoftmax"})
 
 
 def import_graph(g: onnx.GraphProto, opset: int, where: str) -> Graph:

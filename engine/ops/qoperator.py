@@ -1,6 +1,7 @@
 """The QOperator-format integer ops (what onnxruntime.quantization writes with
 QuantFormat.QOperator and quantize_dynamic): QLinearConv, QLinearMatMul,
-ConvInteger, MatMulInteger, and QLinearAdd / QLinearMul / QGemm (com.microsoft).
+ConvInteger, MatMulInteger, and QLinearAdd / QLinearMul / QGemm /
+QLinearSoftmax (com.microsoft).
 
 Where the weights are int8 constants with zero point 0 and the activation is
 uint8 per tensor, engine.passes.qdq_fuse has already turned QLinearConv /
@@ -245,19 +246,47 @@ def lower_qlinear_conv(ctx: LoweringContext) -> None:
 
 
 def _lower_qlinear_binary(ctx: LoweringContext, op: str) -> None:
-    """com.microsoft QLinearAdd / QLinearMul: dequantise both, the float32 op, quantise
-    (onnxruntime's reference arithmetic for these ops)."""
+    """com.microsoft QLinearAdd / QLinearMul in float32, as onnxruntime computes them:
+    Add: rint(s_a/s_c * (a - z_a) + s_b/s_c * (b - z_b) + z_c);
+    Mul: rint((a - z_a) * (b - z_b) * (s_a * s_b / s_c) + z_c); saturated. MLAS folds the
+    zero points into one constant and uses fused multiply-adds, so an Add can land one
+    step away where the float32 sum sits at a rounding tie (~0.2% of elements)."""
     c = Composer(ctx)
     a, a_s, a_zp, b, b_s, b_zp, y_s, y_zp = (ctx.input(i) for i in range(8))
     for v, what in ((a, "A"), (b, "B")):
         ctx.require_dtype(v, _INT8, what)
-    for s, what in ((a_s, "A"), (b_s, "B"), (y_s, "C")):
+    if b.dtype != a.dtype or (y_zp is not None and y_zp.dtype != a.dtype):
+        raise ctx.unsupported(f"mixed integer types {a.dtype.name}, {b.dtype.name}")
+    for s, z, what in ((a_s, a_zp, "A"), (b_s, b_zp, "B"), (y_s, y_zp, "C")):
+        if s is None or s.size != 1 or (z is not None and z.size != 1):
+            raise ctx.unsupported(f"{what} scale and zero point must be per-tensor scalars")
+    sa, sb, sy = (_scale(c, s, w) for s, w in ((a_s, "A"), (b_s, "B"), (y_s, "C")))
+    da, db = _shifted(c, a, a_zp, "A"), _shifted(c, b, b_zp, "B")
+    zc = c.reshape(c.cast(y_zp, np.float32), []) if y_zp is not None else c.scalar(0, np.float32)
+    if op == "Add":
+        y = c.add(c.add(c.mul(da, c.div(sa, sy)), c.mul(db, c.div(sb, sy))), zc)
+    else:
+        y = c.add(c.mul(c.mul(da, db), c.div(c.mul(sa, sb), sy)), zc)
+    info = np.iinfo(a.dtype)
+    y = c.op("Clip", c.op("Round", y), c.scalar(info.min, np.float32), c.scalar(info.max, np.float32))
+    c.out(0, c.cast(y, a.dtype))
+
+
+def lower_qlinear_softmax(ctx: LoweringContext) -> None:
+    """com.microsoft QLinearSoftmax: dequantise, Softmax along axis, quantise (onnxruntime
+    uses a 256-entry exp table in float32: the same values up to float32 rounding)."""
+    c = Composer(ctx)
+    x, x_s, x_zp, y_s, y_zp = (ctx.input(i) for i in range(5))
+    ctx.require_dtype(x, _INT8, "X")
+    axis = ctx.attr("axis", -1)
+    if ctx.attr("opset", 13) < 13 and axis % max(x.rank, 1) != x.rank - 1:
+        raise ctx.unsupported(f"opset {ctx.attr('opset')} softmax (rows flattened from axis {axis}) off the last axis")
+    for s, what in ((x_s, "X"), (y_s, "Y")):
         if s is None or s.size != 1:
             raise ctx.unsupported(f"{what} scale must be a per-tensor scalar")
-    da = c.op("DequantizeLinear", a, c.reshape(a_s, []), None if a_zp is None else c.reshape(a_zp, []))
-    db = c.op("DequantizeLinear", b, c.reshape(b_s, []), None if b_zp is None else c.reshape(b_zp, []))
-    y = c.op(op, da, db)
-    zp = c.reshape(y_zp, []) if y_zp is not None else c.scalar(0, a.dtype)
+    dx = c.op("DequantizeLinear", x, c.reshape(x_s, []), None if x_zp is None else c.reshape(x_zp, []))
+    y = c.op("Softmax", dx, axis=axis)
+    zp = c.reshape(y_zp, []) if y_zp is not None else c.scalar(0, x.dtype)
     c.out(0, c.op("QuantizeLinear", y, c.reshape(y_s, []), zp))
 
 
@@ -272,5 +301,7 @@ def lower_qlinear_mul(ctx: LoweringContext) -> None:
 _WINDOW = {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}
 RULES = {"QLinearConv": {10: lower_qlinear_conv}, "QLinearMatMul": {10: lower_qlinear_matmul},
          "ConvInteger": {10: lower_conv_integer}, "MatMulInteger": {10: lower_matmul_integer},
-         "QLinearAdd": {1: lower_qlinear_add}, "QLinearMul": {1: lower_qlinear_mul}, "QGemm": {1: lower_qgemm}}
-ATTRS = {"QLinearConv": _WINDOW, "ConvInteger": _WINDOW, "QGemm": {"alpha", "transA", "transB"}}
+         "QLinearAdd": {1: lower_qlinear_add}, "QLinearMul": {1: lower_qlinear_mul}, "QGemm": {1: lower_qgemm},
+         "QLinearSoftmax": {1: lower_qlinear_softmax}}
+ATTRS = {"QLinearConv": _WINDOW, "ConvInteger": _WINDOW, "QGemm": {"alpha", "transA", "transB"},
+         "QLinearSoftmax": {"axis", "opset"}}
