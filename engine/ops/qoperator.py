@@ -246,11 +246,12 @@ def lower_qlinear_conv(ctx: LoweringContext) -> None:
 
 
 def _lower_qlinear_binary(ctx: LoweringContext, op: str) -> None:
-    """com.microsoft QLinearAdd / QLinearMul in float32, as onnxruntime computes them:
-    Add: rint(s_a/s_c * (a - z_a) + s_b/s_c * (b - z_b) + z_c);
-    Mul: rint((a - z_a) * (b - z_b) * (s_a * s_b / s_c) + z_c); saturated. MLAS folds the
-    zero points into one constant and uses fused multiply-adds, so an Add can land one
-    step away where the float32 sum sits at a rounding tie (~0.2% of elements)."""
+    """com.microsoft QLinearAdd / QLinearMul in float32:
+    Add: rint((s_a * (a - z_a) + s_b * (b - z_b)) / s_c) + z_c (the DequantizeLinear -> Add ->
+    QuantizeLinear it stands for); Mul: rint((a - z_a) * (b - z_b) * (s_a * s_b / s_c)) + z_c;
+    saturated. onnxruntime (MLAS) scales by s_a / s_c and s_b / s_c with fused multiply-adds,
+    so an Add lands one step away where the two roundings straddle a tie (~0.1% of
+    elements; this form keeps MobileNetV2 within one output step, the ratio form did not)."""
     c = Composer(ctx)
     a, a_s, a_zp, b, b_s, b_zp, y_s, y_zp = (ctx.input(i) for i in range(8))
     for v, what in ((a, "A"), (b, "B")):
@@ -264,7 +265,7 @@ def _lower_qlinear_binary(ctx: LoweringContext, op: str) -> None:
     da, db = _shifted(c, a, a_zp, "A"), _shifted(c, b, b_zp, "B")
     zc = c.reshape(c.cast(y_zp, np.float32), []) if y_zp is not None else c.scalar(0, np.float32)
     if op == "Add":
-        y = c.add(c.add(c.mul(da, c.div(sa, sy)), c.mul(db, c.div(sb, sy))), zc)
+        y = c.add(c.div(c.add(c.mul(da, sa), c.mul(db, sb)), sy), zc)
     else:
         y = c.add(c.mul(c.mul(da, db), c.div(c.mul(sa, sb), sy)), zc)
     info = np.iinfo(a.dtype)
