@@ -31,7 +31,8 @@ kernel path reads (no per-ISA repacking at load). What stays as it was
 (DequantizeLinear to float32, then the float32 op, exactly as before): a
 weight that is not an int8 constant or has a non-zero zero point, scales
 that are not constants, per-channel scales along another axis, an activation
-that is not uint8 per-tensor, grouped / depthwise convolutions, Gemm with
+that is not uint8 per-tensor, grouped convolutions (depthwise ones fuse when
+their output is quantised: CONV_U8S8_DW), Gemm with
 transA, alpha or beta != 1, a uint8 output with a bias that is not int32, a
 MatMul whose A is not 2-D... (the lowering flattens leading dims when the
 shape is known), and tensors another node (or a graph output) also reads.
@@ -47,6 +48,7 @@ import numpy as np
 from engine.ir import Graph, Node
 from engine.kernels.abi import Unary
 from engine.kernels.conv_int8 import pack_conv_s8
+from engine.kernels.conv_int8_depthwise import pack_depthwise_s8
 from engine.kernels.gemm_lowp import pack_b_s8
 
 
@@ -178,8 +180,10 @@ class _Fuser:
         return name
 
     def conv(self, node: Node) -> bool:
-        if len(node.inputs) < 2 or node.attrs.get("group", 1) != 1:
+        if len(node.inputs) < 2:
             return False
+        if node.attrs.get("group", 1) != 1:
+            return self.depthwise(node)
         x = self.activation(node.inputs[0])
         wq = self.weight(node.inputs[1], 0)
         if x is None or wq is None or wq[0].ndim != 4:
@@ -191,6 +195,23 @@ class _Fuser:
         attrs = {k: v for k, v in node.attrs.items() if k in ("auto_pad", "pads", "strides", "dilations")}
         attrs["_w_shape"] = [int(d) for d in w.shape]
         return self.fuse(node, "QConvU8S8", x, w_scale, pack_conv_s8(w).copy(), biases, attrs)
+
+    def depthwise(self, node: Node) -> bool:
+        """A depthwise Conv (group == C == K) whose output is quantised (QConvU8S8 with
+        `group`: CONV_U8S8_DW has no float32 output stage)."""
+        x = self.activation(node.inputs[0])
+        wq = self.weight(node.inputs[1], 0)
+        if x is None or wq is None or wq[0].ndim != 4 or wq[0].shape[1] != 1 \
+                or node.attrs["group"] != wq[0].shape[0]:
+            return False
+        w, w_scale = wq
+        biases = self.bias(node.inputs[2] if len(node.inputs) > 2 else "", w.shape[0])
+        _, _, yq = self.tail(node)
+        if biases is None or yq is None or (biases[0] is None and biases[1] is not None):
+            return False
+        attrs = {k: v for k, v in node.attrs.items() if k in ("auto_pad", "pads", "strides", "dilations", "group")}
+        attrs["_w_shape"] = [int(d) for d in w.shape]
+        return self.fuse(node, "QConvU8S8", x, w_scale, pack_depthwise_s8(w), biases, attrs)
 
     def gemm(self, node: Node) -> bool:
         a = node.attrs
@@ -334,10 +355,13 @@ class _QOperator:
     def conv(self, node: Node) -> bool:
         qlinear = node.op == "QLinearConv"
         ops = self.operands(node, 0, 1, 2, 3, 5) if qlinear else self.operands(node, 0, None, 2, 1, 3)
-        if ops is None or node.attrs.get("group", 1) != 1:
+        if ops is None:
             return False
         x_scale, x_zero, w = ops
+        group = node.attrs.get("group", 1)
         if w.ndim != 4 or w.shape[1] * w.shape[2] * w.shape[3] > 32768:
+            return False
+        if group != 1 and (group != w.shape[0] or w.shape[1] != 1):  # grouped, not depthwise: composed
             return False
         if node.attrs.get("kernel_shape") is not None and list(node.attrs["kernel_shape"]) != list(w.shape[2:]):
             return False
@@ -349,9 +373,10 @@ class _QOperator:
             if w_scale is None or yq is None or (len(node.inputs) > 8 and node.inputs[8]
                                                  and (bias is None or bias.dtype != np.int32 or bias.size != k)):
                 return False
-        attrs = {a: v for a, v in node.attrs.items() if a in ("auto_pad", "pads", "strides", "dilations")}
+        attrs = {a: v for a, v in node.attrs.items() if a in ("auto_pad", "pads", "strides", "dilations", "group")}
         attrs["_w_shape"] = [int(d) for d in w.shape]
-        return self.rewrite(node, "QConvU8S8", node.inputs[0], x_scale, x_zero, pack_conv_s8(w).copy(), w_scale,
+        packed = pack_conv_s8(w).copy() if group == 1 else pack_depthwise_s8(w)
+        return self.rewrite(node, "QConvU8S8", node.inputs[0], x_scale, x_zero, packed, w_scale,
                             None if bias is None else bias.reshape(k), yq, "uint8" if qlinear else "int32", attrs)
 
     def matmul(self, node: Node) -> bool:

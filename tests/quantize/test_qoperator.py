@@ -85,7 +85,8 @@ def _plan_ops(model_path) -> list[str]:
 @pytest.mark.parametrize("level", ["scalar", "avx2", "avx_vnni", "avx512_vnni", "amx"])
 def test_constant_int8_weights_run_on_the_int8_kernels(tmp_path, level):
     """What onnxruntime's QOperator quantiser writes (int8 constant weights, zero point 0,
-    uint8 activations): fused onto CONV_U8S8 / GEMM_U8S8_PACKED, bit-exact at every level."""
+    uint8 activations): fused onto CONV_U8S8 / CONV_U8S8_DW (depthwise) / GEMM_U8S8_PACKED,
+    bit-exact at every level."""
     from engine import kernels
 
     why = kernels.level_unsupported(level)
@@ -102,6 +103,14 @@ def test_constant_int8_weights_run_on_the_int8_kernels(tmp_path, level):
                          "B": RNG.integers(-3000, 3000, 5).astype(np.int32)},
          {"dilations": [2, 1], "pads": [2, 1, 2, 1]}, ["x_scale", "x_zero_point", "w", "w_scale", "w_zero_point",
                                                        "y_scale", "y_zero_point", "B"], "QConvU8S8"),
+        ("ConvInteger", {"x": x, "w": _q(np.int8, (13, 1, 3, 5)), "x_zero_point": np.uint8(3)},
+         {"group": 13, "pads": [1, 2, 1, 2], "strides": [1, 2]}, ["w", "x_zero_point"], "QConvU8S8"),
+        ("QLinearConv", {"x": x, "x_scale": np.float32(0.04), "x_zero_point": np.uint8(200),
+                         "w": _q(np.int8, (13, 1, 3, 3)), "w_scale": (RNG.random(13) * 0.01 + 1e-3).astype(np.float32),
+                         "w_zero_point": np.zeros(13, np.int8), "y_scale": np.float32(0.05),
+                         "y_zero_point": np.uint8(7), "B": RNG.integers(-3000, 3000, 13).astype(np.int32)},
+         {"group": 13, "dilations": [2, 2], "pads": [2, 2, 2, 2]},
+         ["x_scale", "x_zero_point", "w", "w_scale", "w_zero_point", "y_scale", "y_zero_point", "B"], "QConvU8S8"),
         ("MatMulInteger", {"A": a, "B": b, "a_zero_point": np.uint8(200), "b_zero_point": np.int8(0)}, {},
          ["B", "a_zero_point", "b_zero_point"], "QGemmU8S8"),
         ("QLinearMatMul", {"a": a, "a_scale": np.float32(0.02), "a_zero_point": np.uint8(3), "b": b,
