@@ -36,6 +36,7 @@ from engine.passes import passes_for, run_passes
 from engine.passes.precision import precision_of
 from engine.quantize.accuracy import AccuracyReport, compare_outputs, limit_problems
 from engine.quantize.calibration import load_calibration
+from engine.quantize.quantizer import QuantizeOptions, quantize_file
 from engine.session import InferenceSession, build_plan_for_graph
 
 PRECISION_CHOICES = ("fp32", "bf16", "int8", "auto")
@@ -175,8 +176,6 @@ def _measure(fp32: Graph, bf16: Graph, batches, threads: int) -> AccuracyReport:
 
 
 def _int8(src, fp32: Graph, opts: PrecisionOptions, say, notes: list[str]):
-    from engine.quantize.quantizer import QuantizeOptions, quantize_file
-
     with tempfile.TemporaryDirectory(prefix="aie-int8-") as tmp:
         calibration = opts.sample
         if calibration is None:  # the seeded random inputs, one .npz per batch (and noted)
