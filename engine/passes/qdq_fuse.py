@@ -151,28 +151,34 @@ class _Fuser:
             if tail:
                 tail, act = tail, Unary.RELU
         out_name = tail[-1].outputs[0] if tail else op.outputs[0]
-        base = op.name or out_name
-        names = {k: self.unique(f"{base}/{k}") for k in ("x_scale", "x_zero", "packed", "w_scale", "bias", "y_scale",
-                                                          "y_zero")}
-        self.inits[names["x_scale"]] = np.float32(x_scale).reshape(())
-        self.inits[names["x_zero"]] = np.uint8(x_zero).reshape(())
-        self.inits[names["packed"]] = packed
-        self.inits[names["w_scale"]] = w_scale
-        bias = b_int if yq is not None else b_f32
-        inputs = [dq_x.inputs[0], names["x_scale"], names["x_zero"], names["packed"], names["w_scale"],
-                  names["bias"] if bias is not None else ""]
-        if bias is not None:
-            self.inits[names["bias"]] = np.ascontiguousarray(bias)
-        if yq is not None:
-            self.inits[names["y_scale"]] = np.float32(yq[0]).reshape(())
-            self.inits[names["y_zero"]] = np.uint8(yq[1]).reshape(())
-            inputs += [names["y_scale"], names["y_zero"]]
+        inputs = self.fused_inputs(op.name or out_name, dq_x.inputs[0], x_scale, x_zero, packed, w_scale,
+                                   b_int if yq is not None else b_f32, yq)
         attrs = dict(attrs, _out="uint8" if yq is not None else "float32")
         if act != Unary.IDENTITY:
             attrs["_act"] = int(act)
         op.op, op.inputs, op.outputs, op.attrs, op.domain = kind, inputs, [out_name], attrs, ""
         self.drop.update(id(n) for n in tail)
         return True
+
+    def fused_inputs(self, base: str, x_name: str, x_scale: float, x_zero: int, packed: np.ndarray,
+                     w_scale: np.ndarray, bias: np.ndarray | None, yq: tuple[float, int] | None) -> list[str]:
+        """The inputs of a QConvU8S8 / QGemmU8S8 (engine/ops/qlinear.py), their constants added
+        as initializers named after base."""
+        names = {k: self.unique(f"{base}/{k}") for k in ("x_scale", "x_zero", "packed", "w_scale", "bias", "y_scale",
+                                                          "y_zero")}
+        self.inits[names["x_scale"]] = np.float32(x_scale).reshape(())
+        self.inits[names["x_zero"]] = np.uint8(x_zero).reshape(())
+        self.inits[names["packed"]] = packed
+        self.inits[names["w_scale"]] = w_scale
+        inputs = [x_name, names["x_scale"], names["x_zero"], names["packed"], names["w_scale"], ""]
+        if bias is not None:
+            self.inits[names["bias"]] = np.ascontiguousarray(bias)
+            inputs[5] = names["bias"]
+        if yq is not None:
+            self.inits[names["y_scale"]] = np.float32(yq[0]).reshape(())
+            self.inits[names["y_zero"]] = np.uint8(yq[1]).reshape(())
+            inputs += [names["y_scale"], names["y_zero"]]
+        return inputs
 
     def unique(self, name: str) -> str:
         while name in self.inits or name in self.producers:
@@ -312,22 +318,7 @@ class _QOperator:
     def rewrite(self, node: Node, kind: str, x_name: str, x_scale: float, x_zero: int, packed: np.ndarray,
                 w_scale: np.ndarray, bias: np.ndarray | None, yq: tuple[float, int] | None, out: str,
                 attrs: dict) -> bool:
-        f = self.f
-        base = node.name or node.outputs[0]
-        names = {k: f.unique(f"{base}/{k}") for k in ("x_scale", "x_zero", "packed", "w_scale", "bias", "y_scale",
-                                                       "y_zero")}
-        f.inits[names["x_scale"]] = np.float32(x_scale).reshape(())
-        f.inits[names["x_zero"]] = np.uint8(x_zero).reshape(())
-        f.inits[names["packed"]] = packed
-        f.inits[names["w_scale"]] = w_scale
-        inputs = [x_name, names["x_scale"], names["x_zero"], names["packed"], names["w_scale"], ""]
-        if bias is not None:
-            f.inits[names["bias"]] = np.ascontiguousarray(bias)
-            inputs[5] = names["bias"]
-        if yq is not None:
-            f.inits[names["y_scale"]] = np.float32(yq[0]).reshape(())
-            f.inits[names["y_zero"]] = np.uint8(yq[1]).reshape(())
-            inputs += [names["y_scale"], names["y_zero"]]
+        inputs = self.f.fused_inputs(node.name or node.outputs[0], x_name, x_scale, x_zero, packed, w_scale, bias, yq)
         node.op, node.inputs, node.attrs, node.domain = kind, inputs, dict(attrs, _out=out), ""
         return True
 
