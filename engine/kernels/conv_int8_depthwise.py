@@ -17,6 +17,7 @@ from engine.kernels.conv import _c, _conv_params, _ints, _threads, _workspace
 from engine.kernels.gemm import _ptr
 from engine.kernels.gemm_lowp import OUT_KINDS, _scales
 
+MAX_TAPS = 64  # AIE_DWS8_MAX_TAPS: R * S at most
 _declared = False
 
 
@@ -91,4 +92,4 @@ def conv2d_u8s8_depthwise(x_nhwc, w, *, x_zero=0, strides=(1, 1), pads=(0, 0, 0,
     return out
 
 
-__all__ = ["conv2d_u8s8_depthwise", "pack_depthwise_s8", "params", "workspace_size"]
+__all__ = ["MAX_TAPS", "conv2d_u8s8_depthwise", "pack_depthwise_s8", "params", "workspace_size"]

@@ -48,7 +48,7 @@ import numpy as np
 from engine.ir import Graph, Node
 from engine.kernels.abi import Unary
 from engine.kernels.conv_int8 import pack_conv_s8
-from engine.kernels.conv_int8_depthwise import pack_depthwise_s8
+from engine.kernels.conv_int8_depthwise import MAX_TAPS as DW_MAX_TAPS, pack_depthwise_s8
 from engine.kernels.gemm_lowp import pack_b_s8
 
 
@@ -208,7 +208,7 @@ class _Fuser:
         x = self.activation(node.inputs[0])
         wq = self.weight(node.inputs[1], 0)
         if x is None or wq is None or wq[0].ndim != 4 or wq[0].shape[1] != 1 \
-                or node.attrs["group"] != wq[0].shape[0]:
+                or node.attrs["group"] != wq[0].shape[0] or wq[0].shape[2] * wq[0].shape[3] > DW_MAX_TAPS:
             return False
         w, w_scale = wq
         biases = self.bias(node.inputs[2] if len(node.inputs) > 2 else "", w.shape[0])
@@ -352,7 +352,8 @@ class _QOperator:
         group = node.attrs.get("group", 1)
         if w.ndim != 4 or w.shape[1] * w.shape[2] * w.shape[3] > 32768:
             return False
-        if group != 1 and (group != w.shape[0] or w.shape[1] != 1):  # grouped, not depthwise: composed
+        if group != 1 and (group != w.shape[0] or w.shape[1] != 1  # grouped, not depthwise: composed
+                           or w.shape[2] * w.shape[3] > DW_MAX_TAPS):
             return False
         if node.attrs.get("kernel_shape") is not None and list(node.attrs["kernel_shape"]) != list(w.shape[2:]):
             return False

@@ -38,9 +38,9 @@ int aie_conv2d_u8s8_depthwise(const aie_conv2d_params *p, const uint8_t *x, int3
     if (p->groups != p->C || p->K != p->C)
         return aie_fail(AIE_EINVAL, "%s: groups=%lld, C=%lld, K=%lld; depthwise needs groups == C == K", fn,
                         (long long)p->groups, (long long)p->C, (long long)p->K);
-    if (p->R * p->S > AIE_GEMM_S8_MAX_K)
-        return aie_fail(AIE_EINVAL, "%s: R*S=%lld is above %d, where int32 sums could overflow", fn,
-                        (long long)(p->R * p->S), AIE_GEMM_S8_MAX_K);
+    if (p->R * p->S > AIE_DWS8_MAX_TAPS)
+        return aie_fail(AIE_EINVAL, "%s: R*S=%lld is above %d taps (larger depthwise windows are left to the caller)",
+                        fn, (long long)(p->R * p->S), AIE_DWS8_MAX_TAPS);
     if (x_zero < 0 || x_zero > 255)
         return aie_fail(AIE_EINVAL, "%s: x_zero=%d is outside the uint8 range 0..255", fn, (int)x_zero);
     if (!q || (q->out != AIE_QOUT_U8 && q->out != AIE_QOUT_S32))

@@ -12,6 +12,9 @@
 /* One call computes output rows [row0, row1) of the flattened (n, p) range.
  * w: R*S x C int8 (tap-major, channel-contiguous). out: AIE_QOUT_U8 (m[c] =
  * x_scale * w_scale[c] / y_scale, bias int32 or NULL) or AIE_QOUT_S32. */
+/* R * S at most: the row kernels list a pixel's taps on the stack. */
+#define AIE_DWS8_MAX_TAPS 64
+
 typedef struct {
     const aie_conv2d_params *p;
     int64_t P, Q;

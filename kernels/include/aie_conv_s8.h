@@ -40,7 +40,7 @@ int aie_conv2d_u8s8(const aie_conv2d_params *p, const uint8_t *x, int32_t x_zero
  * contiguous: OIHW's (C, 1, R, S) transposed), x and y NHWC. The same sums
  * (padding taps add nothing) and, for q->out AIE_QOUT_U8, the int8 GEMM's
  * output stage with bias_s32 and b_scale per channel, bit-exact on every
- * level; AIE_QOUT_S32 writes the sums. No F32 output. Workspace: the
+ * level; AIE_QOUT_S32 writes the sums. No F32 output; R*S <= 64. Workspace: the
  * per-channel multipliers, aie_conv2d_u8s8_depthwise_workspace_size bytes. */
 size_t aie_conv2d_u8s8_depthwise_workspace_size(const aie_conv2d_params *p);
 int aie_conv2d_u8s8_depthwise(const aie_conv2d_params *p, const uint8_t *x, int32_t x_zero, const int8_t *w,
