@@ -65,23 +65,10 @@ def output_step(model: onnx.ModelProto, name: str) -> float:
 
 
 @pytest.mark.parametrize("name", ["digits", "cnn_bn", "resnet18"])
-def test_an_onnxruntime_quantised_model_matches_onnxruntime_int8(zoo, tmp_path, name):
+def test_an_onnxruntime_quantised_model_matches_onnxruntime_int8(zoo, name):
     from models import zoo as model_zoo
 
-    src = zoo(name)
-    calibration = [model_zoo.random_inputs(name, batch=1, seed=s) for s in range(4)]
-
-    class Reader(quantization.CalibrationDataReader):
-        def __init__(self):
-            self.it = iter(calibration)
-
-        def get_next(self):
-            return next(self.it, None)
-
-    dst = tmp_path / f"{name}.qdq.onnx"
-    quantization.quantize_static(str(src), str(dst), Reader(), quant_format=quantization.QuantFormat.QDQ,
-                                 per_channel=True, activation_type=quantization.QuantType.QUInt8,
-                                 weight_type=quantization.QuantType.QInt8)
+    dst = quantised(zoo, name, "QDQ")
     model = onnx.load(str(dst))
     assert {n.op_type for n in model.graph.node} >= {"QuantizeLinear", "DequantizeLinear"}
     graph, _ = run_passes(import_file(dst))
