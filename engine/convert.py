@@ -14,7 +14,12 @@ summary says so), prints the error against fp32 and refuses, writing
 nothing, when it exceeds max_rel_err / min_top1_agreement. auto takes bf16
 when the host has bf16 hardware (level amx or avx512_bf16: elsewhere bf16
 runs on the portable path, slower than fp32) and the error is within the
-limit (AUTO_MAX_REL_ERR unless one is given), else fp32, and says why.
+limit (AUTO_MAX_REL_ERR unless one is given), else fp32, and says why (auto
+never picks int8). int8 quantises the model with engine.quantize (per-channel
+int8 weights, per-tensor uint8 activations, min-max ranges on the samples:
+the same samples, or the seeded random ones, said) into a QDQ model, which
+the passes fuse onto the int8 kernels; the quantiser measures it against
+fp32 on those samples and refuses, writing nothing, past the limits.
 """
 
 from __future__ import annotations
@@ -38,9 +43,10 @@ from engine.passes.precision import precision_of
 from engine.plan import NeedsValue
 from engine.quantize.accuracy import AccuracyReport, compare_outputs, limit_problems
 from engine.quantize.calibration import load_calibration
+from engine.quantize.quantizer import QuantizeOptions, quantize_file
 from engine.session import InferenceSession, build_plan_for_graph
 
-PRECISION_CHOICES = ("fp32", "bf16", "auto")
+PRECISION_CHOICES = ("fp32", "bf16", "int8", "auto")
 BF16_LEVELS = ("avx512_bf16", "amx")  # levels with bf16 dot-product hardware
 # auto's limit when none is given: bf16 rounds each GEMM input to 8
 # significant bits (2^-9 relative); over the 10-20 layers of the zoo's CNNs
@@ -260,6 +266,30 @@ def _measure(fp32: Graph, bf16: Graph, batches, threads: int) -> AccuracyReport:
     return compare_outputs(runs[1], runs[0])
 
 
+def _int8(src, fp32: Graph, opts: PrecisionOptions, say, notes: list[str]):
+    with tempfile.TemporaryDirectory(prefix="aie-int8-") as tmp:
+        calibration = opts.sample
+        if calibration is None:  # the seeded random inputs, one .npz per batch (and noted)
+            calibration = Path(tmp) / "calibration"
+            calibration.mkdir()
+            for i, feeds in enumerate(_samples(fp32, opts, notes)):
+                np.savez(calibration / f"{i:03d}.npz", **feeds)
+        quantised = Path(tmp) / "model.int8.onnx"
+        say("quantising to int8 (engine.quantize) and measuring it against fp32")
+        result = quantize_file(src, calibration, quantised,
+                               QuantizeOptions(max_rel_err=opts.max_rel_err,
+                                               min_top1_agreement=opts.min_top1_agreement, threads=opts.threads),
+                               progress=say)
+        if opts.sample is not None:
+            notes.append(f"int8 calibrated and compared on {result.samples} samples from {result.calibration}")
+        notes.extend(result.notes)
+        graph, passes = _converted(quantised, "fp32", say)
+    if precision_of(graph) != "int8":
+        raise ConversionError("int8: the quantised model runs no int8 kernel (no Conv/MatMul/Gemm fused)",
+                              where=str(src), hint="use precision fp32 or bf16")
+    return graph, passes, "int8", result.accuracy
+
+
 def _choose(src, opts: PrecisionOptions, say, notes: list[str]) -> tuple[Graph, list[str], str, AccuracyReport | None]:
     """The graph to write, its passes, its precision and the measured error."""
     if opts.precision not in PRECISION_CHOICES:
@@ -267,6 +297,8 @@ def _choose(src, opts: PrecisionOptions, say, notes: list[str]) -> tuple[Graph, 
     fp32, passes = _converted(src, "fp32", say)
     if opts.precision == "fp32":
         return fp32, passes, "fp32", None
+    if opts.precision == "int8":
+        return _int8(src, fp32, opts, say, notes)
     if opts.precision == "auto" and level() not in BF16_LEVELS:
         notes.append(f"auto chose fp32: level {level()} has no bf16 hardware (needs {' or '.join(BF16_LEVELS)}); "
                      "bf16 would run on the portable path, slower than fp32")

@@ -112,6 +112,11 @@ def attribute_value(attr: onnx.AttributeProto, opset: int, where: str) -> Any:
                                    where=where)
 
 
+# The com.microsoft ops onnxruntime.quantization writes in QOperator format
+# that engine/ops/qoperator.py runs; any other contrib op is refused here.
+MICROSOFT_OPS = frozenset({"QGemm", "QLinearAdd", "QLinearMul", "QLinearSoftmax"})
+
+
 def import_graph(g: onnx.GraphProto, opset: int, where: str) -> Graph:
     inits = {t.name: to_array(t, f"{where}: initializer {t.name}") for t in g.initializer}
     for sparse in g.sparse_initializer:
@@ -119,7 +124,7 @@ def import_graph(g: onnx.GraphProto, opset: int, where: str) -> Graph:
     nodes = []
     for i, n in enumerate(g.node):
         name = n.name or f"{n.op_type}_{i}"
-        if n.domain not in ("", "ai.onnx"):
+        if n.domain not in ("", "ai.onnx") and not (n.domain == "com.microsoft" and n.op_type in MICROSOFT_OPS):
             raise UnsupportedOperatorError(
                 f"operator {n.domain}.{n.op_type} (node {name!r}) is outside the default ONNX domain", where=where)
         attrs = {a.name: attribute_value(a, opset, f"{where}: node {name}") for a in n.attribute}

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine import aie_format
+from engine import aie_format, kernels
 from engine.arena import PLAN_ARENAS, ArenaPolicy
 from engine.errors import InvalidArgument, KernelError, UnsupportedOperatorError
 from engine.ir import Graph, type_string
@@ -43,7 +43,9 @@ LOWP_KERNELS = {("MatMul", "bf16"): "gemm_bf16", ("Gemm", "bf16"): "gemm_bf16", 
                 ("QGemmU8S8", None): "gemm_u8s8", ("QConvU8S8", None): "conv_u8s8"}
 KERNEL_PATHS = {"gemm_bf16": lambda: lowp_paths()["bf16"], "conv_bf16": conv_bf16_path,
                 # the int8 convolution runs the int8 GEMM's micro-kernels
-                "gemm_u8s8": lambda: lowp_paths()["int8"], "conv_u8s8": lambda: lowp_paths()["int8"]}
+                "gemm_u8s8": lambda: lowp_paths()["int8"], "conv_u8s8": lambda: lowp_paths()["int8"],
+                # the int8 depthwise rows: the level's vector ISA (kernels/core/conv_s8_depthwise_body.h)
+                "conv_u8s8_dw": lambda: f"{kernels.isa()}_dw_s8"}
 
 
 @dataclass(frozen=True)
@@ -119,7 +121,8 @@ class InferenceSession:
     def kernel_paths(self) -> dict[str, str]:
         """The low-precision kernels this model runs, by family, at the
         selected level, e.g. {"gemm_bf16": "amx_bf16_32x32"}; {} when all is fp32."""
-        families = {LOWP_KERNELS.get((n.op, n.attrs.get("_precision"))) for n in self.graph.nodes} - {None}
+        families = {"conv_u8s8_dw" if n.op == "QConvU8S8" and n.attrs.get("group", 1) != 1
+                    else LOWP_KERNELS.get((n.op, n.attrs.get("_precision"))) for n in self.graph.nodes} - {None}
         return {f: KERNEL_PATHS[f]() for f in sorted(families)}
 
     @property

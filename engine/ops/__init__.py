@@ -13,13 +13,14 @@ from __future__ import annotations
 from typing import Callable
 
 from engine.errors import UnsupportedOperatorError
-from engine.ops import (attention, bitwise, control, cumulative, data, dynamic, einsum, elementwise, fused_attention, fused_norm,
-                        linear, loops, losses, lp_pool, masking, nn, normalization, qlinear, quantize,
-                        recurrent, recurrent_unrolled, reduce, sampling, scatter, scatter_composed, sorting, spectral)
+from engine.ops import (attention, bitwise, control, cumulative, data, dynamic, einsum, elementwise, fused_attention,
+                        fused_norm, linear, loops, losses, lp_pool, masking, nn, normalization, qlinear, qoperator,
+                        quantize, recurrent, recurrent_unrolled, reduce, sampling, scatter, scatter_composed, sorting,
+                        spectral)
 
 _FAMILIES = (data, elementwise, linear, nn, reduce, control, recurrent, masking, normalization, losses, attention,
              bitwise, cumulative, scatter, sorting, recurrent_unrolled, einsum, lp_pool, sampling,
-             spectral, quantize, scatter_composed, loops, fused_norm, fused_attention, qlinear, dynamic)
+             spectral, quantize, scatter_composed, loops, fused_norm, fused_attention, qlinear, qoperator, dynamic)
 
 REGISTRY: dict[str, dict[int, Callable]] = {}
 KNOWN_ATTRS: dict[str, set[str]] = {}

@@ -1,11 +1,12 @@
 """The fused int8 nodes engine.passes.qdq_fuse writes, on the int8 kernels:
-QConvU8S8 (CONV_U8S8, aie_conv_s8.h) and QGemmU8S8 (GEMM_U8S8_PACKED,
+QConvU8S8 (CONV_U8S8, aie_conv_s8.h; with `group` == C == K the depthwise
+CONV_U8S8_DW, weights R x S x C int8) and QGemmU8S8 (GEMM_U8S8_PACKED,
 aie_gemm_lowp.h); and QLutU8 (LUT_U8), a uint8 -> uint8 table per channel.
 
 Inputs: x (uint8), x_scale, x_zero (scalars), the packed int8 weights,
 w_scale (float32, one per output channel), bias (int32 for a uint8 output,
 float32 otherwise; optional), and for a uint8 output y_scale, y_zero.
-Attributes: `_out` ("uint8" | "float32"), `_act` (float32 output only),
+Attributes: `_out` ("uint8" | "float32" | "int32": the sums, for ConvInteger / MatMulInteger), `_act` (float32 output only),
 `_w_shape` (OIHW for the conv, [K, N] for the GEMM), the conv's window.
 QConvU8S8 is NCHW like Conv unless the layout pass made it NHWC (`_nhwc`).
 """
@@ -16,6 +17,7 @@ import numpy as np
 
 from engine.kernels.abi import ConvU8s8Step, GemmU8s8Step, LutStep, Op, Unary
 from engine.kernels.conv_int8 import workspace_size as conv_workspace_size
+from engine.kernels.conv_int8_depthwise import workspace_size as dw_workspace_size
 from engine.kernels.gemm_lowp import OUT_KINDS, u8s8_workspace_size
 from engine.lowering import LoweringContext, Value
 from engine.ops.data import emit_copy
@@ -28,12 +30,12 @@ def _quant(ctx: LoweringContext):
     x = ctx.input(0)
     ctx.require_dtype(x, (np.uint8,))
     out = ctx.attr("_out", "float32")
-    if out not in ("uint8", "float32"):
-        raise ctx.unsupported(f"_out={out!r} (expected uint8 or float32)")
+    if out not in ("uint8", "float32", "int32"):
+        raise ctx.unsupported(f"_out={out!r} (expected uint8, float32 or int32)")
     x_scale, x_zero = float(ctx.const(1).reshape(())), int(ctx.const(2).reshape(()))
     y_scale, y_zero = (float(ctx.const(6).reshape(())), int(ctx.const(7).reshape(()))) if out == "uint8" else (1.0, 0)
     return (x, x_scale, x_zero, ctx.input(3), ctx.input(4), ctx.input(5), OUT_KINDS[out], y_scale, y_zero,
-            int(ctx.attr("_act", Unary.IDENTITY)), np.uint8 if out == "uint8" else np.float32)
+            int(ctx.attr("_act", Unary.IDENTITY)), {"uint8": np.uint8, "int32": np.int32}.get(out, np.float32))
 
 
 def lower_qgemm(ctx: LoweringContext) -> None:
@@ -53,18 +55,24 @@ def lower_qgemm(ctx: LoweringContext) -> None:
 
 
 def lower_qconv(ctx: LoweringContext) -> None:
+    """group 1: CONV_U8S8 (packed for the int8 GEMM); group == C == K (depthwise,
+    weights R x S x C): CONV_U8S8_DW, uint8 or int32 output."""
     x, xs, xz, packed, w_scale, bias, out, ys, yz, act, dtype = _quant(ctx)
-    Kout, C, R, S = ctx.attr("_w_shape")
+    Kout, Cg, R, S = ctx.attr("_w_shape")
+    group = ctx.attr("group", 1)
     if x.rank != 4:
         raise ctx.unsupported(f"input of rank {x.rank}: the int8 convolution is 2-D")
     xt, _ = _image(ctx, x)
     N, H, W, Cx = xt.shape
-    if Cx != C:
-        raise ctx.unsupported(f"weights for {C} input channels, input has {Cx}")
+    C = Cg * group
+    if Cx != C or (group != 1 and (group != Kout or Cg != 1)):
+        raise ctx.unsupported(f"weights {Kout}x{Cg}x{R}x{S} in {group} groups for an input of {Cx} channels")
+    if group != 1 and out == OUT_KINDS["float32"]:
+        raise ctx.unsupported("a float32 output of the depthwise int8 convolution")
     begin, end, strides, dil = _spatial(ctx, (H, W), (R, S))
     params = conv_params(N=N, H=H, W=W, C=C, K=Kout, R=R, S=S, stride_h=strides[0], stride_w=strides[1],
                          dil_h=dil[0], dil_w=dil[1], pad_top=begin[0], pad_left=begin[1], pad_bottom=end[0],
-                         pad_right=end[1], groups=1)
+                         pad_right=end[1], groups=group)
     pq = conv_output_shape(params)
     if isinstance(pq, str):
         raise ctx.unsupported(pq)
@@ -72,8 +80,10 @@ def lower_qconv(ctx: LoweringContext) -> None:
     nhwc = bool(ctx.attr("_nhwc", 0))
     y = ctx.out(0, (N, P, Q, Kout), dtype) if nhwc else ctx.temp((N, P, Q, Kout), dtype)
     if y.size:
-        ws = max(conv_workspace_size(params, n) for n in {1, max(ctx.planner.nthreads, 1)})
-        ctx.step(Op.CONV_U8S8, [y, xt, packed, w_scale, bias, ctx.scratch(ws)],
+        op = Op.CONV_U8S8 if group == 1 else Op.CONV_U8S8_DW
+        ws = dw_workspace_size(params) if group != 1 else \
+            max(conv_workspace_size(params, n) for n in {1, max(ctx.planner.nthreads, 1)})
+        ctx.step(op, [y, xt, packed, w_scale, bias, ctx.scratch(ws)],
                  ConvU8s8Step(conv=params, x_zero=xz, out=out, y_zero=yz, act=act, workspace_bytes=ws).words(),
                  [xs, ys, 0.0, 0.0])
     if not nhwc:
@@ -97,4 +107,4 @@ def lower_qlut(ctx: LoweringContext) -> None:
 
 RULES = {"QConvU8S8": {1: lower_qconv}, "QGemmU8S8": {1: lower_qgemm}, "QLutU8": {1: lower_qlut}}
 _COMMON = {"_out", "_act", "_w_shape"}
-ATTRS = {"QConvU8S8": _COMMON | {"auto_pad", "pads", "strides", "dilations"}, "QGemmU8S8": _COMMON, "QLutU8": set()}
+ATTRS = {"QConvU8S8": _COMMON | {"auto_pad", "pads", "strides", "dilations", "group"}, "QGemmU8S8": _COMMON, "QLutU8": set()}

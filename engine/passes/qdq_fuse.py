@@ -31,7 +31,8 @@ kernel path reads (no per-ISA repacking at load). What stays as it was
 (DequantizeLinear to float32, then the float32 op, exactly as before): a
 weight that is not an int8 constant or has a non-zero zero point, scales
 that are not constants, per-channel scales along another axis, an activation
-that is not uint8 per-tensor, grouped / depthwise convolutions, Gemm with
+that is not uint8 per-tensor, grouped convolutions (depthwise ones fuse when
+their output is quantised: CONV_U8S8_DW), Gemm with
 transA, alpha or beta != 1, a uint8 output with a bias that is not int32, a
 MatMul whose A is not 2-D... (the lowering flattens leading dims when the
 shape is known), and tensors another node (or a graph output) also reads.
@@ -47,6 +48,7 @@ import numpy as np
 from engine.ir import Graph, Node
 from engine.kernels.abi import Unary
 from engine.kernels.conv_int8 import pack_conv_s8
+from engine.kernels.conv_int8_depthwise import MAX_TAPS as DW_MAX_TAPS, pack_depthwise_s8
 from engine.kernels.gemm_lowp import pack_b_s8
 
 
@@ -149,22 +151,8 @@ class _Fuser:
             if tail:
                 tail, act = tail, Unary.RELU
         out_name = tail[-1].outputs[0] if tail else op.outputs[0]
-        base = op.name or out_name
-        names = {k: self.unique(f"{base}/{k}") for k in ("x_scale", "x_zero", "packed", "w_scale", "bias", "y_scale",
-                                                          "y_zero")}
-        self.inits[names["x_scale"]] = np.float32(x_scale).reshape(())
-        self.inits[names["x_zero"]] = np.uint8(x_zero).reshape(())
-        self.inits[names["packed"]] = packed
-        self.inits[names["w_scale"]] = w_scale
-        bias = b_int if yq is not None else b_f32
-        inputs = [dq_x.inputs[0], names["x_scale"], names["x_zero"], names["packed"], names["w_scale"],
-                  names["bias"] if bias is not None else ""]
-        if bias is not None:
-            self.inits[names["bias"]] = np.ascontiguousarray(bias)
-        if yq is not None:
-            self.inits[names["y_scale"]] = np.float32(yq[0]).reshape(())
-            self.inits[names["y_zero"]] = np.uint8(yq[1]).reshape(())
-            inputs += [names["y_scale"], names["y_zero"]]
+        inputs = self.fused_inputs(op.name or out_name, dq_x.inputs[0], x_scale, x_zero, packed, w_scale,
+                                   b_int if yq is not None else b_f32, yq)
         attrs = dict(attrs, _out="uint8" if yq is not None else "float32")
         if act != Unary.IDENTITY:
             attrs["_act"] = int(act)
@@ -172,14 +160,36 @@ class _Fuser:
         self.drop.update(id(n) for n in tail)
         return True
 
+    def fused_inputs(self, base: str, x_name: str, x_scale: float, x_zero: int, packed: np.ndarray,
+                     w_scale: np.ndarray, bias: np.ndarray | None, yq: tuple[float, int] | None) -> list[str]:
+        """The inputs of a QConvU8S8 / QGemmU8S8 (engine/ops/qlinear.py), their constants added
+        as initializers named after base."""
+        names = {k: self.unique(f"{base}/{k}") for k in ("x_scale", "x_zero", "packed", "w_scale", "bias", "y_scale",
+                                                          "y_zero")}
+        self.inits[names["x_scale"]] = np.float32(x_scale).reshape(())
+        self.inits[names["x_zero"]] = np.uint8(x_zero).reshape(())
+        self.inits[names["packed"]] = packed
+        self.inits[names["w_scale"]] = w_scale
+        inputs = [x_name, names["x_scale"], names["x_zero"], names["packed"], names["w_scale"], ""]
+        if bias is not None:
+            self.inits[names["bias"]] = np.ascontiguousarray(bias)
+            inputs[5] = names["bias"]
+        if yq is not None:
+            self.inits[names["y_scale"]] = np.float32(yq[0]).reshape(())
+            self.inits[names["y_zero"]] = np.uint8(yq[1]).reshape(())
+            inputs += [names["y_scale"], names["y_zero"]]
+        return inputs
+
     def unique(self, name: str) -> str:
         while name in self.inits or name in self.producers:
             name += "_"
         return name
 
     def conv(self, node: Node) -> bool:
-        if len(node.inputs) < 2 or node.attrs.get("group", 1) != 1:
+        if len(node.inputs) < 2:
             return False
+        if node.attrs.get("group", 1) != 1:
+            return self.depthwise(node)
         x = self.activation(node.inputs[0])
         wq = self.weight(node.inputs[1], 0)
         if x is None or wq is None or wq[0].ndim != 4:
@@ -191,6 +201,23 @@ class _Fuser:
         attrs = {k: v for k, v in node.attrs.items() if k in ("auto_pad", "pads", "strides", "dilations")}
         attrs["_w_shape"] = [int(d) for d in w.shape]
         return self.fuse(node, "QConvU8S8", x, w_scale, pack_conv_s8(w).copy(), biases, attrs)
+
+    def depthwise(self, node: Node) -> bool:
+        """A depthwise Conv (group == C == K) whose output is quantised (QConvU8S8 with
+        `group`: CONV_U8S8_DW has no float32 output stage)."""
+        x = self.activation(node.inputs[0])
+        wq = self.weight(node.inputs[1], 0)
+        if x is None or wq is None or wq[0].ndim != 4 or wq[0].shape[1] != 1 \
+                or node.attrs["group"] != wq[0].shape[0] or wq[0].shape[2] * wq[0].shape[3] > DW_MAX_TAPS:
+            return False
+        w, w_scale = wq
+        biases = self.bias(node.inputs[2] if len(node.inputs) > 2 else "", w.shape[0])
+        _, _, yq = self.tail(node)
+        if biases is None or yq is None or (biases[0] is None and biases[1] is not None):
+            return False
+        attrs = {k: v for k, v in node.attrs.items() if k in ("auto_pad", "pads", "strides", "dilations", "group")}
+        attrs["_w_shape"] = [int(d) for d in w.shape]
+        return self.fuse(node, "QConvU8S8", x, w_scale, pack_depthwise_s8(w), biases, attrs)
 
     def gemm(self, node: Node) -> bool:
         a = node.attrs
@@ -258,6 +285,128 @@ class _Fuser:
         return True
 
 
+class _QOperator:
+    """QOperator-format nodes (QLinearConv, QLinearMatMul, ConvInteger,
+    MatMulInteger) whose weights are int8 constants with zero point 0 and
+    whose activation is uint8 with a constant per-tensor zero point become
+    QConvU8S8 / QGemmU8S8 in place: the same int32 sums and, for QLinear*,
+    the same float32 requantisation as engine/ops/qoperator.py composes (and
+    onnxruntime computes); the *Integer ops write the int32 sums (`_out`
+    "int32"). Anything else stays for engine/ops/qoperator.py."""
+
+    def __init__(self, fuser: _Fuser):
+        self.f = fuser
+
+    def scalar(self, name: str, dtype) -> np.ndarray | None:
+        v = self.f.const(name) if name else np.zeros((), dtype)
+        return v.reshape(()) if v is not None and v.size == 1 and v.dtype == dtype else None
+
+    def weights(self, name: str, zp_name: str) -> np.ndarray | None:
+        w = self.f.const(name)
+        zp = self.f.const(zp_name) if zp_name else np.zeros((), np.int8)
+        if w is None or zp is None or w.dtype != np.int8 or zp.dtype != np.int8 or np.any(zp != 0):
+            return None
+        return w
+
+    def scales(self, name: str, n: int) -> np.ndarray | None:
+        s = self.f.const(name)
+        if s is None or s.dtype != np.float32 or s.size not in (1, n) or s.ndim > 1 \
+                or not np.all(np.isfinite(s)) or np.any(s <= 0):
+            return None
+        return np.ascontiguousarray(np.broadcast_to(s.reshape(-1), (n,)), np.float32)
+
+    def rewrite(self, node: Node, kind: str, x_name: str, x_scale: float, x_zero: int, packed: np.ndarray,
+                w_scale: np.ndarray, bias: np.ndarray | None, yq: tuple[float, int] | None, out: str,
+                attrs: dict) -> bool:
+        inputs = self.f.fused_inputs(node.name or node.outputs[0], x_name, x_scale, x_zero, packed, w_scale, bias, yq)
+        node.op, node.inputs, node.attrs, node.domain = kind, inputs, dict(attrs, _out=out), ""
+        return True
+
+    def operands(self, node: Node, x_i: int, xs_i: int | None, xz_i: int, w_i: int, wz_i: int):
+        """(x_scale, x_zero, int8 weights) or None."""
+        ins = node.inputs + [""] * 9
+        x_zero = self.scalar(ins[xz_i], np.uint8)
+        x_scale = self.f.const(ins[xs_i]) if xs_i is not None else np.ones((), np.float32)
+        w = self.weights(ins[w_i], ins[wz_i])
+        if x_zero is None or x_scale is None or x_scale.size != 1 or x_scale.dtype != np.float32 \
+                or not x_scale.reshape(()) > 0 or w is None or ins[x_i] in self.f.inits:
+            return None
+        return float(x_scale.reshape(())), int(x_zero), w
+
+    def output(self, node: Node) -> tuple[float, int] | None:
+        at = 7 if node.op == "QGemm" else 6
+        ins = node.inputs + [""] * 9
+        if not ins[at]:
+            return None
+        ys, yz = self.f.const(ins[at]), self.scalar(ins[at + 1], np.uint8)
+        if ys is None or yz is None or ys.size != 1 or ys.dtype != np.float32 or not ys.reshape(()) > 0:
+            return None
+        return float(ys.reshape(())), int(yz)
+
+    def conv(self, node: Node) -> bool:
+        qlinear = node.op == "QLinearConv"
+        ops = self.operands(node, 0, 1, 2, 3, 5) if qlinear else self.operands(node, 0, None, 2, 1, 3)
+        if ops is None:
+            return False
+        x_scale, x_zero, w = ops
+        group = node.attrs.get("group", 1)
+        if w.ndim != 4 or w.shape[1] * w.shape[2] * w.shape[3] > 32768:
+            return False
+        if group != 1 and (group != w.shape[0] or w.shape[1] != 1  # grouped, not depthwise: composed
+                           or w.shape[2] * w.shape[3] > DW_MAX_TAPS):
+            return False
+        if node.attrs.get("kernel_shape") is not None and list(node.attrs["kernel_shape"]) != list(w.shape[2:]):
+            return False
+        k = w.shape[0]
+        w_scale, yq, bias = np.ones(k, np.float32), None, None
+        if qlinear:
+            w_scale, yq = self.scales(node.inputs[4], k), self.output(node)
+            bias = self.f.const(node.inputs[8]) if len(node.inputs) > 8 and node.inputs[8] else None
+            if w_scale is None or yq is None or (len(node.inputs) > 8 and node.inputs[8]
+                                                 and (bias is None or bias.dtype != np.int32 or bias.size != k)):
+                return False
+        attrs = {a: v for a, v in node.attrs.items() if a in ("auto_pad", "pads", "strides", "dilations", "group")}
+        attrs["_w_shape"] = [int(d) for d in w.shape]
+        packed = pack_conv_s8(w).copy() if group == 1 else pack_depthwise_s8(w)
+        return self.rewrite(node, "QConvU8S8", node.inputs[0], x_scale, x_zero, packed, w_scale,
+                            None if bias is None else bias.reshape(k), yq, "uint8" if qlinear else "int32", attrs)
+
+    def matmul(self, node: Node) -> bool:
+        """QLinearMatMul, MatMulInteger and com.microsoft QGemm (transB, int32 C; without
+        y_scale its output is float32, (acc + C) * s_a * s_b: the F32 output kind with
+        the bias dequantised, as the QDQ Gemm fusion writes it)."""
+        qgemm = node.op == "QGemm"
+        qlinear = node.op != "MatMulInteger"
+        ops = self.operands(node, 0, 1, 2, 3, 5) if qlinear else self.operands(node, 0, None, 2, 1, 3)
+        a = node.attrs
+        if ops is None or (qgemm and (a.get("transA", 0) or a.get("alpha", 1.0) != 1.0)):
+            return False
+        x_scale, x_zero, w = ops
+        trans_b = int(a.get("transB", 0)) if qgemm else 0
+        if w.ndim != 2 or w.shape[trans_b] > 32768:
+            return False
+        n = w.shape[1 - trans_b]
+        w_scale, yq, bias = np.ones(n, np.float32), None, None
+        if qlinear:
+            w_scale = self.scales(node.inputs[4], n)
+            yq = self.output(node) if not qgemm or (len(node.inputs) > 7 and node.inputs[7]) else None
+            if w_scale is None or (yq is None and not qgemm):
+                return False
+        if qgemm and len(node.inputs) > 6 and node.inputs[6]:
+            bias = self.f.const(node.inputs[6])
+            if bias is None or bias.dtype != np.int32 or bias.size != n:
+                return False
+            bias = bias.reshape(n)
+            if yq is None:  # the F32 kind adds a float32 bias after the scaling
+                bias = (bias.astype(np.float32) * (np.float32(x_scale) * w_scale)).astype(np.float32)
+        if qgemm and yq is None and len(node.inputs) > 7 and node.inputs[7]:
+            return False
+        packed = np.ascontiguousarray(pack_b_s8(w, trans_b=bool(trans_b)).buffer)
+        out = "uint8" if yq is not None else "float32" if qgemm else "int32"
+        return self.rewrite(node, "QGemmU8S8", node.inputs[0], x_scale, x_zero, packed, w_scale, bias, yq, out,
+                            {"_w_shape": [int(w.shape[trans_b]), int(n)]})
+
+
 def _quantize_u8(y: np.ndarray, scale: float, zero: int) -> np.ndarray:
     """QuantizeLinear to uint8 as the QUANTIZE step computes it (kernels/exec/qlinear.c), in numpy float32."""
     with np.errstate(invalid="ignore", over="ignore"):
@@ -269,8 +418,9 @@ def _quantize_u8(y: np.ndarray, scale: float, zero: int) -> np.ndarray:
 
 def qdq_fuse(graph: Graph) -> Graph:
     f = _Fuser(graph)
+    qop = _QOperator(f)
     for node in list(graph.nodes):
-        if node.domain != "" or id(node) in f.drop:
+        if (node.domain != "" and (node.domain, node.op) != ("com.microsoft", "QGemm")) or id(node) in f.drop:
             continue
         if node.op == "Conv":
             f.conv(node)
@@ -278,5 +428,9 @@ def qdq_fuse(graph: Graph) -> Graph:
             f.gemm(node)
         elif node.op == "BatchNormalization" and len(node.inputs) == 5:
             f.batchnorm(node)
+        elif node.op in ("QLinearConv", "ConvInteger") and len(node.inputs) >= (8 if node.op[0] == "Q" else 2):
+            qop.conv(node)
+        elif node.op in ("QLinearMatMul", "MatMulInteger", "QGemm") and len(node.inputs) >= (6 if node.op[0] == "Q" else 2):
+            qop.matmul(node)
     graph.nodes = [n for n in graph.nodes if id(n) not in f.drop]
     return graph

@@ -8,6 +8,7 @@
 #define AIE_KERNEL_TABLE_H
 
 #include "conv_kernels.h"
+#include "conv_s8_depthwise.h"
 #include "conv_lowp_internal.h"
 #include "gemm_lowp_internal.h"
 #include "vmath.h"
@@ -21,6 +22,7 @@ typedef struct {
     const aie_conv_direct_kernel *conv_direct; /* direct conv tiles (and Winograd's products) */
     const aie_winograd_kernel *winograd;       /* Winograd tile transforms */
     aie_dwconv_fn *dwconv;
+    aie_dwconv_s8_fn *dwconv_s8; /* int8 depthwise rows (exact int32: any ISA gives the same) */
     aie_pool_fn *pool;
     aie_gpool_fn *gpool;
     const aie_vm_table *vm; /* elementwise, reduction and normalisation loops */

@@ -45,6 +45,7 @@ int aie_x_global_pool(const aie_step_args *a);
 int aie_x_gemm_packed(const aie_step_args *a);
 int aie_x_gemm_u8s8_packed(const aie_step_args *a);
 int aie_x_conv_u8s8(const aie_step_args *a);
+int aie_x_conv_u8s8_dw(const aie_step_args *a);
 int aie_x_quantize(const aie_step_args *a);
 int aie_x_dequantize(const aie_step_args *a);
 int aie_x_lut_u8(const aie_step_args *a);

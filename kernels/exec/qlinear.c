@@ -30,6 +30,15 @@ int aie_x_conv_u8s8(const aie_step_args *a) {
                            (size_t)sp->workspace_bytes, a->nthreads);
 }
 
+/* Depthwise: t[2] is the R x S x C int8 weights, t[5] the multipliers' workspace. */
+int aie_x_conv_u8s8_dw(const aie_step_args *a) {
+    const aie_conv_u8s8_step *sp = (const aie_conv_u8s8_step *)(const void *)a->ip;
+    aie_epilogue ep;
+    aie_qepilogue q = qepilogue(sp->out, sp->y_zero, sp->act, a, &ep);
+    return aie_conv2d_u8s8_depthwise(&sp->conv, a->t[1], (int32_t)sp->x_zero, a->t[2], a->t[0], &q, a->t[5],
+                                     (size_t)sp->workspace_bytes, a->nthreads);
+}
+
 /* QuantizeLinear / DequantizeLinear per tensor, one pass each, with the
  * operations engine/ops/quantize.py composes (so the same values):
  * dequantise (float(x) - float(zero)) * scale; quantise x / scale rounded half

@@ -9,8 +9,8 @@
  *
  * in int32, bit-exact on every path, where a tap in the padding reads
  * x_zero (the quantised value of 0.0, as ONNX QLinearConv pads), so it adds
- * nothing. Needs R*S*C <= AIE_GEMM_S8_MAX_K and groups == 1 (grouped and
- * depthwise int8 convs are left to the caller, which runs them in fp32).
+ * nothing. Needs R*S*C <= AIE_GEMM_S8_MAX_K and groups == 1 (depthwise:
+ * aie_conv2d_u8s8_depthwise below; other grouped convs are left to the caller).
  *
  * Weights are OIHW int8, packed once (aie_conv2d_s8_pack_weights) into the
  * int8 GEMM's B layout for the (r, s, c) x k matrix, valid on every level.
@@ -35,6 +35,17 @@ int aie_conv2d_s8_pack_weights(const aie_conv2d_params *p, const int8_t *w_oihw,
 size_t aie_conv2d_u8s8_workspace_size(const aie_conv2d_params *p, int nthreads);
 int aie_conv2d_u8s8(const aie_conv2d_params *p, const uint8_t *x, int32_t x_zero, const void *packed_w, void *y,
                     const aie_qepilogue *q, void *workspace, size_t workspace_size, int nthreads);
+
+/* Depthwise (groups == C == K): w is R x S x C int8 (tap-major, channel
+ * contiguous: OIHW's (C, 1, R, S) transposed), x and y NHWC. The same sums
+ * (padding taps add nothing) and, for q->out AIE_QOUT_U8, the int8 GEMM's
+ * output stage with bias_s32 and b_scale per channel, bit-exact on every
+ * level; AIE_QOUT_S32 writes the sums. No F32 output; R*S <= 64. Workspace: the
+ * per-channel multipliers, aie_conv2d_u8s8_depthwise_workspace_size bytes. */
+size_t aie_conv2d_u8s8_depthwise_workspace_size(const aie_conv2d_params *p);
+int aie_conv2d_u8s8_depthwise(const aie_conv2d_params *p, const uint8_t *x, int32_t x_zero, const int8_t *w,
+                              void *y, const aie_qepilogue *q, void *workspace, size_t workspace_size,
+                              int nthreads);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,219 @@
+"""The QOperator integer ops (engine/ops/qoperator.py) against onnx.reference,
+bit for bit, on random data: odd sizes, K past the 258-product float32
+partial sums (the int32 chunking), per-row / per-column / per-channel zero
+points, int8 and uint8 activations, grouped and depthwise convolutions with
+pads, strides and dilations; QLinearAdd / QLinearMul (com.microsoft) against
+onnxruntime, their only oracle."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+from engine.session import InferenceSession
+from tests.runtime.op_oracle import check_op
+
+RNG = np.random.default_rng(12)
+
+
+def _q(dtype, shape):
+    info = np.iinfo(dtype)
+    return RNG.integers(info.min, info.max + 1, shape).astype(dtype)
+
+
+@pytest.mark.op_test("MatMulInteger")
+@pytest.mark.parametrize("a_dtype,b_dtype", [(np.uint8, np.int8), (np.uint8, np.uint8), (np.int8, np.int8)])
+def test_matmul_integer_is_exact_past_one_partial_sum(tmp_path, a_dtype, b_dtype):
+    m, k, n = 5, 601, 7
+    a, b = _q(a_dtype, (2, m, k)), _q(b_dtype, (k, n))
+    # Extreme operands: every product at its largest, where a float32 sum would round.
+    feeds = {"A": a, "B": b, "a_zero_point": _q(a_dtype, (m,)), "b_zero_point": _q(b_dtype, (n,))}
+    a[:, 0], feeds["a_zero_point"][0] = np.iinfo(a_dtype).min, np.iinfo(a_dtype).max
+    b[:, 0], feeds["b_zero_point"][0] = np.iinfo(b_dtype).max, np.iinfo(b_dtype).min
+    # onnx.reference does not broadcast a per-row a_zero_point (the spec allows one): an int64 oracle.
+    want = (a.astype(np.int64) - feeds["a_zero_point"].astype(np.int64)[:, None]) \
+        @ (b.astype(np.int64) - feeds["b_zero_point"].astype(np.int64))
+    (y,) = check_op(tmp_path, "MatMulInteger", feeds, opset=21, oracle=lambda f: [want.astype(np.int32)])
+    assert y.dtype == np.int32 and np.abs(y).max() > 2 ** 24
+
+
+@pytest.mark.op_test("QLinearMatMul")
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_qlinear_matmul_run_time_weights(tmp_path, dtype):
+    a, b = _q(dtype, (3, 4, 300)), _q(dtype, (300, 9))
+    feeds = {"a": a, "a_scale": np.float32(0.02), "a_zero_point": _q(dtype, ()),
+             "b": b, "b_scale": np.float32(0.013), "b_zero_point": _q(dtype, ()),
+             "y_scale": np.float32(0.1), "y_zero_point": _q(dtype, ())}
+    (y,) = check_op(tmp_path, "QLinearMatMul", feeds, opset=21)
+    assert y.min() == np.iinfo(dtype).min or y.max() == np.iinfo(dtype).max  # saturation reached
+
+
+@pytest.mark.op_test("ConvInteger")
+def test_conv_integer_grouped_strided_dilated_padded(tmp_path):
+    x, w = _q(np.uint8, (2, 6, 11, 9)), _q(np.uint8, (4, 3, 3, 2))
+    feeds = {"x": x, "w": w, "x_zero_point": np.uint8(131), "w_zero_point": _q(np.uint8, (4,))}
+    attrs = {"group": 2, "strides": [2, 1], "dilations": [1, 2], "pads": [1, 0, 2, 1]}
+    check_op(tmp_path, "ConvInteger", feeds, attrs, opset=21)
+
+
+@pytest.mark.op_test("QLinearConv")
+@pytest.mark.parametrize("dtype,c,group", [(np.uint8, 300, 1), (np.int8, 5, 1), (np.uint8, 7, 7)])
+def test_qlinear_conv_per_channel_with_bias(tmp_path, dtype, c, group):
+    """Dense with C past one partial sum, int8 activations, and depthwise."""
+    k = 4 if group == 1 else c
+    x, w = _q(dtype, (1, c, 6, 7)), _q(np.int8, (k, c // group, 3, 3))
+    consts = {"w": w, "w_scale": (RNG.random(k) * 0.02 + 1e-3).astype(np.float32),
+              "w_zero_point": np.zeros(k, np.int8), "B": RNG.integers(-5000, 5000, k).astype(np.int32)}
+    feeds = {"x": x, "x_scale": np.float32(0.05), "x_zero_point": _q(dtype, ()), "w": w,
+             "w_scale": consts["w_scale"], "w_zero_point": consts["w_zero_point"],
+             "y_scale": np.float32(0.9 if c > 100 else 0.2), "y_zero_point": _q(dtype, ()), "B": consts["B"]}
+    attrs = {"group": group, "pads": [1, 1, 1, 1], "strides": [1, 2]}
+    check_op(tmp_path, "QLinearConv", feeds, attrs, constants=consts, opset=21)
+
+
+def _plan_ops(model_path) -> list[str]:
+    from engine.onnx_import import import_file
+    from engine.passes import run_passes
+
+    graph, _ = run_passes(import_file(model_path))
+    return [n.op for n in graph.nodes]
+
+
+@pytest.mark.op_test("QLinearConv", "ConvInteger", "QLinearMatMul", "MatMulInteger")
+@pytest.mark.parametrize("level", ["scalar", "avx2", "avx_vnni", "avx512_vnni", "amx"])
+def test_constant_int8_weights_run_on_the_int8_kernels(tmp_path, level):
+    """What onnxruntime's QOperator quantiser writes (int8 constant weights, zero point 0,
+    uint8 activations): fused onto CONV_U8S8 / CONV_U8S8_DW (depthwise) / GEMM_U8S8_PACKED,
+    bit-exact at every level."""
+    from engine import kernels
+
+    why = kernels.level_unsupported(level)
+    if why is not None:
+        pytest.skip(f"level {level} unavailable on this host: {why}")
+    x, w = _q(np.uint8, (2, 13, 7, 6)), _q(np.int8, (5, 13, 3, 3))
+    a, b = _q(np.uint8, (3, 4, 301)), _q(np.int8, (301, 17))
+    cases = [
+        ("ConvInteger", {"x": x, "w": w, "x_zero_point": np.uint8(77)}, {"pads": [1, 0, 1, 2], "strides": [2, 1]},
+         ["w", "x_zero_point"], "QConvU8S8"),
+        ("QLinearConv", {"x": x, "x_scale": np.float32(0.04), "x_zero_point": np.uint8(9), "w": w,
+                         "w_scale": (RNG.random(5) * 0.01 + 1e-3).astype(np.float32), "w_zero_point": np.zeros(5, np.int8),
+                         "y_scale": np.float32(0.3), "y_zero_point": np.uint8(128),
+                         "B": RNG.integers(-3000, 3000, 5).astype(np.int32)},
+         {"dilations": [2, 1], "pads": [2, 1, 2, 1]}, ["x_scale", "x_zero_point", "w", "w_scale", "w_zero_point",
+                                                       "y_scale", "y_zero_point", "B"], "QConvU8S8"),
+        ("ConvInteger", {"x": x, "w": _q(np.int8, (13, 1, 3, 5)), "x_zero_point": np.uint8(3)},
+         {"group": 13, "pads": [1, 2, 1, 2], "strides": [1, 2]}, ["w", "x_zero_point"], "QConvU8S8"),
+        ("QLinearConv", {"x": x, "x_scale": np.float32(0.04), "x_zero_point": np.uint8(200),
+                         "w": _q(np.int8, (13, 1, 3, 3)), "w_scale": (RNG.random(13) * 0.01 + 1e-3).astype(np.float32),
+                         "w_zero_point": np.zeros(13, np.int8), "y_scale": np.float32(0.05),
+                         "y_zero_point": np.uint8(7), "B": RNG.integers(-3000, 3000, 13).astype(np.int32)},
+         {"group": 13, "dilations": [2, 2], "pads": [2, 2, 2, 2]},
+         ["x_scale", "x_zero_point", "w", "w_scale", "w_zero_point", "y_scale", "y_zero_point", "B"], "QConvU8S8"),
+        ("MatMulInteger", {"A": a, "B": b, "a_zero_point": np.uint8(200), "b_zero_point": np.int8(0)}, {},
+         ["B", "a_zero_point", "b_zero_point"], "QGemmU8S8"),
+        ("QLinearMatMul", {"a": a, "a_scale": np.float32(0.02), "a_zero_point": np.uint8(3), "b": b,
+                           "b_scale": np.float32(0.01), "b_zero_point": np.int8(0), "y_scale": np.float32(0.2),
+                           "y_zero_point": np.uint8(90)}, {},
+         ["a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "y_scale", "y_zero_point"], "QGemmU8S8"),
+    ]
+    with kernels.use_level(level):
+        for op, feeds, attrs, const_names, fused in cases:
+            sub = tmp_path / op
+            sub.mkdir(exist_ok=True)
+            (y,) = check_op(sub, op, feeds, attrs, constants={n: feeds[n] for n in const_names}, opset=21)
+            ops = _plan_ops(sub / f"{op}.onnx")
+            assert fused in ops and op not in ops, ops
+            assert y.dtype == (np.int32 if op.endswith("Integer") else np.uint8)
+
+
+def test_a_non_integer_operand_is_one_clear_line(tmp_path):
+    from engine.errors import ConversionError
+
+    feeds = {"A": RNG.standard_normal((2, 3)).astype(np.float32), "B": _q(np.int8, (3, 2))}
+    with pytest.raises(ConversionError, match=r"MatMulInteger .*A dtype float32 not supported"):
+        check_op(tmp_path, "MatMulInteger", feeds, opset=21, oracle=lambda f: [np.zeros((2, 2), np.int32)])
+
+
+ort = pytest.importorskip("onnxruntime", reason="onnxruntime (the oracle of the com.microsoft ops) is not installed")
+
+
+@pytest.mark.op_test("QLinearAdd", "QLinearMul")
+@pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])
+def test_microsoft_qlinear_binary_matches_onnxruntime(tmp_path, op):
+    names = ["A", "A_scale", "A_zero_point", "B", "B_scale", "B_zero_point", "C_scale", "C_zero_point"]
+    a, b = _q(np.uint8, (2, 3, 17, 19)), _q(np.uint8, (1, 3, 1, 19))
+    params = {"A_scale": np.float32(0.031), "A_zero_point": np.uint8(120), "B_scale": np.float32(0.017),
+              "B_zero_point": np.uint8(3), "C_scale": np.float32(0.05 if op == "QLinearAdd" else 0.02),
+              "C_zero_point": np.uint8(100)}
+    node = helper.make_node(op, names, ["C"], domain="com.microsoft")
+    graph = helper.make_graph(
+        [node], op, [helper.make_tensor_value_info("A", onnx.TensorProto.UINT8, a.shape),
+                     helper.make_tensor_value_info("B", onnx.TensorProto.UINT8, b.shape)],
+        [helper.make_tensor_value_info("C", onnx.TensorProto.UINT8, a.shape)],
+        [onnx.numpy_helper.from_array(np.asarray(v), k) for k, v in params.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    path = tmp_path / f"{op}.onnx"
+    onnx.save(model, str(path))
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"A": a, "B": b})[0]
+    got = InferenceSession(path, threads=1).run(None, {"A": a, "B": b})[0]
+    assert got.dtype == np.uint8 and got.shape == want.shape
+    diff = np.abs(got.astype(np.int32) - want)
+    # MLAS's fused multiply-adds round differently at ties: one step, on few elements.
+    assert diff.max() <= 1 and np.count_nonzero(diff) <= diff.size // 100, (diff.max(), np.count_nonzero(diff))
+
+
+@pytest.mark.op_test("QGemm")
+@pytest.mark.parametrize("quantised_out", [True, False])
+@pytest.mark.parametrize("constant_b", [True, False])
+def test_microsoft_qgemm_matches_onnxruntime(tmp_path, quantised_out, constant_b):
+    """QGemm (what the QOperator quantiser writes for a Gemm): transB, int32 C, a uint8 output or,
+    without y_scale, float32. Constant int8 B runs on GEMM_U8S8_PACKED, run-time B composed."""
+    m, k, n = 3, 300, 11
+    a, b = _q(np.uint8, (m, k)), _q(np.int8, (n, k))
+    params = {"a_scale": np.float32(0.02), "a_zero_point": np.uint8(131), "B": b,
+              "b_scale": (RNG.random(n) * 0.01 + 1e-3).astype(np.float32), "b_zero_point": np.zeros(n, np.int8),
+              "C": RNG.integers(-20000, 20000, n).astype(np.int32)}
+    if quantised_out:
+        params |= {"y_scale": np.float32(0.5), "y_zero_point": np.uint8(100)}
+    names = ["A", "a_scale", "a_zero_point", "B", "b_scale", "b_zero_point", "C"] + \
+        (["y_scale", "y_zero_point"] if quantised_out else [])
+    inits = {k_: v for k_, v in params.items() if constant_b or k_ != "B"}
+    inputs = [helper.make_tensor_value_info("A", onnx.TensorProto.UINT8, a.shape)]
+    if not constant_b:
+        inputs.append(helper.make_tensor_value_info("B", onnx.TensorProto.INT8, b.shape))
+    out_type = onnx.TensorProto.UINT8 if quantised_out else onnx.TensorProto.FLOAT
+    graph = helper.make_graph([helper.make_node("QGemm", names, ["Y"], domain="com.microsoft", transB=1)], "qgemm",
+                              inputs, [helper.make_tensor_value_info("Y", out_type, (m, n))],
+                              [onnx.numpy_helper.from_array(np.asarray(v), k_) for k_, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    path = tmp_path / "qgemm.onnx"
+    onnx.save(model, str(path))
+    feeds = {"A": a} if constant_b else {"A": a, "B": b}
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    got = InferenceSession(path, threads=1).run(None, feeds)[0]
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert ("QGemmU8S8" in _plan_ops(path)) == constant_b
+    if quantised_out:
+        np.testing.assert_array_equal(got, want)  # the same float32 requantisation as onnxruntime
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.op_test("QLinearSoftmax")
+def test_microsoft_qlinear_softmax_within_one_step_of_onnxruntime(tmp_path):
+    x = _q(np.uint8, (2, 4, 7, 33))
+    params = {"X_scale": np.float32(0.08), "X_zero_point": np.uint8(140), "Y_scale": np.float32(1 / 256),
+              "Y_zero_point": np.uint8(0)}
+    node = helper.make_node("QLinearSoftmax", ["X", *params], ["Y"], domain="com.microsoft", axis=-1, opset=17)
+    graph = helper.make_graph([node], "qsoftmax", [helper.make_tensor_value_info("X", onnx.TensorProto.UINT8, x.shape)],
+                              [helper.make_tensor_value_info("Y", onnx.TensorProto.UINT8, x.shape)],
+                              [onnx.numpy_helper.from_array(np.asarray(v), k) for k, v in params.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    path = tmp_path / "qsoftmax.onnx"
+    onnx.save(model, str(path))
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"X": x})[0]
+    got = InferenceSession(path, threads=1).run(None, {"X": x})[0]
+    # onnxruntime reads exp from a 256-entry float32 table: one step at most.
+    assert got.dtype == np.uint8 and np.abs(got.astype(np.int32) - want).max() <= 1
