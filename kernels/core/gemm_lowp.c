@@ -103,7 +103,7 @@ void aie_lowp_pack_b_s8(int trans_b, int64_t K, int64_t N, const void *Bv, int64
  * Each k-chunk of a row is a contiguous run on both sides: the copy loops
  * vectorise. */
 static void pack_a_bf16(const void *A, int a_type, int64_t lda, int64_t i0, int64_t mc, int64_t K, int64_t kp,
-                        aie_bf16 *dst) {
+                        aie_bf16_cvt_fn cvt, aie_bf16 *dst) {
     const int64_t strips = (mc + LOWP_STRIP - 1) / LOWP_STRIP, ss = kp * LOWP_STRIP;
     for (int64_t r = 0; r < strips * LOWP_STRIP; r++) {
         aie_bf16 *d = dst + (r / LOWP_STRIP) * ss + (r % LOWP_STRIP) * LOWP_KCHUNK_BF16;
@@ -111,8 +111,9 @@ static void pack_a_bf16(const void *A, int a_type, int64_t lda, int64_t i0, int6
             aie_bf16 *restrict dc = d + c * LOWP_STRIP;
             int64_t take = r < mc ? min64(LOWP_KCHUNK_BF16, max64(0, K - c)) : 0;
             if (take == LOWP_KCHUNK_BF16 && a_type == AIE_A_F32) {
-                const float *restrict src = (const float *)A + (i0 + r) * lda + c;
-                for (int e = 0; e < LOWP_KCHUNK_BF16; e++) dc[e] = aie_f32_to_bf16(src[e]);
+                /* the level's vector conversion: scalar rounding here cost
+                 * as much as the AMX products of a 128 x 256 x 256 GEMM */
+                cvt((const float *)A + (i0 + r) * lda + c, dc, LOWP_KCHUNK_BF16);
                 continue;
             }
             for (int64_t e = 0; e < take; e++)
@@ -255,7 +256,7 @@ static void tile_task(void *ctx, int64_t t, int worker) {
     const lowp_s8_kernels *ks = j->kt->s8;
     const lowp_thread_fn begin = j->s8 ? ks->begin : kb->begin, end = j->s8 ? ks->end : kb->end;
     if (j->s8) pack_a_u8(j->A, j->lda, i0, mc, j->K, j->kp, pa);
-    else pack_a_bf16(j->A, j->a_type, j->lda, i0, mc, j->K, j->kp, pa);
+    else pack_a_bf16(j->A, j->a_type, j->lda, i0, mc, j->K, j->kp, j->kt->bf16_cvt, pa);
     if (begin) begin();
     for (int64_t cb = n0; cb < n1; cb += LOWP_NB) {
         const int64_t nb = min64(LOWP_NB, n1 - cb);
