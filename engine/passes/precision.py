@@ -24,8 +24,12 @@ measured on MobileNetV2 (1 thread, per step, bf16 vs fp32): 1x1 16->96
 0.30, 32->16 @112 0.42 vs 0.28 (all slower in bf16); 144->24 @56 0.36 vs
 0.44, 32->192 @28 0.25 vs 0.31, 192->32 @28 0.12 vs 0.16 (faster).
 
-Everything else stays fp32: softmax, normalisations, reductions, the
-attention products between two activations, depthwise convolutions,
+- FusedAttention (engine.passes.fuse_attention): its two products between
+  activations (Q Kt, P V) run on the bf16 GEMM, Kt and V packed at run time
+  (ATTENTION_BF16); its scale, mask and softmax stay fp32.
+
+Everything else stays fp32: softmax, normalisations, reductions, unfused
+products between two activations, depthwise convolutions,
 convolutions the cost rule leaves in fp32. Each
 op's lowering reads the attribute; prepack_weights then stores the marked
 GEMM weights packed in bf16. It runs after the fusions (which set `_alpha`,
@@ -85,7 +89,7 @@ def _takes_bf16(node: Node, inits: dict) -> bool:
         return _gemm_takes_bf16(node, inits)
     if node.op == "Conv":
         return _conv_takes_bf16(node, inits)
-    return False
+    return node.op == "FusedAttention"
 
 
 def mark_bf16(graph: Graph) -> Graph:
