@@ -34,7 +34,7 @@ def step_label(row: dict) -> str:
         g = ints[15]
         kind = "dw" if g == C == K and g > 1 else (f"g{g}" if g > 1 else "")
         return f"{row['op_name']} {R}x{S}/{sh} {kind}{C}->{K} @{H}x{W}"
-    if row["op_name"] in ("matmul", "gemm_packed") and len(ints) >= 3:
+    if row["op_name"] in ("matmul", "gemm_packed", "gemm_bf16_packed") and len(ints) >= 3:
         return f"{row['op_name']} {ints[0]}x{ints[1]}x{ints[2]}"
     return row["op_name"]
 

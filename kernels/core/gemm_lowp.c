@@ -65,13 +65,28 @@ size_t aie_gemm_s8_packed_b_size(int64_t K, int64_t N) { return packed_size(K, N
 
 /* ---- packing -------------------------------------------------------------- */
 
+/* Rows k and k + 1 of a whole 32-column panel of a row-major B, as the
+ * panel's k-pair row: one 32-bit word (lo: row k) per column. A branch-free
+ * loop over contiguous words, so it vectorises: the attention packs Kt and V
+ * at run time, where the per-element loop below cost as much as the products. */
+static void pack_pair_row(const float *restrict r0, const float *restrict r1, aie_bf16 *restrict d) {
+    for (int64_t j = 0; j < LOWP_NR; j++) {
+        uint32_t w = (uint32_t)aie_f32_to_bf16(r0[j]) | (uint32_t)aie_f32_to_bf16(r1[j]) << 16;
+        memcpy(d + 2 * j, &w, sizeof w); /* little-endian: row k's value first */
+    }
+}
+
 void aie_lowp_pack_b_bf16(int trans_b, int64_t K, int64_t N, const void *Bv, int64_t ldb, void *panels) {
     const float *B = Bv;
     aie_bf16 *dst = panels;
     const int64_t kp = AIE_ROUND_UP(K, LOWP_KCHUNK_BF16), np = AIE_ROUND_UP(N, LOWP_NR);
     for (int64_t p = 0; p < np; p += LOWP_NR) {
         aie_bf16 *panel = dst + p * kp;
-        for (int64_t k = 0; k < kp; k++)
+        int64_t k0 = 0;
+        if (!trans_b && p + LOWP_NR <= N)
+            for (; k0 + 2 <= K; k0 += 2)
+                pack_pair_row(B + k0 * ldb + p, B + (k0 + 1) * ldb + p, panel + k0 * LOWP_NR);
+        for (int64_t k = k0; k < kp; k++)
             for (int64_t j = 0; j < LOWP_NR; j++) {
                 float v = 0.0f;
                 if (k < K && p + j < N) v = trans_b ? B[(p + j) * ldb + k] : B[k * ldb + p + j];
