@@ -50,11 +50,21 @@ static size_t packed_bytes_bf16(int64_t L, int64_t dk, int64_t dv) {
     return round_up(aie_gemm_bf16_packed_b_size(dk, L)) + round_up(aie_gemm_bf16_packed_b_size(L, dv));
 }
 
+/* s = scale * s (+ mask). A mask row contiguous along L (the usual [B, 1,
+ * 1, L] or [M, L]) takes a loop that vectorises. */
 static void add_mask(const attn_ctx *c, float *s, int64_t rows, int64_t b, int64_t h, int64_t r0, float scale) {
     const float *m = c->mask ? c->mask + b * c->ms[0] + h * c->ms[1] + r0 * c->ms[2] : NULL;
-    for (int64_t i = 0; i < rows; i++)
-        for (int64_t j = 0; j < c->L; j++)
-            s[i * c->L + j] = s[i * c->L + j] * scale + (m ? m[i * c->ms[2] + j * c->ms[3]] : 0.0f);
+    for (int64_t i = 0; i < rows; i++) {
+        float *restrict si = s + i * c->L;
+        if (!m) {
+            for (int64_t j = 0; j < c->L; j++) si[j] *= scale;
+        } else if (c->ms[3] == 1) {
+            const float *restrict mi = m + i * c->ms[2];
+            for (int64_t j = 0; j < c->L; j++) si[j] = si[j] * scale + mi[j];
+        } else {
+            for (int64_t j = 0; j < c->L; j++) si[j] = si[j] * scale + m[i * c->ms[2] + j * c->ms[3]];
+        }
+    }
 }
 
 /* One task's products in bf16: S = Q Kt, then (after the fp32 scale, mask
