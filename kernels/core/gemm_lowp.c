@@ -333,9 +333,26 @@ size_t aie_gemm_u8s8_workspace_size(int64_t M, int64_t N, int64_t K, int nthread
     return ws_size(M, N, K, nthreads, LOWP_KCHUNK_S8, 1, 1);
 }
 
-/* Tiles as the fp32 GEMM cuts them (aie_gemm_plan_tiles). */
+/* Tiles as the fp32 GEMM cuts them (aie_gemm_plan_tiles), except when all
+ * of M fits one task's A block: then every task takes all rows and a 1/nt
+ * share of the columns. The fp32 cut would split M too (49 x 512: 8 tiles
+ * of 32 x 128), so each task re-packs A for its column range and every
+ * column range of B (the weights: 4.7 MB for a 3x3 512-channel conv) is
+ * streamed once per row tile; here A is packed nt times and B read once.
+ * Shared with the bf16 convolution (core/conv_lowp.c). */
+void aie_lowp_plan_tiles(int64_t M, int64_t N, int64_t mc, int nt, int64_t *tile_m, int64_t *tile_n) {
+    if (M > mc || nt < 2) {
+        aie_gemm_plan_tiles(M, N, mc, LOWP_MR, LOWP_NR, nt, tile_m, tile_n);
+        return;
+    }
+    *tile_m = M;
+    *tile_n = AIE_ROUND_UP((N + nt - 1) / nt, LOWP_NR);
+}
+
 static void plan_tiles(lowp_job *j, int nt) {
-    aie_gemm_plan_tiles(j->M, j->N, LOWP_MC, LOWP_MR, LOWP_NR, nt, &j->tile_m, &j->tile_n);
+    /* int8: the fp32 cut still (its tiling is the i8perf work's; the rule would serve it too) */
+    if (j->s8) aie_gemm_plan_tiles(j->M, j->N, LOWP_MC, LOWP_MR, LOWP_NR, nt, &j->tile_m, &j->tile_n);
+    else aie_lowp_plan_tiles(j->M, j->N, LOWP_MC, nt, &j->tile_m, &j->tile_n);
     j->tiles_n = (j->N + j->tile_n - 1) / j->tile_n;
 }
 
