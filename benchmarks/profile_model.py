@@ -1,7 +1,7 @@
 """Where a zoo model's time goes: ai-engine per step vs onnxruntime per node type.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/profile_model.py cnn_bn
-        [--batch 1] [--threads 1] [--top 15] [--repeats 5]
+        [--batch 1] [--threads 1] [--top 15] [--repeats 5] [--precision fp32|bf16]
 
 ai-engine: InferenceSession.profile (each plan step run alone, best of
 --repeats; a step's time includes one ctypes call, ~1-3 us). Steps are
@@ -34,7 +34,7 @@ def step_label(row: dict) -> str:
         g = ints[15]
         kind = "dw" if g == C == K and g > 1 else (f"g{g}" if g > 1 else "")
         return f"{row['op_name']} {R}x{S}/{sh} {kind}{C}->{K} @{H}x{W}"
-    if row["op_name"] in ("matmul", "gemm_packed") and len(ints) >= 3:
+    if row["op_name"] in ("matmul", "gemm_packed", "gemm_bf16_packed") and len(ints) >= 3:
         return f"{row['op_name']} {ints[0]}x{ints[1]}x{ints[2]}"
     return row["op_name"]
 
@@ -118,6 +118,8 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--algo", choices=("auto", "gemm", "direct"), default="auto",
                    help="convolution path where the params allow it (aie_conv2d_set_algo)")
+    p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                   help="profile the model converted in this precision (ai-engine convert --precision)")
     args = p.parse_args(argv)
     if args.algo != "auto":
         import ctypes
@@ -128,9 +130,15 @@ def main(argv=None) -> int:
         lib().aie_conv2d_set_algo({"gemm": 1, "direct": 2}[args.algo])
     src = zoo.ensure(args.model, Path(tempfile.gettempdir()) / "aie-profile-zoo")
     feeds = zoo.random_inputs(args.model, batch=args.batch, seed=0)
-    sess = InferenceSession(src, threads=args.threads)
+    model = src
+    if args.precision != "fp32":
+        from engine.convert import PrecisionOptions, convert_file
+
+        model = Path(tempfile.mkdtemp(prefix="aie-profile-")) / f"{args.model}.aie"
+        convert_file(src, model, precision=PrecisionOptions(args.precision))
+    sess = InferenceSession(model, threads=args.threads)
     sess.run(None, feeds)
-    print(f"{args.model} batch {args.batch}, {args.threads} thread(s), load average "
+    print(f"{args.model} {args.precision} batch {args.batch}, {args.threads} thread(s), load average "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     _, groups = engine_profile(sess, feeds, args.repeats)
     print_groups("ai-engine (per step kind, best of repeats)", groups, args.top)

@@ -40,8 +40,11 @@ MAX_VALUE_KEY_ELEMENTS = 4096
 # (op, _precision) -> the kernel family that runs it, and how to name the
 # path that family takes at the selected level (for kernel_paths).
 LOWP_KERNELS = {("MatMul", "bf16"): "gemm_bf16", ("Gemm", "bf16"): "gemm_bf16", ("Conv", "bf16"): "conv_bf16",
+                ("FusedAttention", "bf16"): "attention_bf16",
                 ("QGemmU8S8", None): "gemm_u8s8", ("QConvU8S8", None): "conv_u8s8"}
 KERNEL_PATHS = {"gemm_bf16": lambda: lowp_paths()["bf16"], "conv_bf16": conv_bf16_path,
+                # the bf16 attention's products run on the bf16 GEMM
+                "attention_bf16": lambda: lowp_paths()["bf16"],
                 # the int8 convolution runs the int8 GEMM's micro-kernels
                 "gemm_u8s8": lambda: lowp_paths()["int8"], "conv_u8s8": lambda: lowp_paths()["int8"],
                 # the int8 depthwise rows: the level's vector ISA (kernels/core/conv_s8_depthwise_body.h)

@@ -27,7 +27,8 @@ Op = enum.IntEnum('Op', {'COPY': 1, 'FILL': 2, 'UNARY': 3, 'BINARY': 4, 'CAST': 
     'CONV_PACK': 23, 'GLOBAL_POOL': 24, 'GEMM_PACKED': 25, 'BITSHIFT': 26, 'CUMPROD': 27, 'TOPK': 28,
     'SCATTER_ELEMENTS': 29, 'SCATTER_ND': 30, 'GATHER_ND': 31, 'GRID_SAMPLE': 32, 'RMS_NORM': 33, 'ATTENTION': 34,
     'GEMM_BF16_PACKED': 35, 'CONV_BF16': 36, 'GEMM_U8S8_PACKED': 37, 'CONV_U8S8': 38, 'QUANTIZE': 39,
-    'DEQUANTIZE': 40, 'LUT_U8': 41, 'CONV_U8S8_DW': 42, 'NONZERO': 43, 'COMPRESS': 44, 'UNIQUE': 45, 'NMS': 46})
+    'DEQUANTIZE': 40, 'LUT_U8': 41, 'CONV_U8S8_DW': 42, 'NONZERO': 43, 'COMPRESS': 44, 'UNIQUE': 45, 'NMS': 46,
+    'ATTENTION_BF16': 47})
 
 # AIE_U_*
 Unary = enum.IntEnum('Unary', {'IDENTITY': 0, 'RELU': 1, 'CLIP': 2, 'GELU': 3, 'GELU_TANH': 4, 'SIGMOID': 5,
@@ -61,7 +62,7 @@ OP_NAMES = {Op.COPY: 'copy', Op.FILL: 'fill', Op.UNARY: 'unary', Op.BINARY: 'bin
     Op.GEMM_BF16_PACKED: 'gemm_bf16_packed', Op.CONV_BF16: 'conv_bf16', Op.GEMM_U8S8_PACKED: 'gemm_u8s8_packed',
     Op.CONV_U8S8: 'conv_u8s8', Op.QUANTIZE: 'quantize', Op.DEQUANTIZE: 'dequantize', Op.LUT_U8: 'lut_u8',
     Op.CONV_U8S8_DW: 'conv_u8s8_dw', Op.NONZERO: 'nonzero', Op.COMPRESS: 'compress', Op.UNIQUE: 'unique',
-    Op.NMS: 'nms'}
+    Op.NMS: 'nms', Op.ATTENTION_BF16: 'attention_bf16'}
 # Unary op -> its lower-case name (the aie_unary API's names)
 UNARY_NAMES = {Unary.IDENTITY: 'identity', Unary.RELU: 'relu', Unary.CLIP: 'clip', Unary.GELU: 'gelu',
     Unary.GELU_TANH: 'gelu_tanh', Unary.SIGMOID: 'sigmoid', Unary.SILU: 'silu', Unary.HARDSWISH: 'hardswish',
@@ -432,7 +433,7 @@ OP_PARAMS = {Op.COPY: CopyStep, Op.FILL: FillStep, Op.UNARY: UnaryStep, Op.BINAR
     Op.ATTENTION: AttentionStep, Op.GEMM_BF16_PACKED: GemmBf16PackedStep, Op.CONV_BF16: ConvStep,
     Op.GEMM_U8S8_PACKED: GemmU8s8Step, Op.CONV_U8S8: ConvU8s8Step, Op.QUANTIZE: QcastStep, Op.DEQUANTIZE: QcastStep,
     Op.LUT_U8: LutStep, Op.CONV_U8S8_DW: ConvU8s8Step, Op.NONZERO: NonzeroStep, Op.COMPRESS: CompressStep,
-    Op.UNIQUE: UniqueStep, Op.NMS: NmsStep}
+    Op.UNIQUE: UniqueStep, Op.NMS: NmsStep, Op.ATTENTION_BF16: AttentionStep}
 
 # C name -> struct class, for the layout test
 STRUCTS = {'aie_exec_plan': ExecPlan, 'aie_step_record': StepRecord, 'aie_tensor_record': TensorRecord,

@@ -126,6 +126,11 @@ def _packed_weights(ctx, w: Value, params, group: int, transposed: bool) -> Valu
 
 def lower_conv(ctx: LoweringContext) -> None:
     x, w, b = ctx.input(0), ctx.input(1), ctx.input(2)
+    if w is None and ctx.attr("_w_shape") is not None and ctx.attr("_precision") == "bf16":
+        # the converter kept only the bf16 blob (input 3) of these weights
+        w = Value(tuple(ctx.attr("_w_shape")), np.float32)
+    if w is None:
+        raise ctx.unsupported("input W is missing")
     for v in (x, w):
         ctx.require_dtype(v, (np.float32,))
     if w.rank != x.rank:
@@ -152,6 +157,8 @@ def lower_conv(ctx: LoweringContext) -> None:
     # bf16 nodes (the precision pass's _precision) run CONV_BF16 where its
     # weights are constants; grouped convs and run-time weights stay fp32.
     packed = _packed_weights_bf16(ctx, w) if ctx.attr("_precision", "fp32") == "bf16" and G == 1 else None
+    if packed is None and ctx.input(1) is None:
+        raise ctx.unsupported("only a bf16 weight blob is stored (_w_shape), but input 3 is not one")
     op, workspace = (Op.CONV_BF16, conv_bf16_workspace) if packed is not None else (Op.CONV, conv_workspace)
     if packed is None:
         packed = _packed_weights(ctx, w, params, G, False)
@@ -360,7 +367,7 @@ _WINDOW = {"auto_pad", "pads", "strides", "dilations", "kernel_shape"}
 # activation), _packed_isa (input 3 holds weights packed for that aie_isa).
 _FUSED = {"_nhwc", "_act", "_p0", "_p1", "_packed_isa"}
 ATTRS = {
-    "Conv": _WINDOW | {"group", "_precision"} | _FUSED,
+    "Conv": _WINDOW | {"group", "_precision", "_w_shape"} | _FUSED,
     "ConvTranspose": _WINDOW | {"group", "output_padding", "output_shape"} | _FUSED,
     "MaxPool": _WINDOW | {"ceil_mode", "storage_order", "_nhwc"},
     "AveragePool": _WINDOW | {"ceil_mode", "count_include_pad", "_nhwc"},

@@ -11,10 +11,26 @@ bounded, measured error (kernels/include/aie_gemm_lowp.h):
   is a bias row ([N] / [1, N], beta 1) or is ignored (beta 0): what
   GEMM_BF16_PACKED's epilogue applies exactly as fp32 does;
 - Conv with group 1 (lowered by engine.ops.nn when it has a bf16 kernel;
-  fp32 otherwise).
+  fp32 otherwise) whose shape passes the cost rule below.
 
-Everything else stays fp32: softmax, normalisations, reductions, the
-attention products between two activations, depthwise convolutions. Each
+The cost rule for a Conv with a constant weight [K, C, R, S]: bf16 when its
+GEMM depth C*R*S >= 32 and K >= 24, else fp32. The bf16 conv converts every
+input value it reads (im2col in bf16) and pads depth to the AMX tile depth
+(32) and K to the tile width (32); the products it saves grow with K per
+converted value. Below one full k-chunk of depth, or with K under 3/4 of a
+tile width, conversion and padding cost more than the products save:
+measured on MobileNetV2 (1 thread, per step, bf16 vs fp32): 1x1 16->96
+@112 1.43 vs 0.54 ms, 24->144 @56 0.78 vs 0.61, 3x3 3->32 @224 0.66 vs
+0.30, 32->16 @112 0.42 vs 0.28 (all slower in bf16); 144->24 @56 0.36 vs
+0.44, 32->192 @28 0.25 vs 0.31, 192->32 @28 0.12 vs 0.16 (faster).
+
+- FusedAttention (engine.passes.fuse_attention): its two products between
+  activations (Q Kt, P V) run on the bf16 GEMM, Kt and V packed at run time
+  (ATTENTION_BF16); its scale, mask and softmax stay fp32.
+
+Everything else stays fp32: softmax, normalisations, reductions, unfused
+products between two activations, depthwise convolutions,
+convolutions the cost rule leaves in fp32. Each
 op's lowering reads the attribute; prepack_weights then stores the marked
 GEMM weights packed in bf16. It runs after the fusions (which set `_alpha`,
 `_bias`, `_act`) and before to_kernel_layout (gemm_as_pointwise_conv leaves a
@@ -51,14 +67,29 @@ def _gemm_takes_bf16(node: Node, inits: dict) -> bool:
     return beta == 1.0 and c in inits and tuple(inits[c].shape) in ((n,), (1, n))
 
 
+# The cost rule (module docstring): the smallest GEMM depth (C*R*S) and
+# output-channel count at which a Conv gains from bf16.
+CONV_MIN_DEPTH = 32
+CONV_MIN_K = 24
+
+
+def _conv_takes_bf16(node: Node, inits: dict) -> bool:
+    if int(node.attrs.get("group", 1)) != 1:
+        return False
+    w = inits.get(node.inputs[1]) if len(node.inputs) > 1 else None
+    if w is None or w.ndim < 3:
+        return True
+    return int(np.prod(w.shape[1:])) >= CONV_MIN_DEPTH and w.shape[0] >= CONV_MIN_K
+
+
 def _takes_bf16(node: Node, inits: dict) -> bool:
     if node.op == "MatMul":
         return _const_b(node, inits) is not None and float(node.attrs.get("_alpha", 1.0)) == 1.0
     if node.op == "Gemm":
         return _gemm_takes_bf16(node, inits)
     if node.op == "Conv":
-        return int(node.attrs.get("group", 1)) == 1
-    return False
+        return _conv_takes_bf16(node, inits)
+    return node.op == "FusedAttention"
 
 
 def mark_bf16(graph: Graph) -> Graph:

@@ -13,7 +13,9 @@ bf16 for aie_gemm_bf16 (`_packed_bf16`): that layout is the same on every
 level, so when only such nodes read a weight its fp32 copy is dropped (the
 node keeps B's shape in `_b_shape`) and the .aie shrinks to about half.
 A group-1 Conv marked bf16 gets its bf16 blob (engine.kernels.conv_lowp: one
-layout for every ISA, so it carries no `_packed_isa`; its fp32 copy stays).
+layout for every ISA, so it carries no `_packed_isa`); when only such convs
+read a weight its fp32 copy is dropped too (the node keeps the weight's shape
+in `_w_shape`): every level runs CONV_BF16 from that blob.
 """
 
 from __future__ import annotations
@@ -89,17 +91,18 @@ def _bf16_gemm(node, inits) -> tuple[tuple, np.ndarray | None] | None:
     return (node.inputs[1], "gemm_bf16", trans), (lambda: pack_b_bf16(w, trans_b=bool(trans)).buffer)
 
 
-def _drop_fp32_copies(graph: Graph, bf16_names: set[str]) -> None:
-    """A weight read only as the B of bf16-packed nodes needs no fp32 copy."""
+def _drop_fp32_copies(graph: Graph, bf16_names: set[str], bf16_nodes: set[int]) -> None:
+    """A weight read only by nodes that run on its bf16 blob (GEMM B, Conv
+    weights; ids in bf16_nodes), each as its input 1 alone, needs no fp32 copy."""
     readers = graph.consumers()
     for name in bf16_names:
         nodes = readers.get(name, [])
         if any(o.name == name for o in graph.outputs) or not all(
-                n.attrs.get("_packed_bf16") and n.inputs[1] == name
-                and sum(i == name for i in n.inputs) == 1 for n in nodes):
+                id(n) in bf16_nodes and n.inputs[1] == name and sum(i == name for i in n.inputs) == 1
+                for n in nodes):
             continue
         for n in nodes:
-            n.attrs["_b_shape"] = list(graph.initializers[name].shape)
+            n.attrs["_w_shape" if n.op == "Conv" else "_b_shape"] = list(graph.initializers[name].shape)
             n.inputs[1] = ""
         del graph.initializers[name]
 
@@ -109,6 +112,7 @@ def prepack_weights(graph: Graph) -> Graph:
     inits = graph.initializers
     done: dict[tuple, str] = {}
     bf16_names: set[str] = set()
+    bf16_nodes: set[int] = set()
     for node in graph.nodes:
         job = _pack_conv_bf16(node, inits) or _bf16_gemm(node, inits) or _pack(node, inits)
         if job is None or len(node.inputs) > 5:
@@ -127,10 +131,12 @@ def prepack_weights(graph: Graph) -> Graph:
         ins = (list(node.inputs) + [""] * 4)
         ins[3] = done[key]
         node.inputs = ins[:max(4, len(node.inputs))]
-        if key[1] == "gemm_bf16":
-            node.attrs["_packed_bf16"] = 1
+        if key[1] in ("gemm_bf16", "conv_bf16"):
+            if key[1] == "gemm_bf16":
+                node.attrs["_packed_bf16"] = 1
             bf16_names.add(node.inputs[1])
-        elif key[1] != "conv_bf16":
+            bf16_nodes.add(id(node))
+        else:
             node.attrs["_packed_isa"] = isa
-    _drop_fp32_copies(graph, bf16_names)
+    _drop_fp32_copies(graph, bf16_names, bf16_nodes)
     return graph

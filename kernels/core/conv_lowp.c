@@ -397,7 +397,7 @@ int aie_conv2d_bf16(const aie_conv2d_params *p, const float *x, const void *pack
         memset(j.src.xb + p->N * j.src.hp * j.src.wp * p->C, 0, 8 * sizeof(aie_bf16)); /* copy_over's slack */
         aie_parallel_dynamic(p->N * j.src.hp, nt, pad_row_task, &j.src);
     }
-    aie_gemm_plan_tiles(M, p->K, CONV_BF16_MC, LOWP_MR, LOWP_NR, nt, &j.tile_m, &j.tile_n);
+    aie_lowp_plan_tiles(M, p->K, CONV_BF16_MC, nt, &j.tile_m, &j.tile_n);
     j.tiles_n = (p->K + j.tile_n - 1) / j.tile_n;
     aie_parallel_dynamic((M + j.tile_m - 1) / j.tile_m * j.tiles_n, nt, tile_task, &j);
     return AIE_OK;

@@ -65,13 +65,28 @@ size_t aie_gemm_s8_packed_b_size(int64_t K, int64_t N) { return packed_size(K, N
 
 /* ---- packing -------------------------------------------------------------- */
 
+/* Rows k and k + 1 of a whole 32-column panel of a row-major B, as the
+ * panel's k-pair row: one 32-bit word (lo: row k) per column. A branch-free
+ * loop over contiguous words, so it vectorises: the attention packs Kt and V
+ * at run time, where the per-element loop below cost as much as the products. */
+static void pack_pair_row(const float *restrict r0, const float *restrict r1, aie_bf16 *restrict d) {
+    for (int64_t j = 0; j < LOWP_NR; j++) {
+        uint32_t w = (uint32_t)aie_f32_to_bf16(r0[j]) | (uint32_t)aie_f32_to_bf16(r1[j]) << 16;
+        memcpy(d + 2 * j, &w, sizeof w); /* little-endian: row k's value first */
+    }
+}
+
 void aie_lowp_pack_b_bf16(int trans_b, int64_t K, int64_t N, const void *Bv, int64_t ldb, void *panels) {
     const float *B = Bv;
     aie_bf16 *dst = panels;
     const int64_t kp = AIE_ROUND_UP(K, LOWP_KCHUNK_BF16), np = AIE_ROUND_UP(N, LOWP_NR);
     for (int64_t p = 0; p < np; p += LOWP_NR) {
         aie_bf16 *panel = dst + p * kp;
-        for (int64_t k = 0; k < kp; k++)
+        int64_t k0 = 0;
+        if (!trans_b && p + LOWP_NR <= N)
+            for (; k0 + 2 <= K; k0 += 2)
+                pack_pair_row(B + k0 * ldb + p, B + (k0 + 1) * ldb + p, panel + k0 * LOWP_NR);
+        for (int64_t k = k0; k < kp; k++)
             for (int64_t j = 0; j < LOWP_NR; j++) {
                 float v = 0.0f;
                 if (k < K && p + j < N) v = trans_b ? B[(p + j) * ldb + k] : B[k * ldb + p + j];
@@ -103,7 +118,7 @@ void aie_lowp_pack_b_s8(int trans_b, int64_t K, int64_t N, const void *Bv, int64
  * Each k-chunk of a row is a contiguous run on both sides: the copy loops
  * vectorise. */
 static void pack_a_bf16(const void *A, int a_type, int64_t lda, int64_t i0, int64_t mc, int64_t K, int64_t kp,
-                        aie_bf16 *dst) {
+                        aie_bf16_cvt_fn cvt, aie_bf16 *dst) {
     const int64_t strips = (mc + LOWP_STRIP - 1) / LOWP_STRIP, ss = kp * LOWP_STRIP;
     for (int64_t r = 0; r < strips * LOWP_STRIP; r++) {
         aie_bf16 *d = dst + (r / LOWP_STRIP) * ss + (r % LOWP_STRIP) * LOWP_KCHUNK_BF16;
@@ -111,8 +126,9 @@ static void pack_a_bf16(const void *A, int a_type, int64_t lda, int64_t i0, int6
             aie_bf16 *restrict dc = d + c * LOWP_STRIP;
             int64_t take = r < mc ? min64(LOWP_KCHUNK_BF16, max64(0, K - c)) : 0;
             if (take == LOWP_KCHUNK_BF16 && a_type == AIE_A_F32) {
-                const float *restrict src = (const float *)A + (i0 + r) * lda + c;
-                for (int e = 0; e < LOWP_KCHUNK_BF16; e++) dc[e] = aie_f32_to_bf16(src[e]);
+                /* the level's vector conversion: scalar rounding here cost
+                 * as much as the AMX products of a 128 x 256 x 256 GEMM */
+                cvt((const float *)A + (i0 + r) * lda + c, dc, LOWP_KCHUNK_BF16);
                 continue;
             }
             for (int64_t e = 0; e < take; e++)
@@ -255,7 +271,7 @@ static void tile_task(void *ctx, int64_t t, int worker) {
     const lowp_s8_kernels *ks = j->kt->s8;
     const lowp_thread_fn begin = j->s8 ? ks->begin : kb->begin, end = j->s8 ? ks->end : kb->end;
     if (j->s8) pack_a_u8(j->A, j->lda, i0, mc, j->K, j->kp, pa);
-    else pack_a_bf16(j->A, j->a_type, j->lda, i0, mc, j->K, j->kp, pa);
+    else pack_a_bf16(j->A, j->a_type, j->lda, i0, mc, j->K, j->kp, j->kt->bf16_cvt, pa);
     if (begin) begin();
     for (int64_t cb = n0; cb < n1; cb += LOWP_NB) {
         const int64_t nb = min64(LOWP_NB, n1 - cb);
@@ -317,9 +333,26 @@ size_t aie_gemm_u8s8_workspace_size(int64_t M, int64_t N, int64_t K, int nthread
     return ws_size(M, N, K, nthreads, LOWP_KCHUNK_S8, 1, 1);
 }
 
-/* Tiles as the fp32 GEMM cuts them (aie_gemm_plan_tiles). */
+/* Tiles as the fp32 GEMM cuts them (aie_gemm_plan_tiles), except when all
+ * of M fits one task's A block: then every task takes all rows and a 1/nt
+ * share of the columns. The fp32 cut would split M too (49 x 512: 8 tiles
+ * of 32 x 128), so each task re-packs A for its column range and every
+ * column range of B (the weights: 4.7 MB for a 3x3 512-channel conv) is
+ * streamed once per row tile; here A is packed nt times and B read once.
+ * Shared with the bf16 convolution (core/conv_lowp.c). */
+void aie_lowp_plan_tiles(int64_t M, int64_t N, int64_t mc, int nt, int64_t *tile_m, int64_t *tile_n) {
+    if (M > mc || nt < 2) {
+        aie_gemm_plan_tiles(M, N, mc, LOWP_MR, LOWP_NR, nt, tile_m, tile_n);
+        return;
+    }
+    *tile_m = M;
+    *tile_n = AIE_ROUND_UP((N + nt - 1) / nt, LOWP_NR);
+}
+
 static void plan_tiles(lowp_job *j, int nt) {
-    aie_gemm_plan_tiles(j->M, j->N, LOWP_MC, LOWP_MR, LOWP_NR, nt, &j->tile_m, &j->tile_n);
+    /* int8: the fp32 cut still (its tiling is the i8perf work's; the rule would serve it too) */
+    if (j->s8) aie_gemm_plan_tiles(j->M, j->N, LOWP_MC, LOWP_MR, LOWP_NR, nt, &j->tile_m, &j->tile_n);
+    else aie_lowp_plan_tiles(j->M, j->N, LOWP_MC, nt, &j->tile_m, &j->tile_n);
     j->tiles_n = (j->N + j->tile_n - 1) / j->tile_n;
 }
 

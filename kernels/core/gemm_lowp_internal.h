@@ -81,6 +81,9 @@ extern const lowp_bf16_kernels aie_lowp_bf16_amx;
 extern const lowp_s8_kernels aie_lowp_s8_amx;
 #endif
 
+/* Tiles of an M x N output for nt threads (core/gemm_lowp.c explains). */
+void aie_lowp_plan_tiles(int64_t M, int64_t N, int64_t mc, int nt, int64_t *tile_m, int64_t *tile_n);
+
 /* fp32 -> bf16, round to nearest even; NaN stays a (quiet) NaN. */
 static inline aie_bf16 aie_f32_to_bf16(float f) {
     uint32_t u;

@@ -65,6 +65,8 @@ int aie_x_compress(const aie_step_args *a);
 int aie_x_unique(const aie_step_args *a);
 int aie_x_nms(const aie_step_args *a);
 size_t aie_attention_workspace(int64_t tile, int64_t L, int64_t dk, int64_t dv, int64_t workers);
+int aie_x_attention_bf16(const aie_step_args *a);
+size_t aie_attention_bf16_workspace(int64_t tile, int64_t L, int64_t dk, int64_t dv, int64_t workers);
 
 /* Size in bytes of a dtype code; 0 when unknown. */
 size_t aie_dtype_size(int64_t dtype);

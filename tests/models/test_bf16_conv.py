@@ -5,6 +5,7 @@ The models go through the bf16 passes (`passes_for("bf16")`: mark_bf16 sets
 prepack_weights stores the bf16 blobs), as `ai-engine convert --precision
 bf16` does. The converted file is written and loaded like any .aie, planned
 at the selected level and at avx2 (the portable path: the same blob), and run.
+A bf16 Conv's weights are stored once, as the bf16 blob (no fp32 copy).
 
 Bound: each conv rounds its inputs to bf16 (2^-9 relative) and sums in fp32
 (kernels/include/aie_conv_lowp.h); through ~20 layers these compound to a
@@ -60,3 +61,15 @@ def test_bf16_convs_match_fp32(models, name, level):
     cos = float(np.dot(got.ravel(), want.ravel()) / (np.linalg.norm(got) * np.linalg.norm(want)))
     assert err <= 2e-2 and cos >= 0.9995, f"{name} at {level or 'best'}: max rel err {err:.3g}, cosine {cos:.6f}"
     assert np.argmax(got) == np.argmax(want)
+
+
+@pytest.mark.parametrize("name", ["resnet18", "mobilenetv2"])
+def test_bf16_convs_store_only_their_bf16_weights(models, name):
+    _, path, marked, _ = models[name]
+    graph = aie_format.parse(path.read_bytes(), str(path)).graph
+    bf16 = [n for n in graph.nodes if n.op == "Conv" and n.attrs.get("_precision") == "bf16"]
+    assert len(bf16) == marked and all(n.inputs[1] == "" and len(n.attrs["_w_shape"]) == 4 for n in bf16)
+    fp32_bytes = sum(w.nbytes for w in graph.initializers.values() if w.dtype == np.float32)
+    blob_bytes = sum(graph.initializers[n.inputs[3]].nbytes for n in bf16)
+    # bf16 blobs are ~2 bytes a weight (padding aside); what stays fp32 is the grouped/cost-rule convs and the rest
+    assert blob_bytes < path.stat().st_size and fp32_bytes < blob_bytes, (fp32_bytes, blob_bytes)

@@ -70,14 +70,28 @@ def test_marks_the_products_with_constant_weights_and_leaves_the_rest():
     assert precision_of(g) == "bf16"
 
 
-def test_marks_convolutions_but_not_depthwise_ones():
-    w = RNG.standard_normal((4, 4, 3, 3)).astype(np.float32)
-    dw = RNG.standard_normal((4, 1, 3, 3)).astype(np.float32)
-    m = model([helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
-               helper.make_node("Conv", ["c", "dw"], ["y"], pads=[1, 1, 1, 1], group=4)],
-              {"x": [1, 4, 5, 5]}, {"y": [1, 4, 5, 5]}, {"w": w, "dw": dw})
+def test_marks_convolutions_but_not_depthwise_ones_nor_those_the_cost_rule_leaves_fp32():
+    def conv(shape, name, group=1, pad=1):
+        w = RNG.standard_normal(shape).astype(np.float32)
+        return w, helper.make_node("Conv", ["x", name], [name + "_y"], pads=[pad] * 4, group=group)
+
+    cases = {"big": ((24, 4, 3, 3), 1, 1),      # depth 36, K 24: bf16
+             "dw": ((4, 1, 3, 3), 4, 1),        # depthwise: fp32
+             "narrow": ((16, 4, 3, 3), 1, 1),   # K 16 < 24: fp32
+             "shallow": ((64, 3, 3, 3), 1, 1),  # depth 27 < 32: fp32 (a stem conv on RGB)
+             "deep1x1": ((32, 32, 1, 1), 1, 0),  # depth 32, K 32: bf16
+             "thin1x1": ((96, 16, 1, 1), 1, 0)}  # depth 16: fp32
+    inits, nodes, outs = {}, [], {}
+    for name, (shape, group, pad) in cases.items():
+        w, n = conv(shape, name, group, pad)
+        inits[name], outs[name + "_y"] = w, [1, shape[0], 5, 5]
+        nodes.append(n)
+    for n, (shape, group, _) in zip(nodes, cases.values()):  # each conv reads an input of its width
+        n.input[0] = f"x{shape[1] * group}"
+    m = model(nodes, {f"x{c}": [1, c, 5, 5] for c in (3, 4, 16, 32)}, outs, inits)
     g = mark_bf16(graph_of(m))
-    assert [n.attrs.get("_precision") for n in g.nodes] == ["bf16", None]
+    assert {n.inputs[1]: n.attrs.get("_precision") for n in g.nodes} == {
+        "big": "bf16", "dw": None, "narrow": None, "shallow": None, "deep1x1": "bf16", "thin1x1": None}
 
 
 def test_fp32_stays_the_default_and_unmarked():

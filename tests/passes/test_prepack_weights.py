@@ -59,18 +59,25 @@ def test_three_dimensional_matmul_weights_stay_unpacked():
 
 def test_bf16_conv_weights_get_the_bf16_blob():
     """A group-1 Conv marked `_precision: bf16` gets its bf16 blob (one layout on every ISA: no _packed_isa),
-    shared by the Convs that use the same weights; a grouped one marked bf16 keeps the fp32 packing."""
+    shared by the Convs that use the same weights; a grouped one marked bf16 keeps the fp32 packing. Weights
+    read only through bf16 blobs lose their fp32 copy (the node keeps their shape); weights an fp32 Conv
+    reads too keep it."""
     w = RNG.standard_normal((8, 4, 3, 3)).astype(np.float32)
+    w2 = RNG.standard_normal((8, 4, 3, 3)).astype(np.float32)
     m = model([helper.make_node("Conv", ["x", "w"], ["a"], pads=[1, 1, 1, 1]),
                helper.make_node("Conv", ["x", "w"], ["b"], pads=[1, 1, 1, 1]),
                helper.make_node("Conv", ["x", "wg"], ["c"], pads=[1, 1, 1, 1], group=2),
-               helper.make_node("Sum", ["a", "b", "c"], ["y"])],
-              {"x": [1, 4, 7, 7]}, {"y": [1, 8, 7, 7]}, {"w": w, "wg": w[:, :2].copy()})
+               helper.make_node("Conv", ["x", "w2"], ["d"], pads=[1, 1, 1, 1]),
+               helper.make_node("Conv", ["x", "w2"], ["e"], pads=[1, 1, 1, 1]),
+               helper.make_node("Sum", ["a", "b", "c", "d", "e"], ["y"])],
+              {"x": [1, 4, 7, 7]}, {"y": [1, 8, 7, 7]}, {"w": w, "wg": w[:, :2].copy(), "w2": w2})
     g = graph_of(m)
-    for n in g.nodes[:3]:
+    for n in g.nodes[:4]:
         n.attrs["_precision"] = "bf16"
     g = prepack_weights(g)
-    a, b, c = g.nodes[:3]
+    a, b, c, d, e = g.nodes[:5]
     assert a.inputs[3] == b.inputs[3] == "w/packed" and is_bf16_conv_blob(g.initializers["w/packed"])
     assert "_packed_isa" not in a.attrs and "_packed_isa" not in b.attrs
     assert not is_bf16_conv_blob(g.initializers[c.inputs[3]]) and c.attrs["_packed_isa"] == host_isa()
+    assert "w" not in g.initializers and a.inputs[1] == b.inputs[1] == "" and a.attrs["_w_shape"] == [8, 4, 3, 3]
+    assert "w2" in g.initializers and d.inputs[1] == e.inputs[1] == "w2" and "_w_shape" not in d.attrs
