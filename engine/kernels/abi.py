@@ -133,7 +133,7 @@ class Qepilogue(ctypes.Structure):
 
     _fields_ = [('out', ctypes.c_int32), ('a_scale', ctypes.c_float), ('b_scale', ctypes.c_void_p),
         ('y_scale', ctypes.c_float), ('y_zero', ctypes.c_int32), ('bias_s32', ctypes.c_void_p),
-        ('ep', ctypes.c_void_p)]
+        ('ep', ctypes.c_void_p), ('lut_u8', ctypes.c_void_p)]
 
 
 class Conv2dParams(Int64Struct):
