@@ -227,7 +227,10 @@ static void tile_task(void *ctx, int64_t t, int worker) {
     char *slot = j->a_slots + (size_t)worker * j->slot_bytes;
     void *pa = slot, *acc = slot + j->a_bytes;
     const int64_t ss = j->kp * LOWP_STRIP; /* elements of one strip */
-    const int64_t kchunk = j->s8 ? LOWP_KCHUNK_S8 : LOWP_KCHUNK_BF16, kslice = kchunk * LOWP_KSLICE_CHUNKS;
+    const int64_t kchunk = j->s8 ? LOWP_KCHUNK_S8 : LOWP_KCHUNK_BF16;
+    /* int8 runs all of K in one slice: its C tiles stay in the tile registers over the whole sum (no
+     * partial-sum round trips); measured a few % faster on ResNet-18's 3x3 layers than 16-chunk slices */
+    const int64_t kslice = j->s8 ? max64(kchunk, j->kp) : kchunk * LOWP_KSLICE_CHUNKS; /* K = 0: one empty slice */
     const lowp_bf16_kernels *kb = j->kt->bf16;
     const lowp_s8_kernels *ks = j->kt->s8;
     const lowp_thread_fn begin = j->s8 ? ks->begin : kb->begin, end = j->s8 ? ks->end : kb->end;
