@@ -30,7 +30,8 @@ onnxruntime.quantization.quantize_static (uint8 activations per tensor,
 int8 weights per channel, 4 random calibration inputs) run by ai-engine
 (the int8 kernels, engine/passes/qdq_fuse.py) against onnxruntime's int8
 execution of the same file, with the max difference of the outputs in
-steps of the output's scale.
+steps of the output's scale, and against ai-engine's bf16 of the same fp32
+model in the same blocks (`aie bf16` column).
 
 onnxruntime runs with session.intra_op.allow_spinning = 0 unless
 --ort-spinning. ResNet-18 conversion time and .aie load time are printed per
@@ -139,28 +140,32 @@ def int8_rows(names: list[str], threads_list, batches, args, tmp: Path) -> None:
     """ai-engine against onnxruntime on the same onnxruntime-quantised QDQ model (int8 on both sides)."""
     import logging
 
-    from engine.convert import convert_file
+    from engine.convert import PrecisionOptions, convert_file
     from engine.session import InferenceSession
     from models import zoo
 
     logging.getLogger().setLevel(logging.ERROR)  # quantize_static's advice on pre-processing
-    print(f"{'int8 model':<12} {'batch':>5} {'thr':>3} {'aie ms':>9} {'aie p99':>9} {'ort int8 ms':>12} {'ratio':>6}  "
-          f"notes")
+    print(f"{'int8 model':<12} {'batch':>5} {'thr':>3} {'aie ms':>9} {'aie p99':>9} {'ort int8 ms':>12} {'ratio':>6} "
+          f"{'aie bf16 ms':>12} {'ratio':>6}  notes")
     for name in names:
         q = ort_quantized(name, zoo.ensure(name, tmp), tmp / f"{name}.qdq.onnx")
         convert_file(q, tmp / f"{name}.int8.aie")
+        # our bf16 of the same fp32 model in the same blocks: int8 should beat it (twice the AMX throughput)
+        convert_file(zoo.ensure(name, tmp), tmp / f"{name}.bf16.aie", precision=PrecisionOptions("bf16"))
         for threads in threads_list:
             sess = InferenceSession(tmp / f"{name}.int8.aie", threads=threads)
+            bf16 = InferenceSession(tmp / f"{name}.bf16.aie", threads=threads)
             ort_run = ort_runner(q, threads, args.ort_spinning)
             for batch in batches:
                 feeds = zoo.random_inputs(name, batch=batch, seed=0)
                 diff = max(float(np.abs(np.asarray(a, np.float64) - r).max())
                            for a, r in zip(sess.run(None, feeds), ort_run(feeds)))
-                res = blocks({"aie": lambda: sess.run(None, feeds), "ort": lambda: ort_run(feeds)},
+                res = blocks({"aie": lambda: sess.run(None, feeds), "ort": lambda: ort_run(feeds),
+                              "bf16": lambda: bf16.run(None, feeds)},
                              max(3, args.runs // (4 if batch > 8 else 1)), args.blocks, args.pause)
-                (a50, a99), (o50, _) = res["aie"], res["ort"]
-                print(f"{name:<12} {batch:>5} {threads:>3} {a50:>9.3f} {a99:>9.3f} {o50:>12.3f} {a50 / o50:>6.2f}  "
-                      f"max |aie - ort| {diff:.3g}", flush=True)
+                (a50, a99), (o50, _), (b50, _) = res["aie"], res["ort"], res["bf16"]
+                print(f"{name:<12} {batch:>5} {threads:>3} {a50:>9.3f} {a99:>9.3f} {o50:>12.3f} {a50 / o50:>6.2f} "
+                      f"{b50:>12.3f} {a50 / b50:>6.2f}  max |aie - ort| {diff:.3g}", flush=True)
 
 
 def rss_kib() -> int:

@@ -24,6 +24,7 @@ _ENTRY = re.compile(r"^(AIE_[A-Z_]+)\((.*)\)$")
 _COMMENT = re.compile(r"/\*.*?\*/")
 _CTYPES = {"i64": "ctypes.c_int64", "i32": "ctypes.c_int32", "f32": "ctypes.c_float",
            "f32p": "ctypes.c_void_p", "i32p": "ctypes.c_void_p", "i64p": "ctypes.c_void_p", "f64p": "ctypes.c_void_p",
+           "u8p": "ctypes.c_void_p",
            "epilogue_p": "ctypes.c_void_p"}
 # (def macro, Python class, C prefix)
 _ENUMS = [("AIE_DTYPE", "DType", "AIE_DT_"), ("AIE_LOC", "Loc", "AIE_LOC_"), ("AIE_OPCODE", "Op", "AIE_X_"),

@@ -5,23 +5,28 @@ aie_gemm_lowp.h); and QLutU8 (LUT_U8), a uint8 -> uint8 table per channel.
 
 Inputs: x (uint8), x_scale, x_zero (scalars), the packed int8 weights,
 w_scale (float32, one per output channel), bias (int32 for a uint8 output,
-float32 otherwise; optional), and for a uint8 output y_scale, y_zero.
+float32 otherwise; optional), and for a uint8 output y_scale, y_zero, then for a dense QConvU8S8
+optionally a uint8 table (K x 256) applied to each output byte per channel (a QLutU8
+joined to the conv).
 Attributes: `_out` ("uint8" | "float32" | "int32": the sums, for ConvInteger / MatMulInteger), `_act` (float32 output only),
 `_w_shape` (OIHW for the conv, [K, N] for the GEMM), the conv's window.
 QConvU8S8 is NCHW like Conv unless the layout pass made it NHWC (`_nhwc`).
+QAddU8 (QADD_U8): the QDQ residual Add of two uint8 tensors, element-wise.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from engine.kernels.abi import ConvU8s8Step, GemmU8s8Step, LutStep, Op, Unary
+from engine.kernels.abi import Binary, ConvU8s8Step, GemmU8s8Step, LutStep, Op, QaddU8Step, Unary
 from engine.kernels.conv_int8 import workspace_size as conv_workspace_size
 from engine.kernels.conv_int8_depthwise import workspace_size as dw_workspace_size
 from engine.kernels.gemm_lowp import OUT_KINDS, u8s8_workspace_size
 from engine.lowering import LoweringContext, Value
 from engine.ops.data import emit_copy
+from engine.ops.elementwise import emit_binary, emit_unary
 from engine.ops.nn import _image, _spatial
+from engine.ops.quantize import _qcast
 from engine.packing import conv_output_shape, conv_params
 
 
@@ -83,7 +88,11 @@ def lower_qconv(ctx: LoweringContext) -> None:
         op = Op.CONV_U8S8 if group == 1 else Op.CONV_U8S8_DW
         ws = dw_workspace_size(params) if group != 1 else \
             max(conv_workspace_size(params, n) for n in {1, max(ctx.planner.nthreads, 1)})
-        ctx.step(op, [y, xt, packed, w_scale, bias, ctx.scratch(ws)],
+        lut = ctx.input(8)
+        if lut is not None and (group != 1 or out != OUT_KINDS["uint8"] or lut.shape != (Kout, 256)
+                                or lut.dtype != np.uint8):
+            raise ctx.unsupported(f"table {lut.shape} {lut.dtype} after a conv with {Kout} uint8 output channels")
+        ctx.step(op, [y, xt, packed, w_scale, bias, ctx.scratch(ws)] + ([lut] if lut is not None else []),
                  ConvU8s8Step(conv=params, x_zero=xz, out=out, y_zero=yz, act=act, workspace_bytes=ws).words(),
                  [xs, ys, 0.0, 0.0])
     if not nhwc:
@@ -105,6 +114,35 @@ def lower_qlut(ctx: LoweringContext) -> None:
         ctx.step(Op.LUT_U8, [y, x, lut], LutStep(n=y.size, channels=lut.shape[0], inner=inner).words())
 
 
-RULES = {"QConvU8S8": {1: lower_qconv}, "QGemmU8S8": {1: lower_qgemm}, "QLutU8": {1: lower_qlut}}
+def lower_qadd(ctx: LoweringContext) -> None:
+    """QAddU8 (a, b uint8; `_a`, `_b`, `_y`: [scale, zero point]; `_relu`): QuantizeLinear(Relu?(
+    DequantizeLinear(a) + DequantizeLinear(b))). Same shapes: one QADD_U8 pass; broadcasting: the
+    steps it stands for (DEQUANTIZE, BINARY, UNARY, QUANTIZE), the same values."""
+    a, b = ctx.input(0), ctx.input(1)
+    ctx.require_dtype(a, (np.uint8,))
+    ctx.require_dtype(b, (np.uint8,))
+    (sa, za), (sb, zb), (sy, zy) = (ctx.attr(k) for k in ("_a", "_b", "_y"))
+    relu = int(ctx.attr("_relu", 0))
+    shape = tuple(np.broadcast_shapes(a.shape, b.shape))
+    y = ctx.out(0, shape, np.uint8)
+    if y.size == 0:
+        return
+    if a.shape == b.shape:
+        ctx.step(Op.QADD_U8, [y, a, b], QaddU8Step(n=y.size, a_zero=int(za), b_zero=int(zb), y_zero=int(zy),
+                                                   relu=relu).words(), [float(sa), float(sb), float(sy)])
+        return
+    da, db = ctx.temp(a.shape, np.float32), ctx.temp(b.shape, np.float32)
+    _qcast(ctx, Op.DEQUANTIZE, da, a, np.uint8, float(sa), int(za))
+    _qcast(ctx, Op.DEQUANTIZE, db, b, np.uint8, float(sb), int(zb))
+    s = ctx.temp(shape, np.float32)
+    emit_binary(ctx, s, da, db, Binary.ADD)
+    if relu:
+        emit_unary(ctx, s, s, Unary.RELU)
+    _qcast(ctx, Op.QUANTIZE, y, s, np.uint8, float(sy), int(zy))
+
+
+RULES = {"QConvU8S8": {1: lower_qconv}, "QGemmU8S8": {1: lower_qgemm}, "QLutU8": {1: lower_qlut},
+         "QAddU8": {1: lower_qadd}}
 _COMMON = {"_out", "_act", "_w_shape"}
-ATTRS = {"QConvU8S8": _COMMON | {"auto_pad", "pads", "strides", "dilations", "group"}, "QGemmU8S8": _COMMON, "QLutU8": set()}
+ATTRS = {"QConvU8S8": _COMMON | {"auto_pad", "pads", "strides", "dilations", "group"}, "QGemmU8S8": _COMMON,
+         "QLutU8": set(), "QAddU8": {"_a", "_b", "_y", "_relu"}}

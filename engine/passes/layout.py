@@ -130,12 +130,12 @@ class _Layout:
             # 4-D weights / a 2-D window: the input is rank 4.
             self.emit_nhwc(node, [self.as_nhwc(ins[0], rank4=True), *ins[1:]])
             return True
-        if not ins or ins[0] not in self.nhwc and node.op not in BINARY | {"Concat"}:
+        if not ins or ins[0] not in self.nhwc and node.op not in BINARY | {"Concat", "QAddU8"}:
             return False
         if node.op in ("GlobalAveragePool", "GlobalMaxPool") or node.op in UNARY or self.per_tensor(node):
             self.emit_nhwc(node, [self.nhwc[ins[0]], *ins[1:]])
             return True
-        if node.op in BINARY or node.op == "Concat":
+        if node.op in BINARY or node.op in ("Concat", "QAddU8"):  # QAddU8: engine.passes.qdq_fuse
             if not any(i in self.nhwc for i in ins):
                 return False
             if node.op == "Concat" and any(self.rank(i) != 4 for i in ins):

@@ -100,7 +100,7 @@ def mark_bf16(graph: Graph) -> Graph:
 
 
 # Nodes engine.passes.qdq_fuse writes: a quantised model is int8 by its graph.
-INT8_OPS = frozenset({"QConvU8S8", "QGemmU8S8", "QLutU8"})
+INT8_OPS = frozenset({"QConvU8S8", "QGemmU8S8", "QLutU8", "QAddU8"})
 
 
 def precision_of(graph: Graph) -> str:

@@ -13,7 +13,11 @@ the uint8 tensor itself, so a chain of quantised layers passes uint8
 activations from one int8 kernel to the next. DequantizeLinear(uint8) ->
 BatchNormalization [-> Relu] -> QuantizeLinear(uint8) (what quantize_static
 leaves of a BatchNormalization it does not fold) becomes QLutU8: a 256-entry
-table per channel holding what the fp32 steps would compute.
+table per channel holding what the fp32 steps would compute; a QLutU8 that
+is the only reader of a uint8 QConvU8S8 output then joins the conv, which
+applies the table in its output stage (input 8, `lut`). DQ(uint8) + DQ(uint8)
+[-> Relu] -> Q(uint8) (a residual Add) becomes QAddU8, one pass over the
+uint8 tensors.
 
 - with the trailing QuantizeLinear the node writes its uint8 output directly
   (`_out` "uint8"): (acc + bias_int32) * (x_scale * w_scale / y_scale),
@@ -285,6 +289,31 @@ class _Fuser:
         return True
 
 
+    def add(self, node: Node) -> bool:
+        """DQ(uint8) + DQ(uint8) [-> Relu] -> Q(uint8), all per tensor: QAddU8 on the uint8 tensors."""
+        a, b = self.activation(node.inputs[0]), self.activation(node.inputs[1])
+        if a is None or b is None:
+            return False
+        out, tail, relu = node.outputs[0], [], 0
+        readers = self.consumers.get(out, [])
+        if len(readers) == 1 and out not in self.outputs and readers[0].op == "Relu" and readers[0].domain == "":
+            tail, relu, out = [readers[0]], 1, readers[0].outputs[0]
+            readers = self.consumers.get(out, [])
+        if len(readers) != 1 or out in self.outputs or readers[0].op != "QuantizeLinear" or readers[0].domain != "" \
+                or readers[0].attrs.get("saturate", 1) == 0:
+            return False
+        q = readers[0]
+        yq = self.per_tensor(q, np.uint8)
+        if yq is None:
+            return False
+        node.op, node.domain = "QAddU8", ""
+        node.inputs = [a[0].inputs[0], b[0].inputs[0]]
+        node.outputs = [q.outputs[0]]
+        node.attrs = {"_a": [a[1], a[2]], "_b": [b[1], b[2]], "_y": [yq[0], yq[1]], "_relu": relu}
+        self.drop.update(id(n) for n in tail + [q])
+        return True
+
+
 class _QOperator:
     """QOperator-format nodes (QLinearConv, QLinearMatMul, ConvInteger,
     MatMulInteger) whose weights are int8 constants with zero point 0 and
@@ -416,6 +445,32 @@ def _quantize_u8(y: np.ndarray, scale: float, zero: int) -> np.ndarray:
     return np.ascontiguousarray(np.clip(q, 0, 255).astype(np.uint8))
 
 
+def _lut_into_conv(graph: Graph) -> None:
+    """QConvU8S8 (uint8 out) -> QLutU8 as one node: the conv applies the table to each
+    requantised byte in its output stage (aie_qepilogue.lut_u8), the same bytes without
+    a pass over the tensor. Only where the lut is the conv output's one reader."""
+    producers, consumers = graph.producers(), graph.consumers()
+    outputs = {t.name for t in graph.outputs}
+    drop = set()
+
+    def live(n: Node) -> bool:  # the fused groups leave their DequantizeLinear unread until dead-node elimination
+        return any(o in outputs or consumers.get(o) for o in n.outputs)
+
+    for lut in graph.nodes:
+        if lut.op != "QLutU8" or lut.domain != "":
+            continue
+        conv = producers.get(lut.inputs[0])
+        src = lut.inputs[0]
+        if conv is None or conv.op != "QConvU8S8" or conv.attrs.get("_out") != "uint8" or len(conv.inputs) != 8 \
+                or conv.attrs.get("group", 1) != 1 \
+                or src in outputs or [n for n in consumers.get(src, []) if live(n)] != [lut]:
+            continue
+        conv.inputs = conv.inputs + [lut.inputs[1]]
+        conv.outputs = [lut.outputs[0]]
+        drop.update(id(n) for n in consumers[src])  # the lut and dead readers of the tensor that is gone
+    graph.nodes = [n for n in graph.nodes if id(n) not in drop]
+
+
 def qdq_fuse(graph: Graph) -> Graph:
     f = _Fuser(graph)
     qop = _QOperator(f)
@@ -432,5 +487,8 @@ def qdq_fuse(graph: Graph) -> Graph:
             qop.conv(node)
         elif node.op in ("QLinearMatMul", "MatMulInteger", "QGemm") and len(node.inputs) >= (6 if node.op[0] == "Q" else 2):
             qop.matmul(node)
+        elif node.op == "Add" and len(node.inputs) == 2:
+            f.add(node)
     graph.nodes = [n for n in graph.nodes if id(n) not in f.drop]
+    _lut_into_conv(graph)
     return graph

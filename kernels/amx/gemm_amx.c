@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "gemm_lowp_internal.h"
+#include "gemm_s8_store_body.h"
 
 typedef struct {
     uint8_t palette, start_row;
@@ -128,6 +129,8 @@ const lowp_s8_kernels aie_lowp_s8_amx = {
     .name = "amx_s8_32x32",
     .pack_b = aie_lowp_pack_b_s8,
     .ukernel = ukernel_amx_s8_32x32,
+    .row_f32 = s8_row_f32,
+    .row_u8 = s8_row_u8,
     .begin = amx_begin,
     .end = amx_end,
 };

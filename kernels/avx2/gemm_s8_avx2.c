@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "gemm_lowp_internal.h"
+#include "gemm_s8_store_body.h"
 
 #define RB 2 /* rows per register block */
 
@@ -65,4 +66,6 @@ const lowp_s8_kernels aie_lowp_s8_avx2 = {
     .name = "avx2_s8_32x32",
     .pack_b = aie_lowp_pack_b_s8,
     .ukernel = ukernel_avx2_s8_32x32,
+    .row_f32 = s8_row_f32,
+    .row_u8 = s8_row_u8,
 };

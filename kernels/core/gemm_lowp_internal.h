@@ -57,13 +57,33 @@ typedef struct {
     lowp_thread_fn begin, end;
 } lowp_bf16_kernels;
 
+/* One row of the int8 output stage (core/gemm_s8_store_body.h). */
+typedef void (*lowp_s8_row_f32_fn)(const int32_t *acc, const int32_t *colsum, uint32_t a_zero, const float *mult,
+                                   int n, float *c);
+typedef void (*lowp_s8_row_u8_fn)(const int32_t *acc, const int32_t *colsum, uint32_t a_zero, const int32_t *bias,
+                                  const float *mult, int32_t y_zero, int n, uint8_t *c);
+
 typedef struct {
     const char *name;
     lowp_pack_b_fn pack_b;
     lowp_s8_ukernel_fn ukernel;
     lowp_thread_fn begin, end;
+    /* the output stage compiled for the level; NULL: the portable one */
+    lowp_s8_row_f32_fn row_f32;
+    lowp_s8_row_u8_fn row_u8;
 } lowp_s8_kernels;
 
+/* Writes rows [i0, i0 + mc) of the int8 GEMM's A (K columns) into 16-row
+ * strips (layout above), rows up to the next strip boundary and k in
+ * [K, kp) zero: the dense A of aie_gemm_u8s8, or a matrix that exists only
+ * implicitly, as the im2col rows of a convolution (core/conv_lowp_s8.c),
+ * so they are written once, straight into the layout the micro-kernels read. */
+typedef void (*lowp_pack_a_u8_fn)(const void *ctx, int64_t i0, int64_t mc, int64_t K, int64_t kp, uint8_t *dst);
+/* aie_gemm_u8s8 with A given by its packer; fn names the caller in errors.
+ * Workspace as aie_gemm_u8s8_workspace_size. */
+int aie_gemm_u8s8_implicit(const char *fn, int64_t M, int64_t N, int64_t K, lowp_pack_a_u8_fn pack_a,
+                           const void *pack_ctx, int32_t a_zero, const void *packed_b, void *C, int64_t ldc,
+                           const aie_qepilogue *q, void *workspace, size_t workspace_size, int nthreads);
 
 /* Packing (core/gemm_lowp.c): the same for every path. */
 void aie_lowp_pack_b_bf16(int trans_b, int64_t K, int64_t N, const void *B, int64_t ldb, void *panels);

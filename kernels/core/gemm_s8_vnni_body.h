@@ -55,8 +55,12 @@ static void VNNI_UKERNEL(int64_t kp, const uint8_t *pa, int64_t strip_stride, co
         }
 }
 
+#include "gemm_s8_store_body.h"
+
 const lowp_s8_kernels VNNI_TABLE = {
     .name = VNNI_NAME,
     .pack_b = aie_lowp_pack_b_s8,
     .ukernel = VNNI_UKERNEL,
+    .row_f32 = s8_row_f32,
+    .row_u8 = s8_row_u8,
 };

@@ -1,7 +1,8 @@
 /* int8 executor ops: the fused QDQ groups (engine/passes/qdq_fuse.py) on the
  * int8 GEMM and convolution (aie_gemm_lowp.h, aie_conv_s8.h).
  * t: y, x (u8), packed weights, w_scale (f32, one per output channel), bias
- * (NULL, or f32 for F32 outputs, int32 for U8 outputs), workspace. */
+ * (NULL, or f32 for F32 outputs, int32 for U8 outputs), workspace; the conv
+ * then optionally a per-channel uint8 table (aie_qepilogue.lut_u8). */
 #include "exec_ops.h"
 
 static aie_qepilogue qepilogue(int64_t out, int64_t y_zero, int64_t act, const aie_step_args *a,
@@ -26,6 +27,7 @@ int aie_x_conv_u8s8(const aie_step_args *a) {
     const aie_conv_u8s8_step *sp = (const aie_conv_u8s8_step *)(const void *)a->ip;
     aie_epilogue ep;
     aie_qepilogue q = qepilogue(sp->out, sp->y_zero, sp->act, a, &ep);
+    if (a->nt > 6) q.lut_u8 = a->t[6];
     return aie_conv2d_u8s8(&sp->conv, a->t[1], (int32_t)sp->x_zero, a->t[2], a->t[0], &q, a->t[5],
                            (size_t)sp->workspace_bytes, a->nthreads);
 }

@@ -15,7 +15,8 @@
  * Weights are OIHW int8, packed once (aie_conv2d_s8_pack_weights) into the
  * int8 GEMM's B layout for the (r, s, c) x k matrix, valid on every level.
  * y is N x P x Q x K (NHWC). 1x1 stride-1 unpadded convs read x as the
- * GEMM's A directly; the others expand x into the workspace first.
+ * GEMM's A directly; for the others the GEMM's A packing reads the im2col
+ * rows straight from x (no im2col matrix in the workspace).
  */
 #ifndef AIE_CONV_S8_H
 #define AIE_CONV_S8_H

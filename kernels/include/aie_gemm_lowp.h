@@ -29,6 +29,9 @@
  *     computed in fp32 once per call: ONNX QuantizeLinear's rounding
  *     (onnxruntime's QLinearMatMul/QLinearConv requantise the same way). The
  *     same fp32 operations on every path, so the bytes are identical.
+ *     Then, when lut_u8 is set, C[i][j] = lut_u8[j * 256 + C[i][j]] (a
+ *     per-column byte map: the fused uint8 -> uint8 steps that follow, e.g.
+ *     a quantised BatchNormalization, engine/passes/qdq_fuse.py).
  *
  * Workspace: caller-provided, sized by the *_workspace_size functions, as
  * for aie_sgemm; nthreads <= 0 means the pool's size.

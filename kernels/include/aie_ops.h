@@ -93,6 +93,7 @@ enum {
 #define AIE_FT_i64p const int64_t *
 #define AIE_FT_epilogue_p const aie_epilogue *
 #define AIE_FT_f64p const double *
+#define AIE_FT_u8p const uint8_t *
 #define AIE_FT_conv2d_params aie_conv2d_params
 #define AIE_FT_pool2d_params aie_pool2d_params
 #define AIE_STRUCT(name) typedef struct {

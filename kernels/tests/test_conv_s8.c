@@ -5,7 +5,10 @@
  * requantisation formula of aie_gemm_lowp.h and byte-identical across
  * levels. Padding with non-zero input zero points, strides, dilations,
  * 1x1 (the GEMM on x), odd sizes, R*S*C not a multiple of the tile depth,
- * saturation (255 x -128 everywhere); then the error codes of bad arguments.
+ * saturation (255 x -128 everywhere), the im2col rows written into the A
+ * strips along each of its three ways (whole k-chunks, a row buffer, runs
+ * split at chunk boundaries), a per-channel lut_u8 after the requantisation;
+ * then the error codes of bad arguments.
  */
 #include <math.h>
 #include <string.h>
@@ -29,6 +32,13 @@ static const conv_case CASES[] = {
     {1, 9, 9, 5, 6, 3, 2, 1, 2, 2, 1, 2, 0, 1, 3, 200, 0},     /* dilation, uneven pads */
     {1, 4, 4, 30, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1},      /* saturation */
     {3, 3, 3, 130, 65, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 90, 0},   /* K = 1170: two k-slices */
+    /* im2col straight into the A strips: C a multiple of the k-chunk (whole-chunk runs), a
+     * row buffer (small K), runs split at chunk boundaries (large K, C not a multiple) */
+    {2, 6, 7, 64, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 17, 0},
+    {1, 9, 8, 128, 20, 3, 3, 2, 1, 2, 1, 2, 1, 0, 2, 9, 0},
+    {1, 19, 3, 64, 5, 5, 3, 2, 1, 1, 1, 2, 1, 2, 1, 250, 0},   /* M = 30: a partial strip */
+    {1, 4, 5, 520, 12, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 33, 0},   /* K = 4680 */
+    {1, 5, 4, 457, 7, 3, 3, 1, 2, 1, 2, 1, 2, 1, 0, 61, 0},    /* K = 4113, dilation */
 };
 #define NCASES (sizeof CASES / sizeof CASES[0])
 
@@ -46,6 +56,8 @@ static void run_case(const aie_level *levels, int nlevels, const conv_case *c) {
     KT_CHECK(aie_conv2d_output_shape(&p, &P, &Q) == AIE_OK, "shape");
     const int64_t nx = c->N * c->H * c->W * c->C, nw = c->K * c->C * c->R * c->S, ny = c->N * P * Q * c->K;
     uint8_t *x = kt_xmalloc((size_t)nx), *yu = kt_xmalloc((size_t)ny), *yu0 = kt_xmalloc((size_t)ny);
+    uint8_t *yl = kt_xmalloc((size_t)ny), *lut = kt_xmalloc((size_t)c->K * 256);
+    for (int64_t i = 0; i < c->K * 256; i++) lut[i] = (uint8_t)(i * 7 + i / 256);
     int8_t *w = kt_xmalloc((size_t)nw);
     int64_t *ref = kt_xmalloc((size_t)ny * sizeof(int64_t));
     int32_t *y32 = kt_xmalloc((size_t)ny * sizeof(int32_t));
@@ -73,7 +85,15 @@ static void run_case(const aie_level *levels, int nlevels, const conv_case *c) {
             KT_CHECK(rc == AIE_OK, "s32 %s: %s", ln, aie_last_error());
             rc = aie_conv2d_u8s8(&p, x, c->x_zero, packed, yu, &qu, ws, wss, threads);
             KT_CHECK(rc == AIE_OK, "u8 %s: %s", ln, aie_last_error());
+            aie_qepilogue ql = qu;
+            ql.lut_u8 = lut;
+            rc = aie_conv2d_u8s8(&p, x, c->x_zero, packed, yl, &ql, ws, wss, threads);
+            KT_CHECK(rc == AIE_OK, "u8 lut %s: %s", ln, aie_last_error());
             free(ws);
+            int64_t badl = 0;
+            for (int64_t i = 0; i < ny; i++) badl += yl[i] != lut[(i % c->K) * 256 + yu[i]];
+            KT_CHECK(badl == 0, "conv u8s8 %s C=%lld: %lld bytes differ from lut[k][requantised]", ln,
+                     (long long)c->C, (long long)badl);
             int64_t bad32 = 0, badu = 0, diff = 0;
             for (int64_t i = 0; i < ny; i++) {
                 int64_t k = i % c->K;
@@ -89,7 +109,7 @@ static void run_case(const aie_level *levels, int nlevels, const conv_case *c) {
             if (li == 0 && threads == 1) memcpy(yu0, yu, (size_t)ny);
         }
     }
-    free(x), free(yu), free(yu0), free(w), free(ref), free(y32), free(bscale), free(packed);
+    free(x), free(yu), free(yu0), free(yl), free(lut), free(w), free(ref), free(y32), free(bscale), free(packed);
 }
 
 static void test_bad_arguments(void) {

@@ -206,3 +206,64 @@ def test_dequantize_batchnorm_quantize_is_a_table_with_the_unfused_bytes(tmp_pat
     aie_format.write(path, graph_of(m), {})
     assert np.array_equal(ours[0], InferenceSession(path, threads=1).run(None, feeds)[0])
     assert np.abs(ours[0] - theirs[0]).max() <= float(inits[ys]) * 1.001
+
+
+def _unfused(m, tmp_path, feeds):
+    """The model's own DequantizeLinear / fp32 / QuantizeLinear steps, no qdq_fuse."""
+    path = tmp_path / "unfused.aie"
+    aie_format.write(path, graph_of(m), {})
+    return InferenceSession(path, threads=1).run(None, feeds)
+
+
+@pytest.mark.op_test("QAddU8")
+@pytest.mark.parametrize("relu,b_shape", [(True, [2, 6, 61, 53]), (False, [2, 6, 61, 53]), (True, [1, 6, 1, 1])])
+def test_quantised_residual_add_is_one_step_with_the_unfused_bytes(tmp_path, relu, b_shape):
+    """DQ(a) + DQ(b) [-> Relu] -> Q, all uint8 per tensor, becomes QAddU8: byte-identical to the unfused
+    engine steps (one QADD_U8 pass for equal shapes, the same steps for broadcasting), within one step of
+    onnxruntime."""
+    inits = {"as": np.float32(0.03), "az": np.uint8(118), "bs": np.float32(0.045), "bz": np.uint8(7),
+             "ys": np.float32(0.05), "yz": np.uint8(0 if relu else 131)}
+    nodes = [helper.make_node("QuantizeLinear", ["a", "as", "az"], ["aq"]),
+             helper.make_node("DequantizeLinear", ["aq", "as", "az"], ["ad"]),
+             helper.make_node("QuantizeLinear", ["b", "bs", "bz"], ["bq"]),
+             helper.make_node("DequantizeLinear", ["bq", "bs", "bz"], ["bd"]),
+             helper.make_node("Add", ["ad", "bd"], ["h"])]
+    last = "h"
+    if relu:
+        nodes.append(helper.make_node("Relu", ["h"], ["hr"]))
+        last = "hr"
+    nodes += [helper.make_node("QuantizeLinear", [last, "ys", "yz"], ["yq"]),
+              helper.make_node("DequantizeLinear", ["yq", "ys", "yz"], ["y"])]
+    shape = [2, 6, 61, 53]  # three of QADD_U8's chunks, over 2 threads
+    m = model(nodes, {"a": shape, "b": b_shape}, {"y": shape}, inits)
+    g = qdq_fuse(graph_of(m))
+    assert ops(g)["QAddU8"] == 1 and "Add" not in ops(g) and "Relu" not in ops(g)
+    feeds = {"a": RNG.uniform(-6, 6, shape).astype(np.float32), "b": RNG.uniform(-6, 14, b_shape).astype(np.float32)}
+    ours, theirs = _run_both(m, g, tmp_path, feeds)
+    assert np.array_equal(ours[0], _unfused(m, tmp_path, feeds)[0])
+    q = np.rint(ours[0] / inits["ys"]) + float(inits["yz"])
+    assert q.max() == 255  # saturated
+    assert np.abs(ours[0] - theirs[0]).max() <= float(inits["ys"]) * 1.001
+
+
+@pytest.mark.op_test("QConvU8S8")
+def test_a_table_after_a_uint8_conv_joins_the_conv_with_the_unfused_bytes(tmp_path):
+    """Conv -> Q -> DQ -> BatchNormalization -> Relu -> Q: the QLutU8 is applied in the conv's output stage
+    (one node, no pass over the tensor), byte-identical to the unfused steps."""
+    nodes, inits = _conv_model(relu=False, y_zero="yz2")
+    nodes = _constant_bias_scale(nodes, inits)
+    nodes = [n for n in nodes if n.output[0] != "y"]  # the group's last DequantizeLinear, re-made below
+    inits.update({"g": RNG.uniform(0.5, 2, K).astype(np.float32), "b": RNG.standard_normal(K).astype(np.float32),
+                  "mu": RNG.standard_normal(K).astype(np.float32), "var": RNG.uniform(0.5, 2, K).astype(np.float32)})
+    nodes += [helper.make_node("DequantizeLinear", ["yq", "ys2", "yz2"], ["yd"]),
+              helper.make_node("BatchNormalization", ["yd", "g", "b", "mu", "var"], ["bn"]),
+              helper.make_node("Relu", ["bn"], ["bnr"]),
+              helper.make_node("QuantizeLinear", ["bnr", "ys", "yz"], ["zq"]),
+              helper.make_node("DequantizeLinear", ["zq", "ys", "yz"], ["y"])]
+    m = model(nodes, X4, {"y": Y4}, inits)
+    g = qdq_fuse(graph_of(m))
+    (conv,) = [n for n in g.nodes if n.op == "QConvU8S8"]
+    assert "QLutU8" not in ops(g) and len(conv.inputs) == 9 and conv.outputs == ["zq"]
+    feeds = _feeds(X4["x"])
+    ours, _ = _run_both(m, g, tmp_path, feeds)
+    assert np.array_equal(ours[0], _unfused(m, tmp_path, feeds)[0])
