@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.errors import InvalidArgument, UnsupportedOperatorError
-from engine.ir import Graph
+from engine.ir import Graph, node_reads
 from engine.plan import (BLOB_WEIGHTS, LOC_BLOB, LOC_INPUT, Buffer, ExecPlan, NeedsValue, PlanCache, Planner, Value,
                          trim_bounded)
 from engine.plan_run import BoundRun
@@ -39,17 +39,6 @@ def define_initializers(planner: Planner, graph: Graph, weights: np.ndarray | No
             # Initializers are views into the weights blob: address them in place.
             v.buf = Buffer(LOC_BLOB, arr.nbytes, index=BLOB_WEIGHTS, offset=arr.ctypes.data - base)
         planner.define(name, v)
-
-
-def names_used(node) -> set[str]:
-    """Every name a node reads, its subgraphs' outer-scope reads included."""
-    used = {n for n in node.inputs if n}
-    for a in node.attrs.values():
-        if isinstance(a, Graph):
-            for inner in a.nodes:
-                used |= names_used(inner)
-            used |= {t.name for t in a.outputs}
-    return used
 
 
 class Segment:
@@ -84,7 +73,7 @@ def finish_segment(planner: Planner, graph: Graph, start: int, end: int, inputs:
     nodes = graph.nodes
     later: set[str] = {t.name for t in graph.outputs}
     for node in nodes[end:]:
-        later |= names_used(node)
+        later.update(node_reads(node))
     bounded = planner.bounded
     cut = nodes[end - 1] if bounded is not None else None
     produced = []
@@ -164,7 +153,7 @@ class SegmentedPlan:
         if later is None:
             names = {t.name for t in self.graph.outputs}
             for node in self.graph.nodes[start:]:
-                names |= names_used(node)
+                names.update(node_reads(node))
             later = self._later_names[start] = frozenset(names)
         return later
 
