@@ -270,6 +270,7 @@ class ArenaDonors:
     def offer(self, plan) -> None:
         if not isinstance(plan, ExecPlan) or not plan.has_idle_arena():
             return
+        plan.donors = None  # no cycle donors -> plan -> donors: arenas go with the session, not the cyclic GC
         with self._lock:
             self._plans.append(plan)
             del self._plans[:-self.capacity]

@@ -15,6 +15,7 @@ import ctypes
 import operator
 import os
 import threading
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,7 +96,10 @@ class InferenceSession:
         self.threads = int(threads) if threads else (os.cpu_count() or 1)
         if self.threads < 1:
             raise InvalidArgument(f"threads must be >= 1, got {threads}")
-        self._plans = PlanCache(plan_cache_size, on_evict=self._evicted)
+        # The eviction hook holds the session weakly: a bound method would make
+        # session -> cache -> session a cycle, and a reloaded model's arenas
+        # would then wait for the cyclic GC instead of going with the session.
+        self._plans = PlanCache(plan_cache_size, on_evict=_forget_memo(weakref.ref(self)))
         self._last: tuple = (None, None)  # (shapes, plan) of the last run, see _plan
         self._value_inputs: frozenset = frozenset()
         self._lock = threading.Lock()
@@ -230,10 +234,6 @@ class InferenceSession:
         # Plans keyed by input values too are never the memo (_plan compares shapes only).
         self._last = (None, None) if value_inputs else (key, plan)
 
-    def _evicted(self, key) -> None:
-        if self._last[0] == key:
-            self._last = (None, None)
-
     def run(self, output_names, input_feed: dict, run_options=None, *, out=None) -> list[np.ndarray]:
         """onnxruntime's run(); `out`, when given, is a list of arrays (one per
         requested output, C-contiguous, of its shape and dtype) the outputs
@@ -298,6 +298,16 @@ class InferenceSession:
         diagnostic path, separate from run(), which carries no timing code."""
         arrays = self._check_feeds(input_feed)
         return self._plan(arrays).profile(self._weights_ptr, arrays, self.threads, repeats)
+
+
+def _forget_memo(session_ref):
+    """The plan cache's eviction hook: an evicted plan is no longer the
+    session's memo of its last plan (InferenceSession._plan)."""
+    def evicted(key) -> None:
+        session = session_ref()
+        if session is not None and session._last[0] == key:
+            session._last = (None, None)
+    return evicted
 
 
 def _input_spec(t) -> tuple:
