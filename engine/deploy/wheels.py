@@ -32,13 +32,21 @@ def _pip(args: list[str], what: str) -> None:
                           hint="the bundle needs every dependency as a wheel from the configured index or mirror")
 
 
-def pip_wheel() -> Path:
-    """The pip wheel bundled with this Python (stdlib ensurepip)."""
-    found = sorted((Path(ensurepip.__file__).parent / "_bundled").glob("pip-*.whl"))
-    if not found:
-        raise DeployError("no pip wheel in this Python's ensurepip", where=ensurepip.__file__,
-                          hint="use a Python with ensurepip to build bundles")
-    return found[-1]
+# Where a pip wheel to bundle is found: the one ensurepip carries, else the
+# distro's copy (Debian and Ubuntu strip ensurepip's wheels from the system
+# Python and ship them in python3-pip-whl).
+PIP_WHEEL_DIRS = (Path(ensurepip.__file__).parent / "_bundled", Path("/usr/share/python-wheels"))
+
+
+def pip_wheel(dirs: tuple[Path, ...] = PIP_WHEEL_DIRS) -> Path:
+    """The pip wheel the bundle carries (so a host needs no ensurepip)."""
+    for d in dirs:
+        found = sorted(d.glob("pip-*.whl"))
+        if found:
+            return found[-1]
+    raise DeployError("no pip wheel to bundle: this Python's ensurepip has none", where=ensurepip.__file__,
+                      hint="install the distro's pip wheel (Debian/Ubuntu: apt-get install python3-pip-whl) "
+                           "or use a Python whose ensurepip carries one")
 
 
 def dependency_wheels(out_dir: Path, repo: Path = REPO) -> list[Path]:
