@@ -198,7 +198,30 @@ def extract(bundle: Path, dest: Path) -> dict:
     dest.mkdir(parents=True, exist_ok=True)
     try:
         with tarfile.open(bundle, "r:gz") as tar:
-            tar.extractall(dest, filter="data")
+            if hasattr(tarfile, "data_filter"):
+                tar.extractall(dest, filter="data")
+            else:
+                extract_checked(tar, dest)
     except (tarfile.TarError, OSError, EOFError) as exc:
         raise DeployError(f"cannot extract the bundle: {exc}", where=str(bundle), hint="rebuild it (invoke bundle)") from None
     return json.loads((dest / "MANIFEST.json").read_text())
+
+
+def extract_checked(tar: tarfile.TarFile, dest: Path) -> None:
+    """What the 'data' filter refuses, checked by hand, for a host Python
+    without extraction filters (before 3.11.4, e.g. Debian 12's 3.11.2):
+    only files, directories and links, all landing inside dest."""
+    root = dest.resolve()
+
+    def inside(path: Path) -> bool:
+        return path == root or root in path.parents
+    for m in tar.getmembers():
+        target = (root / m.name).resolve()
+        if not (m.isfile() or m.isdir() or m.issym() or m.islnk()):
+            raise DeployError(f"bundle member {m.name!r} is not a file, directory or link", where=str(dest))
+        if os.path.isabs(m.name) or not inside(target) or \
+                (m.issym() and not inside((target.parent / m.linkname).resolve())) or \
+                (m.islnk() and not inside((root / m.linkname).resolve())):
+            raise DeployError(f"bundle member {m.name!r} would land outside the release directory", where=str(dest))
+    tar.extractall(dest)
+
