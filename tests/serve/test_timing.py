@@ -184,3 +184,51 @@ def test_a_request_held_behind_a_running_batch_shows_its_wait_in_queue(serve_fac
     assert blocked["compute_us"] >= int((released_at - queued_at) * 1e6), blocked
     wait_for(lambda: metric(server, "aie_queue_duration_seconds_count", model="m", protocol="http") == 2,
              "both requests in the queue histogram")
+
+
+def test_recovery_time_is_where_the_sliding_p99_returns_within_the_threshold():
+    from engine.deploy import bench as load
+
+    plan = load.phases(10.0, 0.0, 2.0, 1.0, 3.0)   # steady 0-2 s, spike 2-3 s, recovery 3-6 s
+    result = load.BenchResult(url="-", model="m", plan=plan)
+    # Steady: every answer in 10 ms. After the spike, a backlog: answers sent
+    # before 4.5 s take 100 ms, later ones 11 ms (within 1.2 x 10 ms).
+    result.samples = [load.Sample(i / 100, 0.010, load.OK, "steady") for i in range(200)]
+    result.samples += [load.Sample(2 + i / 100, 0.100, load.OK, "spike") for i in range(100)]
+    result.samples += [load.Sample(3 + i / 100, 0.100 if i < 150 else 0.011, load.OK, "recovery")
+                       for i in range(300)]
+    rec = load.recovery(result)
+    assert rec["steady_p99_ms"] == pytest.approx(10.0) and rec["spike_end_s"] == 3.0
+    assert rec["recovery_s"] == pytest.approx(1.5) and rec["window_p99_ms"] == pytest.approx(11.0)
+    # Never back within the threshold: not recovered.
+    result.samples = [s for s in result.samples if s.phase != "recovery" or s.sent_at < 4.5]
+    result.samples += [load.Sample(4.5 + i / 100, 0.013, load.OK, "recovery") for i in range(150)]
+    assert load.recovery(result)["recovery_s"] is None
+    assert load.parse_server_timing("network;dur=0.1, decode;dur=0.2, queue;dur=0, compute;dur=1.5, "
+                                    "encode;dur=0.05") == (0.1, 0.2, 0.0, 1.5, 0.05)
+    assert load.parse_server_timing("network;dur=0.1") is None and load.parse_server_timing(None) is None
+
+
+def test_bench_reports_layers_p999_recovery_and_plots_them(server, module_mlp_file, tmp_path):
+    """The bench's load against a real server (a few seconds, at a low rate):
+    every answer checked, Server-Timing read from each, the report's tables
+    and the per-layer PNG written."""
+    from engine.deploy import bench as load
+    from kernel_mlp import reference
+
+    x = X[:2]
+    ref = {"inputs": [{"name": "x", "shape": list(x.shape), "datatype": "FP32", "data": x.ravel().tolist()}],
+           "outputs": [{"name": "y", "shape": [2, 4], "datatype": "FP32",
+                        "data": reference(module_mlp_file, x).ravel().tolist()}], "rtol": 1e-4, "atol": 1e-5}
+    plan = load.phases(40.0, 0.1, 0.5, 0.3, 0.6)
+    result = load.run_load(f"http://{server.url}", "m", plan, load.reference_requests(ref), workers=4)
+    assert result.samples and all(s.ok for s in result.samples), result.examples
+    assert all(s.layers is not None and len(s.layers) == 5 for s in result.samples)
+    path = load.write_report(result, tmp_path, "box")
+    text = path.read_text()
+    assert "| p99.9 ms |" in text and "| p50 | p90 | p99 | p99.9 |" in text
+    for layer in (*load.LAYERS, "end-to-end"):
+        assert f"| steady | {layer} | " in text and f"| recovery | {layer} | " in text
+    assert "Recovery time: " in text and "steady-state p99" in text
+    png = tmp_path / "bench-box-layers.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and "![layers](bench-box-layers.png)" in text
