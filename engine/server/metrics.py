@@ -144,8 +144,10 @@ class Metrics:
         hists = self.phase_latency.get((model, protocol))
         if hists is None:
             hists = self.phase_latency[(model, protocol)] = tuple(Histogram() for _ in PHASES)
-        for h, seconds in zip(hists, spans):
-            h.observe(seconds)
+        for h, seconds in zip(hists, spans):   # Histogram.observe inlined: five per request
+            h.counts[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
+            h.sum += seconds
+            h.count += 1
 
     def render(self, *, queue_depth: dict[str, int], load_errors: dict[str, str | None],
                arena: dict, uptime_s: float, schedulers: dict[str, dict] | None = None) -> str:
