@@ -63,7 +63,7 @@ def _closed_error(message: str) -> ServeError:
 
 class InferenceRequest:
     __slots__ = ("inputs", "batch", "key", "priority", "deadline", "arrival", "future", "timer", "state",
-                 "seq", "large", "queue_ns", "compute_ns", "batch_size", "instance", "started", "done")
+                 "seq", "large", "queue_ns", "batch_size", "instance", "started", "done")
 
     def __init__(self, inputs: dict[str, np.ndarray], batch: int, priority: int, deadline: float | None,
                  future: asyncio.Future, arrival: float):
@@ -80,7 +80,6 @@ class InferenceRequest:
         self.seq = 0                      # set by the policy
         self.large = False
         self.queue_ns = 0
-        self.compute_ns = 0
         self.batch_size = 0               # size of the batch it ran in
         self.instance = -1                # index of the model instance that ran it
         self.started = 0.0                # clock() when its batch started, and when the results were back
@@ -258,7 +257,6 @@ class ModelScheduler:
         stats.record_batch(batch, input_ns, infer_ns, output_ns)
         for r, out in zip(live, outputs):
             _settle(r)
-            r.compute_ns = infer_ns
             r.batch_size = batch
             r.done = done
             stats.queue.add(r.queue_ns)
