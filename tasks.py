@@ -300,6 +300,8 @@ def quantize(c, model, calibration, out=None, method="minmax", percentile=99.999
         "warmup-s": "warm-up phase length in seconds (default 5)",
         "steady-s": "steady phase length in seconds (default 20)",
         "spike-s": "spike phase length in seconds (default 10)",
+        "recovery-s": "phase after the spike, at the steady rate, in which the recovery time is measured "
+                      "(default 10; 0: none)",
         "workers": "client threads, each with a keep-alive connection (default 32)",
         "model": "model to load (default: the spec's first model)",
         "out": "report directory (default: build/reports)",
@@ -308,9 +310,10 @@ def quantize(c, model, calibration, out=None, method="minmax", percentile=99.999
         "token-file": _TOKEN_FILE_HELP,
     },
 )
-def bench(c, spec=None, host=None, rate=200.0, warmup_s=5.0, steady_s=20.0, spike_s=10.0, workers=32, model=None,
-          out="build/reports", max_error_rate=0.1, token=None, token_file=None):
-    """Three-phase load (warm-up, steady, 150% spike) on a deployed engine; markdown + PNG plots in build/reports.
+def bench(c, spec=None, host=None, rate=200.0, warmup_s=5.0, steady_s=20.0, spike_s=10.0, recovery_s=10.0, workers=32,
+          model=None, out="build/reports", max_error_rate=0.1, token=None, token_file=None):
+    """Load (warm-up, steady, 150% spike, recovery at the target rate) on a deployed engine; markdown + PNG plots
+    in build/reports: p50/p90/p99/p99.9 end to end and per layer (Server-Timing), the recovery time after the spike.
 
     Checks the engine's health first. Every answer is compared with the model's smoke reference: wrong
     answers are counted apart from HTTP errors; any wrong answer, or errors above --max-error-rate, make
@@ -320,7 +323,7 @@ def bench(c, spec=None, host=None, rate=200.0, warmup_s=5.0, steady_s=20.0, spik
 
     _exit_with(run_bench(_deploy_options(spec, [host] if host else None, token, token_file), rate=float(rate),
                          warmup_s=float(warmup_s), steady_s=float(steady_s), spike_s=float(spike_s),
-                         workers=int(workers), model=model, out_dir=ROOT / out,
+                         recovery_s=float(recovery_s), workers=int(workers), model=model, out_dir=ROOT / out,
                          max_error_rate=float(max_error_rate)))
 
 

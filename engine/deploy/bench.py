@@ -1,8 +1,22 @@
-"""`invoke bench`: the seeds' three-phase load against a deployed engine —
-warm-up at half the target rate, steady state at the target rate, then a
-spike to 150% — bounded in time, and a report under build/reports/:
-bench-<host>.md plus PNG plots of latency percentiles, throughput and queue
-depth (sampled from /metrics) over time.
+"""`invoke bench`: the seeds' load against a deployed engine — warm-up at
+half the target rate, steady state at the target rate, a spike to 150%,
+then the target rate again to see it recover — bounded in time, and a
+report under build/reports/: bench-<host>.md plus PNG plots of latency
+percentiles, throughput, queue depth (sampled from /metrics) and the
+per-layer breakdown over time.
+
+Per layer: every answer's `Server-Timing` header (engine.server.timing:
+network, decode, queue, compute, encode, in ms) gives p50/p90/p99/p99.9 per
+layer and load phase, beside the client's end-to-end latency; "other" in
+the breakdown plot is what the header does not hold (writing the answer, the
+network both ways, the client's own queueing).
+
+Recovery time: steady-state p99 is the p99 of the steady phase's answered
+requests. Windows of RECOVERY_WINDOW_S, by scheduled send time, start at the
+spike's end and move in RECOVERY_STEP_S steps; the recovery time is the
+start of the first window with answers whose p99 is within RECOVERY_FACTOR x
+the steady p99, measured from the spike's end (0 when the first window
+already is; "not recovered" when no window within the recovery phase is).
 
 The requests are the model's smoke inputs (models/<name>.smoke.json of the
 host's active release), one sample row per request, taken in turn; each
@@ -35,6 +49,11 @@ from engine.deploy.verify import compare
 
 MAX_TOTAL_S = 600.0  # the whole run, all phases: load must stay bounded
 SAMPLE_METRICS_S = 0.5
+RECOVERY_WINDOW_S = 1.0
+RECOVERY_STEP_S = 0.1
+RECOVERY_FACTOR = 1.2
+LAYERS = ("network", "decode", "queue", "compute", "encode")   # Server-Timing's names, in its order
+PERCENTILES = (50, 90, 99, 99.9)
 _QUEUE_RE = re.compile(r'^aie_queue_depth\{model="([^"]+)"\}\s+([0-9.eE+-]+)', re.M)
 
 
@@ -45,8 +64,10 @@ class Phase:
     rate: float  # requests per second
 
 
-def phases(rate: float, warmup_s: float, steady_s: float, spike_s: float) -> list[Phase]:
+def phases(rate: float, warmup_s: float, steady_s: float, spike_s: float, recovery_s: float = 0.0) -> list[Phase]:
     plan = [Phase("warm-up", warmup_s, rate * 0.5), Phase("steady", steady_s, rate), Phase("spike", spike_s, rate * 1.5)]
+    if recovery_s:
+        plan.append(Phase("recovery", recovery_s, rate))
     total = sum(p.seconds for p in plan)
     if rate <= 0 or any(p.seconds < 0 for p in plan) or total <= 0:
         raise DeployError("bench needs a positive rate and phase durations", where="--rate/--*-s")
@@ -66,6 +87,7 @@ class Sample:
     latency_s: float
     outcome: str        # ok (right answer) | mismatch (HTTP 200, wrong answer) | error (HTTP or transport)
     phase: str
+    layers: tuple[float, ...] | None = None   # Server-Timing's LAYERS in ms, when the answer carried it
 
     @property
     def ok(self) -> bool:
@@ -154,6 +176,27 @@ def _headers(token: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
+def parse_server_timing(value: str | None) -> tuple[float, ...] | None:
+    """LAYERS' durations (ms) from a Server-Timing header; None when absent
+    or when it lacks one of them (an engine older than the header)."""
+    if not value:
+        return None
+    found = {}
+    for item in value.split(","):
+        name, _, params = item.strip().partition(";")
+        for param in params.split(";"):
+            key, _, dur = param.strip().partition("=")
+            if key == "dur":
+                try:
+                    found[name] = float(dur)
+                except ValueError:
+                    return None
+    try:
+        return tuple(found[name] for name in LAYERS)
+    except KeyError:
+        return None
+
+
 def _worker(url: str, path: str, requests: list[Request], jobs: queue.Queue, result: BenchResult,
             lock: threading.Lock, t0: float, token: str | None) -> None:
     conn = _connect(url)
@@ -167,19 +210,21 @@ def _worker(url: str, path: str, requests: list[Request], jobs: queue.Queue, res
         delay = t0 + scheduled - time.monotonic()
         if delay > 0:
             time.sleep(delay)
+        layers = None
         try:
             conn.request("POST", path, request.body, headers)
             resp = conn.getresponse()
             raw = resp.read()
             latency = time.monotonic() - (t0 + scheduled)  # the answer is in; checking it is our time
             outcome, why = request.check(resp.status, raw)
+            layers = parse_server_timing(resp.getheader("Server-Timing"))
         except (OSError, http.client.HTTPException) as exc:
             latency = time.monotonic() - (t0 + scheduled)
             outcome, why = ERROR, f"{type(exc).__name__}: {exc}"
             conn.close()
             conn = _connect(url)
         with lock:
-            result.samples.append(Sample(scheduled, latency, outcome, phase))
+            result.samples.append(Sample(scheduled, latency, outcome, phase, layers))
             if outcome != OK and len(result.examples[outcome]) < MAX_EXAMPLES:
                 result.examples[outcome].append(f"{request.label}: {why}")
     conn.close()
@@ -244,6 +289,50 @@ def _percentile(values: list[float], q: float) -> float:
     return values[k]
 
 
+def layer_percentiles(result: BenchResult) -> list[dict]:
+    """Per load phase and layer (LAYERS, then the client's end-to-end):
+    PERCENTILES in ms over the answered requests that carried Server-Timing
+    (end-to-end: over every answered request)."""
+    rows = []
+    for p in result.plan:
+        answered = [s for s in result.samples if s.phase == p.name and s.answered]
+        timed = [s.layers for s in answered if s.layers is not None]
+        columns = [(name, [t[i] for t in timed]) for i, name in enumerate(LAYERS)]
+        columns.append(("end-to-end", [s.latency_s * 1e3 for s in answered]))
+        for name, values in columns:
+            rows.append({"phase": p.name, "layer": name, "n": len(values),
+                         **{f"p{q:g}": _percentile(values, q) for q in PERCENTILES}})
+    return rows
+
+
+def recovery(result: BenchResult) -> dict:
+    """The recovery time after the spike (module docstring): {steady_p99_ms,
+    threshold_ms, spike_end_s, recovery_s (None: not recovered or no
+    recovery phase), window_p99_ms (of the window that recovered)}."""
+    start, spike_end, after = 0.0, None, None
+    for p in result.plan:
+        start += p.seconds
+        if p.name == "spike":
+            spike_end = start
+        elif spike_end is not None and after is None:
+            after = start        # the end of the phase after the spike
+    steady = [s.latency_s * 1e3 for s in result.samples if s.phase == "steady" and s.answered]
+    steady_p99 = _percentile(steady, 99)
+    out = {"steady_p99_ms": steady_p99, "threshold_ms": steady_p99 * RECOVERY_FACTOR, "spike_end_s": spike_end,
+           "recovery_s": None, "window_p99_ms": None}
+    if spike_end is None or after is None or not steady:
+        return out
+    answered = sorted((s.sent_at, s.latency_s * 1e3) for s in result.samples if s.answered)
+    steps = int(round((after - spike_end - RECOVERY_WINDOW_S) / RECOVERY_STEP_S))
+    for k in range(max(0, steps) + 1):
+        lo = spike_end + k * RECOVERY_STEP_S
+        window = [lat for t, lat in answered if lo <= t < lo + RECOVERY_WINDOW_S]
+        if window and (p99 := _percentile(window, 99)) <= out["threshold_ms"]:
+            out["recovery_s"], out["window_p99_ms"] = round(k * RECOVERY_STEP_S, 3), p99
+            break
+    return out
+
+
 def per_second(result: BenchResult) -> list[dict]:
     """One row per second of the run: sent, ok, p50/p90/p99 latency (ms)."""
     rows: dict[int, list[Sample]] = {}
@@ -274,7 +363,7 @@ def summary(result: BenchResult) -> list[dict]:
                      "errors": sum(s.outcome == ERROR for s in ss), "elapsed_s": elapsed,
                      "achieved_rps": ok / elapsed if elapsed > 0 else 0.0,
                      "p50": _percentile(lat, 50), "p90": _percentile(lat, 90), "p99": _percentile(lat, 99),
-                     "max": max(lat) if lat else float("nan")})
+                     "p99.9": _percentile(lat, 99.9), "max": max(lat) if lat else float("nan")})
     return rows
 
 
@@ -325,7 +414,34 @@ def _plots(result: BenchResult, out_dir: Path, stem: str) -> list[Path]:
     ax.step([q[0] for q in result.queue_depth], [q[1] for q in result.queue_depth], where="post")
     ax.set_title(f"queue depth of {result.model} (from /metrics every {SAMPLE_METRICS_S:g} s)")
     finish(ax, "queued requests", "queue")
+
+    layers = layer_breakdown(result)
+    if not layers:
+        return files   # no answer carried Server-Timing (an engine older than the header)
+    fig, ax = plt.subplots(figsize=(8, 3.5))
+    ax.stackplot([r["t"] for r in layers], *[[r[name] for r in layers] for name in (*LAYERS, "other")],
+                 labels=[*LAYERS, "other (write, network, client)"])
+    ax.legend(fontsize=7, loc="upper left")
+    ax.set_title("mean latency per layer (Server-Timing), by scheduled second")
+    finish(ax, "latency (ms)", "layers")
     return files
+
+
+def layer_breakdown(result: BenchResult) -> list[dict]:
+    """Per scheduled second: the mean of each Server-Timing layer and
+    "other" (mean end-to-end minus their sum), over the answers that carried
+    the header: the stack adds up to their mean end-to-end latency."""
+    rows: dict[int, list[Sample]] = {}
+    for s in result.samples:
+        if s.answered and s.layers is not None:
+            rows.setdefault(int(s.sent_at), []).append(s)
+    out = []
+    for sec in sorted(rows):
+        ss = rows[sec]
+        means = {name: sum(s.layers[i] for s in ss) / len(ss) for i, name in enumerate(LAYERS)}
+        end_to_end = sum(s.latency_s for s in ss) * 1e3 / len(ss)
+        out.append({"t": sec, **means, "other": max(0.0, end_to_end - sum(means.values()))})
+    return out
 
 
 def error_rate(result: BenchResult) -> float:
@@ -358,13 +474,34 @@ def write_report(result: BenchResult, out_dir: Path, host: str, failed: bool = F
            f"{host}.md."] if failed else []),
         "",
         "| phase | s | target req/s | sent | ok | mismatches | errors | took s | achieved req/s | p50 ms | p90 ms "
-        "| p99 ms | max ms |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| p99 ms | p99.9 ms | max ms |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in summary(result):
         lines.append(f"| {r['phase']} | {r['seconds']:g} | {r['target_rps']:g} | {r['sent']} | {r['ok']} | "
                      f"{r['mismatches']} | {r['errors']} | {r['elapsed_s']:.2f} | {r['achieved_rps']:.1f} | "
-                     f"{ms(r['p50'])} | {ms(r['p90'])} | {ms(r['p99'])} | {ms(r['max'])} |")
+                     f"{ms(r['p50'])} | {ms(r['p90'])} | {ms(r['p99'])} | {ms(r['p99.9'])} | {ms(r['max'])} |")
+    rec = recovery(result)
+    if rec["spike_end_s"] is None:
+        rec_text = "no spike phase"
+    elif rec["recovery_s"] is not None:
+        rec_text = (f"**{rec['recovery_s']:g} s** after the spike ended (the first {RECOVERY_WINDOW_S:g} s window "
+                    f"from there has p99 {ms(rec['window_p99_ms'])} ms)")
+    elif any(p.name == "recovery" for p in result.plan):
+        rec_text = "**not recovered** within the recovery phase"
+    else:
+        rec_text = "not measured (no recovery phase: --recovery-s 0)"
+    lines += ["", f"Recovery time: {rec_text}; steady-state p99 {ms(rec['steady_p99_ms'])} ms, threshold "
+                  f"{RECOVERY_FACTOR:g} x = {ms(rec['threshold_ms'])} ms (p99 of sliding {RECOVERY_WINDOW_S:g} s "
+                  f"windows by send time, {RECOVERY_STEP_S:g} s steps, from the spike's end).",
+              "", "Per layer (ms; the answers' Server-Timing headers: network = first byte to body read, decode, "
+                  "queue, compute = the batch's run, encode = the answer's bytes built; end-to-end = the client's "
+                  "latency from the scheduled send):", "",
+              "| phase | layer | n | " + " | ".join(f"p{q:g}" for q in PERCENTILES) + " |",
+              "|---|---|---|" + "---|" * len(PERCENTILES)]
+    for r in layer_percentiles(result):
+        lines.append(f"| {r['phase']} | {r['layer']} | {r['n']} | "
+                     + " | ".join(ms(r[f'p{q:g}']) for q in PERCENTILES) + " |")
     for outcome, title in ((MISMATCH, "Mismatches (first few)"), (ERROR, "Errors (first few)")):
         if result.examples[outcome]:
             lines += ["", f"{title}:", ""] + [f"- {text}" for text in result.examples[outcome]]

@@ -194,8 +194,8 @@ def logs(options: Options, lines: int, follow: bool) -> int:
 
 @_one_line_errors
 def bench(options: Options, *, rate: float, warmup_s: float, steady_s: float, spike_s: float, workers: int,
-          model: str | None, out_dir: Path, max_error_rate: float = 0.1) -> int:
-    """Three-phase load against one deployed host; report under out_dir.
+          model: str | None, out_dir: Path, max_error_rate: float = 0.1, recovery_s: float = 0.0) -> int:
+    """Warm-up, steady, spike (and recovery) load against one deployed host; report under out_dir.
     Fails (exit 1) when nothing serves, on any wrong answer, and when more
     than max_error_rate of the requests got errors; a failed run never
     replaces the last good report."""
@@ -219,7 +219,7 @@ def bench(options: Options, *, rate: float, warmup_s: float, steady_s: float, sp
         raise DeployError(f"{target.name} serves on {engine['listen']} only: not reachable from here",
                           where="engine.listen", hint="bench a local host, or listen on an address this machine reaches")
     name = model or names[0]
-    plan = load.phases(rate, warmup_s, steady_s, spike_s)
+    plan = load.phases(rate, warmup_s, steady_s, spike_s, recovery_s)
     auth = engine.get("auth") or {}
     try:
         token = target.deployer_token(auth, lifetime_s=sum(p.seconds for p in plan) + 120)

@@ -24,10 +24,11 @@ counterpart is `Connection: close` on every response during the drain.
 from __future__ import annotations
 
 import asyncio
-import time
 import zlib
 
+from engine.server import timing
 from engine.server.http import set_nodelay
+from engine.server.timing import clock
 from engine.server.errors import ServeError
 from engine.wire import (HEADER, INFER_FIXED, OP_INFER, FrameError, InferHead, decode_infer_head, decode_tensors,
                          encode_error, encode_goodbye, encode_result, infer_prefix_length, parse_header)
@@ -66,7 +67,7 @@ class BinaryConnection(asyncio.BufferedProtocol):
         self._held = 0                  # budget held by requests read and not answered yet
         self._head: InferHead | None = None
         self._principal = None
-        self._t0 = 0.0
+        self._first_at = 0.0            # engine.server.timing's `first` stamp of the frame being read
         self._progress = self._window_mark = 0   # payload bytes received (for limits.min_body_rate)
         self.busy = 0
         self._closing = False
@@ -147,6 +148,7 @@ class BinaryConnection(asyncio.BufferedProtocol):
         if self._phase == _HEADER:
             if self._filled == 0:
                 # The first byte of a frame: the rest of its header must follow within the header timeout.
+                self._first_at = clock()
                 self._arm(self.state.config.limits.header_timeout_s, "slow")
         else:
             self._progress += nbytes
@@ -176,7 +178,7 @@ class BinaryConnection(asyncio.BufferedProtocol):
             raise FrameError(f"op {op} is not a request")
         if length < INFER_FIXED.size:
             raise FrameError(f"INFER payload of {length} bytes is shorter than its fixed part ({INFER_FIXED.size})")
-        self._length, self._crc, self._t0 = length, crc, time.monotonic()
+        self._length, self._crc = length, crc
         self._phase, self._head, self._principal = _PREFIX, None, None
         # One read takes the fixed part, the names and, for a small frame,
         # everything: as few reads per frame as before the token check existed.
@@ -209,6 +211,7 @@ class BinaryConnection(asyncio.BufferedProtocol):
         if self._filled < self._length:
             return self._grow()
         payload = self._target[:self._length]
+        stamps = {"model": self._head.model, "t_first": self._first_at, "t_read": clock()}
         head, principal, held = self._head, self._principal, self._reserved
         self._reserved = 0
         self._held += held
@@ -217,7 +220,7 @@ class BinaryConnection(asyncio.BufferedProtocol):
             self._unhold(held)
             return self.fail(400, "payload checksum mismatch")
         self.busy += 1
-        asyncio.get_running_loop().create_task(self._serve(payload, head, principal, held))
+        asyncio.get_running_loop().create_task(self._serve(payload, head, principal, held, stamps))
         self._update_reading()
 
     def _grow(self) -> None:
@@ -255,7 +258,7 @@ class BinaryConnection(asyncio.BufferedProtocol):
         left = self._length - self._filled
         self._release_partial()
         self.transport.writelines(encode_error(rid, status, message))
-        self._record(rid, {"model": model}, status, time.monotonic() - self._t0)
+        self._record(rid, {"model": model}, status, clock() - self._first_at)
         if left:
             self._phase, self._discard = _DISCARDING, left
         else:
@@ -274,10 +277,9 @@ class BinaryConnection(asyncio.BufferedProtocol):
             (self.transport.pause_reading if pause else self.transport.resume_reading)()
 
     # ---- work -------------------------------------------------------------
-    async def _serve(self, payload: memoryview, head: InferHead, principal, held: int) -> None:
+    async def _serve(self, payload: memoryview, head: InferHead, principal, held: int, log: dict) -> None:
         st = self.state
-        t0 = time.monotonic()
-        log, status = {"model": head.model}, 200
+        status = 200
         st.in_flight += 1
         try:
             try:
@@ -289,6 +291,7 @@ class BinaryConnection(asyncio.BufferedProtocol):
                 _, outputs = await st.infer(head.model, head.version or None, inputs, priority=head.priority or None,
                                             timeout_us=head.timeout_us or None, principal=principal, info=log)
                 parts = encode_result(head.request_id, outputs)
+                log["t_encoded"] = clock()
             except Exception as exc:  # noqa: BLE001 - every request gets an answer frame
                 status = getattr(exc, "status", 500)
                 parts = encode_error(head.request_id, status, getattr(exc, "message", f"{type(exc).__name__}: {exc}"))
@@ -298,12 +301,13 @@ class BinaryConnection(asyncio.BufferedProtocol):
             self._unhold(held)
             held = 0
             await self._write(parts)
+            log["t_written"] = clock()
         finally:
             self._unhold(held)
             st.in_flight -= 1
             self.busy -= 1
             self._update_reading()
-            self._record(head.request_id, log, status, time.monotonic() - t0)
+            self._record(head.request_id, log, status, log.get("t_written", clock()) - log["t_first"])
             self.server.connection_idle()
             if self._eof and not self.busy and not self._closing:
                 self._closing = True
@@ -319,10 +323,12 @@ class BinaryConnection(asyncio.BufferedProtocol):
         st = self.state
         model = st.model_label(log["model"]) if log.get("model") else ""
         st.metrics.count_request(model, "binary", status, elapsed)
+        spans = timing.phases(log) if status == 200 and model else None
+        if spans is not None:
+            st.metrics.observe_phases(model, "binary", spans)
         st.logger.info("request", protocol="binary", client=self.client, request_id=rid,
                        model=model or None, batch=log.get("batch"), batch_size=log.get("batch_size"),
-                       instance=log.get("instance"),
-                       queue_us=log.get("queue_us"), compute_us=log.get("compute_us"), status=status,
+                       instance=log.get("instance"), status=status, **timing.log_fields(spans),
                        latency_us=int(elapsed * 1e6))
 
     async def _write(self, parts: list[bytes]) -> None:

@@ -23,6 +23,7 @@ from urllib.parse import parse_qs
 
 from engine.server.config import LimitsConfig
 from engine.server.errors import ServeError
+from engine.server.timing import clock
 
 _REQUEST_LINE = re.compile(rb"^([A-Z]{1,16}) (\S{1,8192}) HTTP/(\d)\.(\d)$")
 _TOKEN = re.compile(rb"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
@@ -48,6 +49,8 @@ class Request:
     reserved: int = 0              # bytes of the server's buffer budget held for the body
     refusal: object = None         # the answer admission gave instead of reading the body
     extra: dict = field(default_factory=dict)
+    first_at: float = 0.0          # engine.server.timing's `first` and `read` stamps
+    read_at: float = 0.0
 
     def header(self, name: str, default: str | None = None) -> str | None:
         return self.headers.get(name, default)
@@ -73,12 +76,14 @@ async def read_request(reader: asyncio.StreamReader, writer: asyncio.StreamWrite
     try:
         async with asyncio.timeout(limits.idle_timeout_s) as deadline:
             first = await reader.readexactly(1)
+            first_at = clock()
             phase = "head"
             deadline.reschedule(loop.time() + limits.header_timeout_s)
             head = first + await reader.readuntil(b"\r\n\r\n")
             if len(head) > limits.max_header_bytes:
                 raise ServeError(f"request head exceeds {limits.max_header_bytes} bytes", status=431)
             req = parse_head(head, limits, client)
+            req.first_at = first_at
             length = req.length = _content_length(req)
             if length > limits.max_body:
                 raise ServeError(f"body of {length} bytes exceeds the limit of {limits.max_body} bytes", status=413)
@@ -109,6 +114,7 @@ async def read_request(reader: asyncio.StreamReader, writer: asyncio.StreamWrite
         raise ServeError(f"request head exceeds {limits.max_header_bytes} bytes", status=431) from None
     except (asyncio.IncompleteReadError, ConnectionError):
         raise ClientGone() from None
+    req.read_at = clock()
     return req
 
 

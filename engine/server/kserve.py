@@ -31,6 +31,7 @@ from engine.server.http import Request, parse_length
 from engine.server.models import KSERVE_TO_NUMPY, NUMPY_TO_KSERVE, LoadedModel, element_count
 from engine.server.errors import ServeError
 from engine.server.state import ServerState, arena_stats, rss_bytes
+from engine.server.timing import clock
 from engine.wire import MAX_DIMS
 
 OFFLOAD_BYTES = 64 << 10     # bodies larger than this are (de)coded on the codec pool
@@ -338,8 +339,11 @@ class KServeApp:
                                         timeout_us=_param_int(params, "timeout"), principal=principal, info=log)
         total = sum(a.nbytes for a in outputs.values())
         if total > OFFLOAD_BYTES and not all(requested.values()):
-            return await loop.run_in_executor(st.codec_pool, encode_infer, model, outputs, requested, rid)
-        return encode_infer(model, outputs, requested, rid)
+            resp = await loop.run_in_executor(st.codec_pool, encode_infer, model, outputs, requested, rid)
+        else:
+            resp = encode_infer(model, outputs, requested, rid)
+        log["t_encoded"] = clock()
+        return resp
 
     def model_config(self, model: LoadedModel) -> dict:
         c = model.config

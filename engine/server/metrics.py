@@ -11,12 +11,26 @@ import bisect
 import time
 from collections import defaultdict
 
+from engine.server.timing import PHASES
+
 # Allocator arena totals exported as aie_arena_bytes{kind=...} (engine.server.state.arena_stats).
 ARENA_BYTES = ("reserved", "in_use", "requested", "peak_in_use", "free", "largest_free")
 
-# Seconds. Spans 50 us (a tiny MLP) to 10 s (a huge batch on a busy host).
-LATENCY_BUCKETS = (5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0, 2.5,
+# Seconds. Spans 10 us (decoding a tiny request, one phase of engine.server.timing)
+# to 10 s (a huge batch on a busy host).
+LATENCY_BUCKETS = (1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0, 2.5,
                    5.0, 10.0)
+
+
+# The five phase histograms (engine.server.timing defines the boundaries);
+# queue and compute keep the names they had before the phases existed.
+PHASE_HELP = {
+    "network": "Answered requests: first byte read to body read (head, admission, body arrival).",
+    "decode": "Answered requests: body read to admitted to the scheduler (routing, decoding, validation).",
+    "queue": "Answered requests: admitted to the scheduler to their batch's start.",
+    "compute": "Answered requests: their batch's run, start to results on the event loop (per request).",
+    "encode_write": "Answered requests: results to the answer written (encoding, writing).",
+}
 
 
 class Histogram:
@@ -105,9 +119,9 @@ def _labels(**labels) -> str:
 class Metrics:
     def __init__(self):
         self.requests: dict[tuple[str, str, int], int] = defaultdict(int)   # (model, protocol, code)
-        self.request_latency: dict[str, Histogram] = defaultdict(Histogram)
-        self.queue_latency: dict[str, Histogram] = defaultdict(Histogram)
-        self.compute_latency: dict[str, Histogram] = defaultdict(Histogram)
+        self.request_latency: dict[tuple[str, str], Histogram] = defaultdict(Histogram)   # (model, protocol)
+        # (model, protocol) -> one histogram per engine.server.timing.PHASES, answered requests only
+        self.phase_latency: dict[tuple[str, str], tuple[Histogram, ...]] = {}
         self.stats: dict[str, ModelStats] = defaultdict(ModelStats)
         self.queue_rejections: dict[str, int] = defaultdict(int)
         self.timeouts: dict[str, int] = defaultdict(int)
@@ -121,9 +135,19 @@ class Metrics:
     def count_request(self, model: str, protocol: str, code: int, seconds: float) -> None:
         self.requests[(model, protocol, code)] += 1
         if model:
-            self.request_latency[model].observe(seconds)
+            self.request_latency[(model, protocol)].observe(seconds)
             stats = self.stats[model]
             (stats.success if code == 200 else stats.fail).add(int(seconds * 1e9))
+
+    def observe_phases(self, model: str, protocol: str, spans: tuple[float, ...]) -> None:
+        """One answered request's five phases (engine.server.timing.phases)."""
+        hists = self.phase_latency.get((model, protocol))
+        if hists is None:
+            hists = self.phase_latency[(model, protocol)] = tuple(Histogram() for _ in PHASES)
+        for h, seconds in zip(hists, spans):   # Histogram.observe inlined: five per request
+            h.counts[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
+            h.sum += seconds
+            h.count += 1
 
     def render(self, *, queue_depth: dict[str, int], load_errors: dict[str, str | None],
                arena: dict, uptime_s: float, schedulers: dict[str, dict] | None = None) -> str:
@@ -149,20 +173,22 @@ class Metrics:
         by_model("aie_execution_count_total", "counter",
                  "Model executions (batches); inferences/executions = mean batch.",
                  {m: s.execution_count for m, s in self.stats.items()})
+        phases = sorted(self.phase_latency.items())
         for metric, hists, help_text in (
-            ("aie_request_duration_seconds", self.request_latency, "Request latency, arrival to answer."),
-            ("aie_queue_duration_seconds", self.queue_latency, "Time a request waited in the queue."),
-            ("aie_compute_duration_seconds", self.compute_latency, "Model execution time per batch."),
+            ("aie_request_duration_seconds", sorted(self.request_latency.items()),
+             "Request latency, its first byte read to its answer written (every answer, errors too)."),
+            *((f"aie_{phase}_duration_seconds", [(key, h[i]) for key, h in phases], PHASE_HELP[phase])
+              for i, phase in enumerate(PHASES)),
         ):
             family(metric, "histogram", help_text)
-            for model, h in sorted(hists.items()):
+            for (model, protocol), h in hists:
                 cumulative = 0
                 for bound, n in zip(LATENCY_BUCKETS + (float("inf"),), h.counts):
                     cumulative += n
                     le = "+Inf" if bound == float("inf") else repr(bound)
-                    out.append(f"{metric}_bucket{_labels(model=model, le=le)} {cumulative}")
-                out.append(f"{metric}_sum{_labels(model=model)} {h.sum:.9f}")
-                out.append(f"{metric}_count{_labels(model=model)} {h.count}")
+                    out.append(f"{metric}_bucket{_labels(model=model, protocol=protocol, le=le)} {cumulative}")
+                out.append(f"{metric}_sum{_labels(model=model, protocol=protocol)} {h.sum:.9f}")
+                out.append(f"{metric}_count{_labels(model=model, protocol=protocol)} {h.count}")
         by_model("aie_queue_depth", "gauge", "Requests waiting in the model's queue.", queue_depth)
         by_model("aie_queue_rejections_total", "counter", "Requests refused because the queue was full (429).",
                  self.queue_rejections)

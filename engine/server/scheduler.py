@@ -63,7 +63,7 @@ def _closed_error(message: str) -> ServeError:
 
 class InferenceRequest:
     __slots__ = ("inputs", "batch", "key", "priority", "deadline", "arrival", "future", "timer", "state",
-                 "seq", "large", "queue_ns", "compute_ns", "batch_size", "instance")
+                 "seq", "large", "queue_ns", "batch_size", "instance", "started", "done")
 
     def __init__(self, inputs: dict[str, np.ndarray], batch: int, priority: int, deadline: float | None,
                  future: asyncio.Future, arrival: float):
@@ -80,9 +80,10 @@ class InferenceRequest:
         self.seq = 0                      # set by the policy
         self.large = False
         self.queue_ns = 0
-        self.compute_ns = 0
         self.batch_size = 0               # size of the batch it ran in
         self.instance = -1                # index of the model instance that ran it
+        self.started = 0.0                # clock() when its batch started, and when the results were back
+        self.done = 0.0                   # (engine.server.timing: the queue and compute phases)
 
 
 class ModelScheduler:
@@ -233,6 +234,7 @@ class ModelScheduler:
         for r in live:
             r.queue_ns = int((start - r.arrival) * 1e9)
             r.instance = instance
+            r.started = start
         seconds = None
         try:
             results = await self._runners[instance].run(session, self.model, live)
@@ -243,23 +245,21 @@ class ModelScheduler:
                     r.future.set_exception(exc)
         else:
             seconds = results[2] / 1e9
-            self._record(live, results)
+            self._record(live, results, clock())
         finally:
             self.policy.finished(live, seconds)
             self._check_idle()
 
-    def _record(self, live: list[InferenceRequest], results) -> None:
+    def _record(self, live: list[InferenceRequest], results, done: float) -> None:
         outputs, input_ns, infer_ns, output_ns = results
         batch = sum(r.batch for r in live)
         stats = self.metrics.stats[self.model.name]
         stats.record_batch(batch, input_ns, infer_ns, output_ns)
-        self.metrics.compute_latency[self.model.name].observe(infer_ns / 1e9)
         for r, out in zip(live, outputs):
             _settle(r)
-            r.compute_ns = infer_ns
             r.batch_size = batch
+            r.done = done
             stats.queue.add(r.queue_ns)
-            self.metrics.queue_latency[self.model.name].observe(r.queue_ns / 1e9)
             if not r.future.done():  # the client may have gone or its deadline passed: dropped
                 r.future.set_result(out)
 

@@ -54,6 +54,7 @@ from engine.server.kserve import KServeApp, error_response, trace_context
 from engine.server.logs import JsonLogger, open_log_dir
 from engine.server.reload import reload_config
 from engine.server.state import ServerState
+from engine.server import timing
 from engine.server.tls import server_context
 from engine.server.warmpath import warm_request_path
 
@@ -374,9 +375,8 @@ class Server:
 
     async def _answer(self, req, writer) -> bool:
         st = self.state
-        t0 = time.monotonic()
         trace_id, span_id, parent = trace_context(req.header("traceparent"))
-        log: dict = {}
+        log: dict = {"t_first": req.first_at, "t_read": req.read_at}
         if req.refusal is not None:
             resp = req.refusal
         else:
@@ -388,22 +388,26 @@ class Server:
         if st.draining:
             req.keep_alive = False  # decided when the response is written: the drain may have begun meanwhile
         resp.headers.append(("traceparent", f"00-{trace_id}-{span_id}-01"))
+        if resp.status == 200 and (server_timing := timing.server_timing(log)):
+            resp.headers.append(("Server-Timing", server_timing))
         body = b"" if req.method == "HEAD" else resp.body
         data = render_response(resp.status, body, content_type=resp.content_type, headers=resp.headers,
                                keep_alive=req.keep_alive, http_minor=req.http_minor)
         if not await self._send(writer, data, req.client):
             req.keep_alive = False
-        elapsed = time.monotonic() - t0
+        log["t_written"] = written = timing.clock()
+        elapsed = written - req.first_at
         model = st.model_label(log["model"]) if "model" in log else ""
         protocol = "http" if req.path.endswith("/infer") else "http-meta"
         if protocol == "http" or resp.status >= 400:
             st.metrics.count_request(model if protocol == "http" else "", protocol, resp.status, elapsed)
-        if protocol == "http" or resp.status >= 400:
+            spans = timing.phases(log) if resp.status == 200 and model else None
+            if spans is not None:
+                st.metrics.observe_phases(model, protocol, spans)
             st.logger.info("request", trace_id=trace_id, span_id=span_id, parent_id=parent, client=req.client,
                            method=req.method, path=req.path, model=model or None, batch=log.get("batch"),
                            batch_size=log.get("batch_size"), instance=log.get("instance"),
-                           priority=log.get("priority"),
-                           queue_us=log.get("queue_us"), compute_us=log.get("compute_us"), status=resp.status,
+                           priority=log.get("priority"), status=resp.status, **timing.log_fields(spans),
                            latency_us=int(elapsed * 1e6))
         return req.keep_alive
 

@@ -107,8 +107,11 @@ class ServerState:
         except Exception as exc:  # noqa: BLE001 - the model failed; answer, do not crash
             self.logger.error("inference_failed", model=name, error=f"{type(exc).__name__}: {exc}")
             raise ServeError(f"inference failed: {type(exc).__name__}: {exc}", status=500) from None
-        info["queue_us"] = request.queue_ns // 1000
-        info["compute_us"] = request.compute_ns // 1000
+        # The queue and compute phases' stamps (engine.server.timing); the
+        # front end adds its own and observes the five phases.
+        info["t_admitted"], info["t_started"], info["t_done"] = request.arrival, request.started, request.done
+        info["queue_us"] = int((request.started - request.arrival) * 1e6)
+        info["compute_us"] = int((request.done - request.started) * 1e6)
         info["batch_size"] = request.batch_size
         info["instance"] = request.instance
         return model, outputs
