@@ -378,6 +378,54 @@ def test_no_leak_after_1000_register_unregister_cycles(env, regions):
     assert elapsed < 60, f"1000 cycles took {elapsed:.1f} s"
 
 
+# ---- the run writes straight into a request's arrays ---------------------------------
+class _Req:
+    """The fields engine.server.runner reads from a scheduler request."""
+
+    def __init__(self, inputs: dict, batch: int, out: dict | None = None):
+        self.inputs, self.batch, self.out = inputs, batch, out
+
+
+def test_runner_writes_outputs_into_the_requests_arrays(zoo_mlp):
+    import asyncio
+
+    from engine.server.runner import InstanceRunner
+
+    session = zoo_mlp.session()
+
+    class Model:
+        outputs = session.get_outputs()
+
+    rng = np.random.default_rng(4)
+    x, y = zoo_mlp.inputs(rng, 2), zoo_mlp.inputs(rng, 1)
+    want_x, want_y = session.run(None, {"input": x})[0], session.run(None, {"input": y})[0]
+
+    async def main():
+        runner = InstanceRunner(asyncio.get_running_loop())
+        try:
+            # alone: the output is the given array, written by the run
+            dest = np.full((2, 10), np.nan, np.float32)
+            [out], *_ = await runner.run(session, Model, [_Req({"input": x}, 2, {"logits": dest})])
+            assert out["logits"] is dest
+            np.testing.assert_array_equal(dest, want_x)
+            # an array that is not exactly the output (shape, contiguity): the run writes its own
+            for bad in (np.empty((3, 10), np.float32), np.empty((2, 20), np.float32)[:, ::2]):
+                [out], *_ = await runner.run(session, Model, [_Req({"input": x}, 2, {"logits": bad})])
+                assert out["logits"] is not bad
+                np.testing.assert_array_equal(out["logits"], want_x)
+            # in a batch of two requests: split from the batch's output, the arrays untouched
+            d1, d2 = np.zeros((2, 10), np.float32), np.zeros((1, 10), np.float32)
+            outs, *_ = await runner.run(session, Model, [_Req({"input": x}, 2, {"logits": d1}),
+                                                          _Req({"input": y}, 1, {"logits": d2})])
+            np.testing.assert_array_equal(outs[0]["logits"], want_x)
+            np.testing.assert_array_equal(outs[1]["logits"], want_y)
+            assert not d1.any() and not d2.any()
+        finally:
+            runner.close()
+
+    asyncio.run(main())
+
+
 # ---- the registry's checks, without a server --------------------------------------
 @pytest.fixture
 def objects():
