@@ -128,12 +128,18 @@ class Region:
             raise ServeError(f"{what}: shared_memory_offset {offset} + shared_memory_byte_size {byte_size} = "
                              f"{offset + byte_size} is beyond region {self.name!r} of {self.byte_size} bytes")
         if self.closed:
-            raise ServeError(f"{what}: shared memory region {self.name!r} was unregistered while the request ran")
-        size = self.mapping.size()  # the object's size now (fstat), not at registration
+            raise self._unregistered(what)
+        try:
+            size = self.mapping.size()  # the object's size now (fstat), not at registration
+        except ValueError:  # closed by an unregister on the loop while a codec thread decodes
+            raise self._unregistered(what) from None
         if self.offset + self.byte_size > size:
             raise ServeError(f"{what}: the object {self.key!r} of region {self.name!r} shrank to {size} bytes, "
                              f"below the region's end at {self.offset + self.byte_size}; unregister it")
         return self.base + offset
+
+    def _unregistered(self, what: str) -> ServeError:
+        return ServeError(f"{what}: shared memory region {self.name!r} was unregistered while the request ran")
 
     def close(self) -> None:
         self.closed = True
