@@ -46,7 +46,6 @@ import errno
 import mmap
 import os
 import stat
-from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -60,6 +59,7 @@ KEY_MAX = 255               # NAME_MAX: the key less its slash is one file name
 NAME_MAX = 255              # region names: what a client may make us store and echo
 _OPEN_FLAGS = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 _MAX_INT = (1 << 63) - 1    # Triton's offsets and sizes are int64 / uint64
+_LITTLE_ENDIAN = {k: v.newbyteorder("<") for k, v in KSERVE_TO_NUMPY.items()}  # KServe's byte order
 
 
 def check_key(key) -> str:
@@ -82,7 +82,7 @@ def _check_name(name) -> str:
 
 
 def _int(value, what: str, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= _MAX_INT:
+    if type(value) is not int or not minimum <= value <= _MAX_INT:  # type(): bool is no size
         raise ServeError(f"{what} must be an integer >= {minimum}, got {str(value)[:40]}")
     return value
 
@@ -149,14 +149,16 @@ class Region:
             pass  # a running request's views hold it: it unmaps when the last one goes
 
 
-@dataclass(frozen=True)
 class OutputTarget:
     """Where one requested output goes: checked against its region before
     inference runs; `array(shape, dtype)` is the view the run may write."""
-    output: str
-    region: Region
-    offset: int
-    byte_size: int
+
+    __slots__ = ("output", "region", "offset", "byte_size", "start", "view")
+
+    def __init__(self, output: str, region: Region, offset: int, byte_size: int, start: int):
+        self.output, self.region, self.offset, self.byte_size = output, region, offset, byte_size
+        self.start = start    # of the target in the mapping (Region.slice checked it)
+        self.view = None      # the array given to the run, once array() made it
 
     def params(self, nbytes: int) -> dict:
         """The parameters Triton echoes on an output written to a region."""
@@ -174,11 +176,11 @@ class OutputTarget:
         """A writable view of the target for an output of this shape, or
         None where its elements would not be aligned (the run then writes
         its own array and write_output copies)."""
-        start = self.region.slice(self.offset, self.byte_size, f"output {self.output!r}")
-        nbytes = element_count(shape) * dtype.itemsize
-        self.check_fits(nbytes)
-        view = np.frombuffer(self.region.mapping, dtype, element_count(shape), start).reshape(shape)
-        return view if view.flags.aligned else None
+        count = element_count(shape)
+        self.check_fits(count * dtype.itemsize)
+        view = np.frombuffer(self.region.mapping, dtype, count, self.start).reshape(shape)
+        self.view = view if view.flags.aligned else None
+        return self.view
 
 
 def _open_error(name: str, key: str, exc: OSError) -> str:
@@ -242,8 +244,9 @@ class SystemSharedMemory:
             raise ServeError(f"{what}: shared memory region {str(name)[:NAME_MAX]!r} is not registered")
         return region
 
-    def _reference(self, params: dict, what: str, owner: str) -> tuple[Region, int, int] | None:
-        """(region, offset, byte_size) the shared_memory_* parameters name, checked; None without them."""
+    def _reference(self, params: dict, what: str, owner: str) -> tuple[Region, int, int, int] | None:
+        """(region, offset, byte_size, start in the mapping) the shared_memory_*
+        parameters name, checked; None without them."""
         if "shared_memory_region" not in params:
             if "shared_memory_byte_size" in params or "shared_memory_offset" in params:
                 raise ServeError(f"{what}: shared_memory_byte_size/offset given without shared_memory_region")
@@ -253,8 +256,7 @@ class SystemSharedMemory:
             raise ServeError(f"{what}: shared_memory_region needs shared_memory_byte_size")
         byte_size = _int(params["shared_memory_byte_size"], f"{what}: shared_memory_byte_size")
         offset = _int(params.get("shared_memory_offset", 0), f"{what}: shared_memory_offset")
-        region.slice(offset, byte_size, what)
-        return region, offset, byte_size
+        return region, offset, byte_size, region.slice(offset, byte_size, what)
 
     def read_input(self, name: str, params: dict, datatype: str, shape: list[int], *,
                    owner: str = "") -> np.ndarray | None:
@@ -265,13 +267,13 @@ class SystemSharedMemory:
         ref = self._reference(params, what, owner)
         if ref is None:
             return None
-        region, offset, byte_size = ref
-        dtype = KSERVE_TO_NUMPY[datatype].newbyteorder("<")
+        region, offset, byte_size, start = ref
+        dtype = _LITTLE_ENDIAN[datatype]
         need = element_count(shape) * dtype.itemsize
         if byte_size != need:
             raise ServeError(f"{what}: shared_memory_byte_size {byte_size} but shape {list(shape)} of {datatype} "
                              f"needs {need} bytes")
-        view = np.frombuffer(region.mapping, dtype, element_count(shape), region.base + offset).reshape(shape)
+        view = np.frombuffer(region.mapping, dtype, element_count(shape), start).reshape(shape)
         # The kernels read whole elements: an unaligned offset gets a copy.
         return view if view.flags.aligned else view.copy()
 
@@ -279,18 +281,17 @@ class SystemSharedMemory:
         ref = self._reference(params, f"output {name!r}", owner)
         if ref is None:
             return None
-        region, offset, byte_size = ref
-        return OutputTarget(name, region, offset, byte_size)
+        return OutputTarget(name, *ref)
 
     @staticmethod
     def write_output(target: OutputTarget, arr: np.ndarray) -> None:
         """Put one output into its region: nothing to do when the run wrote
         it there (the array is the target's view), else one copy."""
+        if arr is target.view:
+            return
         start = target.region.slice(target.offset, target.byte_size, f"output {target.output!r}")
         target.check_fits(arr.nbytes, " (its shape became known only when it ran)")
-        view = np.frombuffer(target.region.mapping, arr.dtype, arr.size, start).reshape(arr.shape)
-        if view.__array_interface__["data"][0] != arr.__array_interface__["data"][0]:
-            np.copyto(view, arr)
+        np.copyto(np.frombuffer(target.region.mapping, arr.dtype, arr.size, start).reshape(arr.shape), arr)
 
     def close(self) -> None:
         """At shutdown: unregister every region of every owner."""
