@@ -336,10 +336,11 @@ def test_auth_on_the_routes_and_regions_per_principal(env, regions):
     assert client.get_system_shared_memory_status("mine", headers=dict(alice))[0]["byte_size"] == 4096
 
 
-def _fds_maps(pid: int) -> tuple[int, int]:
+def _fds_maps(pid: int) -> tuple[int, int, int]:
+    """(open fds, mappings of /dev/shm objects, all mappings) of a process."""
     with open(f"/proc/{pid}/maps") as f:
-        maps = sum(1 for _ in f)
-    return len(os.listdir(f"/proc/{pid}/fd")), maps
+        maps = f.readlines()
+    return len(os.listdir(f"/proc/{pid}/fd")), sum("/dev/shm/" in m for m in maps), len(maps)
 
 
 def test_no_leak_after_1000_register_unregister_cycles(env, regions):
@@ -372,9 +373,19 @@ def test_no_leak_after_1000_register_unregister_cycles(env, regions):
     t0 = time.monotonic()
     cycles(1000)
     elapsed = time.monotonic() - t0
-    conn.close()
     after = _fds_maps(pid), sorted(e for e in os.listdir("/dev/shm") if e.startswith(PREFIX))
-    assert after == before, f"fds/maps/objects {before} -> {after}"
+    # fds, shared-memory mappings and objects exactly as before; all mappings
+    # within a few, as the allocators' own arenas come and go (a leak of one
+    # mapping per hundred cycles would still show).
+    (fds, shm_maps, maps), objects = before
+    assert (after[0][:2], after[1]) == ((fds, shm_maps), objects), f"{before} -> {after}"
+    assert abs(after[0][2] - maps) <= 4, f"mappings {maps} -> {after[0][2]}"
+    # ... and the counts do see a registered region: one descriptor, one mapping
+    call("/v2/systemsharedmemory/region/cycle/register", register)
+    assert _fds_maps(pid)[:2] == (fds + 1, shm_maps + 1)
+    call("/v2/systemsharedmemory/region/cycle/unregister")
+    assert _fds_maps(pid)[:2] == (fds, shm_maps)
+    conn.close()
     assert elapsed < 60, f"1000 cycles took {elapsed:.1f} s"
 
 
