@@ -25,8 +25,8 @@ import asyncio
 import re
 import secrets
 import time
-from urllib.parse import unquote
 from dataclasses import dataclass, field
+from urllib.parse import unquote
 
 import numpy as np
 

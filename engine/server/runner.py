@@ -76,8 +76,7 @@ class InstanceRunner:
         feeds = join_feeds(batch)
         # A request alone writes straight into the arrays it brought (shared
         # memory); a batch's outputs are split and copied by the server.
-        out = batch[0].out if len(batch) == 1 else None
-        bound = session.bind(feeds, out=out) if out else session.bind(feeds)
+        bound = session.bind(feeds, out=batch[0].out if len(batch) == 1 else None)
         future = self._loop.create_future()
         t1 = time.perf_counter_ns()
         try:
