@@ -73,8 +73,10 @@ def env(module_serve_factory, zoo_mlp, tmp_path_factory):
     alice = {"Authorization": f"Bearer {token(secret, 'alice')}"}
     bob = {"Authorization": f"Bearer {token(secret, 'bob')}"}
     reader = {"Authorization": f"Bearer {token(secret, 'carol', 'read')}"}
-    return {"server": server, "client": httpclient.InferenceServerClient(url=server.url), "alice": alice,
-            "bob": bob, "reader": reader, "session": zoo_mlp.session(), "dtypes": str(d / "dtypes.aie")}
+    client = httpclient.InferenceServerClient(url=server.url)
+    yield {"server": server, "client": client, "alice": alice, "bob": bob, "reader": reader,
+           "session": zoo_mlp.session(), "dtypes": str(d / "dtypes.aie")}
+    client.close()  # its sockets, now rather than when a later module's test collects garbage
 
 
 @pytest.fixture
