@@ -38,7 +38,7 @@ from engine.server.config import NAME_PATTERN
 from engine.server.http import Request, parse_length
 from engine.server.models import KSERVE_TO_NUMPY, NUMPY_TO_KSERVE, LoadedModel, element_count
 from engine.server.errors import ServeError
-from engine.server.shm import OutputTarget, SystemSharedMemory
+from engine.server.shm import OutputTarget, SystemSharedMemory, output_views
 from engine.server.state import ServerState, arena_stats, rss_bytes
 from engine.wire import MAX_DIMS
 
@@ -268,28 +268,6 @@ def _param_int(params: dict, key: str) -> int | None:
     return value
 
 
-def _region_outputs(model: LoadedModel, inputs: dict[str, np.ndarray],
-                    targets: dict[str, OutputTarget]) -> dict[str, np.ndarray]:
-    """Check, before the request is queued, that each output fits its
-    region, and give the views the run may write it into. An output's
-    shape is known in advance when its dimensions are static but for a
-    first dimension that follows the inputs' (LoadedModel.follows_batch);
-    the others are checked by write_output once they ran."""
-    first = next(iter(inputs.values()), None)
-    out = {}
-    for name, target in targets.items():
-        spec = model.output(name)
-        shape = list(spec.shape)
-        if model.follows_batch and first is not None and first.ndim:
-            shape[0] = first.shape[0]
-        if -1 in shape:
-            continue
-        view = target.array(shape, spec.dtype)
-        if view is not None:
-            out[name] = view
-    return out
-
-
 # ---- routes ------------------------------------------------------------------
 class KServeApp:
     def __init__(self, state: ServerState):
@@ -408,7 +386,7 @@ class KServeApp:
         else:
             inputs, requested, params, rid = decode_infer(*args)
         targets = {n: t for n, t in requested.items() if isinstance(t, OutputTarget)}
-        out = _region_outputs(model, inputs, targets) if targets else None
+        out = output_views(model, inputs, targets) if targets else None
         model, outputs = await st.infer(name, version, inputs, priority=_param_int(params, "priority"),
                                         timeout_us=_param_int(params, "timeout"), principal=principal, info=log,
                                         out=out)

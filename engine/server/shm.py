@@ -52,7 +52,7 @@ import numpy as np
 
 from engine.server.config import LimitsConfig
 from engine.server.errors import ServeError
-from engine.server.models import KSERVE_TO_NUMPY, element_count
+from engine.server.models import KSERVE_TO_NUMPY, LoadedModel, element_count
 
 SHM_DIR = "/dev/shm"        # where glibc's shm_open puts "/key" objects
 KEY_MAX = 255               # NAME_MAX: the key less its slash is one file name
@@ -181,6 +181,29 @@ class OutputTarget:
         view = np.frombuffer(self.region.mapping, dtype, count, self.start).reshape(shape)
         self.view = view if view.flags.aligned else None
         return self.view
+
+
+def output_views(model: LoadedModel, inputs: dict[str, np.ndarray],
+                 targets: dict[str, OutputTarget]) -> dict[str, np.ndarray]:
+    """Check, before the request is queued, that each output fits its
+    region, and give the views the run may write it into (state.infer's
+    `out`, for every protocol). An output's shape is known in advance when
+    its dimensions are static but for a first dimension that follows the
+    inputs' (LoadedModel.follows_batch); the others are checked by
+    write_output once they ran."""
+    first = next(iter(inputs.values()), None)
+    out = {}
+    for name, target in targets.items():
+        spec = model.output(name)
+        shape = list(spec.shape)
+        if model.follows_batch and first is not None and first.ndim:
+            shape[0] = first.shape[0]
+        if -1 in shape:
+            continue
+        view = target.array(shape, spec.dtype)
+        if view is not None:
+            out[name] = view
+    return out
 
 
 def _open_error(name: str, key: str, exc: OSError) -> str:
