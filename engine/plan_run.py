@@ -117,11 +117,20 @@ class ExecPlan:
             addresses.append(self._free.pop())
         return addresses
 
-    def bind(self, weights_ptr: int, inputs: list[np.ndarray]) -> "BoundRun":
+    def bind(self, weights_ptr: int, inputs: list[np.ndarray],
+             into: dict[int, np.ndarray] | None = None) -> "BoundRun":
         """Everything one run needs, with an arena taken from the pool: for
         run() below and for callers that run plans on their own thread
-        (engine.server.runner). release() gives the arena back."""
+        (engine.server.runner). release() gives the arena back. `into`
+        {output index: array}: outputs written there where the array is
+        exactly the output (shape, dtype, C-contiguous, writable)."""
         outs = self.new_outputs()
+        for k, o in (into or {}).items():
+            shape, dtype, const = self.outputs[k]
+            if (o.shape == tuple(shape) and o.dtype == dtype and o.flags.c_contiguous and o.flags.writeable):
+                if const is not None:
+                    np.copyto(o, const)
+                outs[k] = o
         in_ptrs = (ctypes.c_void_p * max(len(inputs), 1))(*[address_of(a) for a in inputs])
         out_ptrs = self._out_type(*[address_of(o) for o in outs])
         blobs = self.blobs_for(weights_ptr)

@@ -286,12 +286,19 @@ class InferenceSession:
         outputs are written into the bound arrays."""
         binding._run()
 
-    def bind(self, input_feed: dict):
+    def bind(self, input_feed: dict, out: dict | None = None):
         """Validate the feeds and bind a run of all outputs without running it
         (engine.plan.BoundRun): for servers that run plans on their own C
-        thread (engine.runtime.ExecThread). Raises what run() raises for bad feeds."""
+        thread (engine.runtime.ExecThread). Raises what run() raises for bad feeds.
+        `out` ({output name: array}) are where outputs go when the plan is
+        one segment and an array is exactly the output (shape, dtype,
+        C-contiguous, writable); the others get new arrays: see BoundRun.outs."""
         arrays = self._check_feeds(input_feed)
-        return self._plan(arrays).bind(self._weights_ptr, arrays)
+        plan = self._plan(arrays)
+        if out and isinstance(plan, ExecPlan):
+            into = {k: out[n] for k, n in enumerate(self._output_names) if n in out}
+            return plan.bind(self._weights_ptr, arrays, into)
+        return plan.bind(self._weights_ptr, arrays)
 
     def profile(self, input_feed: dict, repeats: int = 5) -> list[dict]:
         """Per-step times of the plan for these feeds (ExecPlan.profile): a

@@ -123,6 +123,8 @@ class LimitsConfig:
     max_connections: int = _default("limits", "max_connections")
     max_connections_per_client: int = _default("limits", "max_connections_per_client")
     max_json_elements: int = _default("limits", "max_json_elements")
+    max_shm_regions: int = _default("limits", "max_shm_regions")
+    max_shm_bytes: int = _default("limits", "max_shm_bytes")
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,13 @@ each binary input carries `parameters.binary_data_size`, outputs are returned
 binary when asked per output (`binary_data`) or per request
 (`binary_data_output`)). Errors are {"error": "..."} with the status code.
 
+System shared memory (engine.server.shm): the /v2/systemsharedmemory
+routes register, unregister and report regions; an input whose parameters
+name a region is read from it (a view: no copy), a requested output that
+names one is checked against it before the request is queued and written
+into it (by the run itself where the batch is this request alone), and is
+answered without data, its shared-memory parameters echoed.
+
 Status codes: 400 bad input, 401/403 auth, 404 unknown model/route,
 429 queue full or rate limited (Retry-After), 503 draining or unloading,
 504 deadline passed before the request ran, 500 the model failed.
@@ -19,6 +26,7 @@ import re
 import secrets
 import time
 from dataclasses import dataclass, field
+from urllib.parse import unquote
 
 import numpy as np
 
@@ -30,6 +38,7 @@ from engine.server.config import NAME_PATTERN
 from engine.server.http import Request, parse_length
 from engine.server.models import KSERVE_TO_NUMPY, NUMPY_TO_KSERVE, LoadedModel, element_count
 from engine.server.errors import ServeError
+from engine.server.shm import OutputTarget, SystemSharedMemory, output_views
 from engine.server.state import ServerState, arena_stats, rss_bytes
 from engine.server.timing import clock
 from engine.wire import MAX_DIMS
@@ -37,10 +46,12 @@ from engine.wire import MAX_DIMS
 OFFLOAD_BYTES = 64 << 10     # bodies larger than this are (de)coded on the codec pool
 _MAX_INT = (1 << 63) - 1     # parameters and dims: what the scheduler and numpy take as int64
 EXTENSIONS = ["binary_tensor_data", "statistics", "model_configuration", "schedule_policy"]
+SHM_EXTENSION = "system_shared_memory"   # listed while limits.max_shm_regions > 0
 # Names as the config allows them: routing is on the raw path, so a
 # percent-encoded name ("mlp%2Finfer") matches no route instead of another one.
 _MODEL_ROUTE = re.compile(f"^/v2/models/({NAME_PATTERN})(?:/versions/({NAME_PATTERN}))?"
                           r"(/ready|/infer|/stats|/config)?$")
+_SHM_ROUTE = re.compile(r"^/v2/systemsharedmemory(?:/region/([^/]+))?/(status|register|unregister)$")
 _TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
 
 
@@ -126,8 +137,12 @@ def _reshape(arr: np.ndarray, name: str, shape) -> np.ndarray:
         raise ServeError(f"input {name!r}: shape {str(shape)[:100]}: {exc}") from None
 
 
-def decode_infer(body: bytes, header_length: str | None, model: LoadedModel, max_json_elements: int):
-    """Body -> (inputs, requested outputs {name: binary?}, request parameters, id)."""
+def decode_infer(body: bytes, header_length: str | None, model: LoadedModel, max_json_elements: int,
+                 shm: SystemSharedMemory | None = None, owner: str = ""):
+    """Body -> (inputs, requested outputs, request parameters, id). A
+    requested output maps to True (binary), False (JSON data) or, with
+    `shm` (the server's regions, `owner`'s namespace), the OutputTarget
+    of a region it goes to."""
     if header_length is not None:
         split = parse_length(header_length)
         if split is None or split > len(body):
@@ -172,7 +187,12 @@ def decode_infer(body: bytes, header_length: str | None, model: LoadedModel, max
             raise ServeError(f"input {name!r}: shape has {len(shape)} dims, at most {MAX_DIMS} are supported")
         iparams = item.get("parameters") or {}
         size = iparams.get("binary_data_size") if isinstance(iparams, dict) else None
-        if size is not None:
+        if shm is not None and isinstance(iparams, dict) and (
+                arr := shm.read_input(name, iparams, datatype, shape, owner=owner)) is not None:
+            if size is not None or "data" in item:
+                raise ServeError(f"input {name!r}: shared_memory_region given with data or binary_data_size")
+            inputs[name] = arr
+        elif size is not None:
             dtype = KSERVE_TO_NUMPY[datatype]
             need = element_count(shape) * dtype.itemsize
             if not isinstance(size, int) or size != need:
@@ -204,14 +224,15 @@ def decode_infer(body: bytes, header_length: str | None, model: LoadedModel, max
             oparams = item.get("parameters") or {}
             if not isinstance(oparams, dict):
                 raise ServeError(f"outputs[{i}].parameters must be an object")
-            requested[name] = bool(oparams.get("binary_data", default_binary))
+            target = shm.output_target(name, oparams, owner=owner) if shm is not None else None
+            requested[name] = target or bool(oparams.get("binary_data", default_binary))
     else:
         requested = {t.name: default_binary for t in model.outputs}
     rid = doc.get("id")
     return inputs, requested, params, rid if isinstance(rid, str) else None
 
 
-def encode_infer(model: LoadedModel, outputs: dict[str, np.ndarray], requested: dict[str, bool],
+def encode_infer(model: LoadedModel, outputs: dict[str, np.ndarray], requested: dict[str, bool | OutputTarget],
                  request_id: str | None) -> Response:
     doc = {"model_name": model.name, "model_version": model.version}
     if request_id is not None:
@@ -220,7 +241,9 @@ def encode_infer(model: LoadedModel, outputs: dict[str, np.ndarray], requested: 
     for name, binary in requested.items():
         arr = np.ascontiguousarray(outputs[name])
         entry = {"name": name, "datatype": NUMPY_TO_KSERVE[arr.dtype], "shape": list(arr.shape)}
-        if binary:
+        if isinstance(binary, OutputTarget):  # written into its region by the caller
+            entry["parameters"] = binary.params(arr.nbytes)
+        elif binary:
             raw = arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
             entry["parameters"] = {"binary_data_size": len(raw)}
             chunks.append(raw)
@@ -277,7 +300,7 @@ class KServeApp:
             return self._only(method, "GET") or Response(200 if st.registry.ready() and not st.draining else 503)
         if path == "/v2":
             return self._only(method, "GET") or _json({"name": "ai-engine", "version": __version__,
-                                                        "extensions": EXTENSIONS})
+                                                        "extensions": EXTENSIONS + [SHM_EXTENSION] * st.shm.enabled})
         if path == "/health":
             return self._only(method, "GET") or _json(self.health())
         if path == "/metrics":
@@ -286,6 +309,8 @@ class KServeApp:
                                        arena=arena_stats(), uptime_s=time.time() - st.started,
                                        schedulers=st.scheduler_snapshots()).encode(),
                 "text/plain; version=0.0.4; charset=utf-8")
+        if (m := _SHM_ROUTE.match(path)) is not None:
+            return self._shared_memory(req, m, principal)
         if path == "/v2/models/stats":
             return self._only(method, "GET") or _json({"model_stats": [
                 st.metrics.stats[n].as_json(n, e.model.version) for n, e in sorted(st.registry.entries.items())
@@ -324,19 +349,50 @@ class KServeApp:
             return None
         return error_response(405, f"method {method} not allowed here; use {allowed}", [("Allow", allowed)])
 
+    def _shared_memory(self, req: Request, m: re.Match, principal) -> Response:
+        """Triton's /v2/systemsharedmemory[/region/<name>]/{status,register,unregister}."""
+        name, action = (unquote(m.group(1)) if m.group(1) else None), m.group(2)
+        shm = self.state.shm
+        # A region maps server memory for inferences: only a client that may infer has a use for one.
+        if not any(s == "infer" or s.startswith("infer:") for s in principal.scopes):
+            raise ServeError("token lacks an 'infer' scope, which shared memory regions need", status=403)
+        if action == "status":
+            return self._only(req.method, "GET") or _json(shm.status(name, owner=principal.subject))
+        if (bad := self._only(req.method, "POST")) is not None:
+            return bad
+        if action == "unregister":
+            shm.unregister(name, owner=principal.subject)
+            return Response(200)
+        if name is None:
+            raise ServeError("register needs a region: POST /v2/systemsharedmemory/region/<name>/register",
+                             status=404)
+        try:
+            doc = jsoncodec.loads(req.body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ServeError(f"register request JSON is malformed: {exc}") from None
+        if not isinstance(doc, dict) or "key" not in doc or "byte_size" not in doc:
+            raise ServeError('register needs a JSON object {"key": "/name", "offset": 0, "byte_size": N}')
+        shm.register(name, doc["key"], doc.get("offset", 0), doc["byte_size"], owner=principal.subject)
+        return Response(200)
+
     async def _infer(self, req: Request, name: str, version: str | None, principal, log: dict) -> Response:
         st = self.state
         model = st.model(name, version)
         loop = asyncio.get_running_loop()
         header_length = req.header("inference-header-content-length")
         max_elements = st.config.limits.max_json_elements
+        args = (req.body, header_length, model, max_elements, st.shm, principal.subject)
         if len(req.body) > OFFLOAD_BYTES:
-            inputs, requested, params, rid = await loop.run_in_executor(
-                st.codec_pool, decode_infer, req.body, header_length, model, max_elements)
+            inputs, requested, params, rid = await loop.run_in_executor(st.codec_pool, decode_infer, *args)
         else:
-            inputs, requested, params, rid = decode_infer(req.body, header_length, model, max_elements)
+            inputs, requested, params, rid = decode_infer(*args)
+        targets = {n: t for n, t in requested.items() if isinstance(t, OutputTarget)}
+        out = output_views(model, inputs, targets) if targets else None
         model, outputs = await st.infer(name, version, inputs, priority=_param_int(params, "priority"),
-                                        timeout_us=_param_int(params, "timeout"), principal=principal, info=log)
+                                        timeout_us=_param_int(params, "timeout"), principal=principal, info=log,
+                                        out=out)
+        for n, target in targets.items():
+            st.shm.write_output(target, outputs[n])
         total = sum(a.nbytes for a in outputs.values())
         if total > OFFLOAD_BYTES and not all(requested.values()):
             resp = await loop.run_in_executor(st.codec_pool, encode_infer, model, outputs, requested, rid)

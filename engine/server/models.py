@@ -196,14 +196,14 @@ class LoadedModel:
         self.precision = getattr(first, "precision", "fp32")
         self.kernel_paths = dict(getattr(first, "kernel_paths", {}))
         # Batching joins requests along dimension 0, so every input and
-        # output must have a dynamic first dimension.
-        self.batchable = config.max_batch_size > 1 and all(
-            t.shape and t.shape[0] == -1 for t in self.inputs + self.outputs)
+        # output must have a dynamic first dimension ...
+        self.follows_batch = all(t.shape and t.shape[0] == -1 for t in self.inputs + self.outputs)
         # ... and the same one: an output whose first dimension is another
         # symbol (a detector's detections [K, 4], K known at run time) does
         # not follow the batch.
         firsts = {a.shape[0] for a in first.get_inputs() + first.get_outputs() if a.shape and isinstance(a.shape[0], str)}
-        self.batchable = self.batchable and len(firsts) <= 1
+        self.follows_batch = self.follows_batch and len(firsts) <= 1
+        self.batchable = config.max_batch_size > 1 and self.follows_batch
         self.max_batch = config.max_batch_size if self.batchable else 1
         self.warm_compute: list[tuple[int, float]] = []   # (batch items, seconds) measured by warm-up
         self.warm = self._warm_plans()

@@ -74,7 +74,9 @@ class InstanceRunner:
             return await self._loop.run_in_executor(self._thread, _run_on_thread, session, model, batch)
         t0 = time.perf_counter_ns()
         feeds = join_feeds(batch)
-        bound = session.bind(feeds)
+        # A request alone writes straight into the arrays it brought (shared
+        # memory); a batch's outputs are split and copied by the server.
+        bound = session.bind(feeds, out=batch[0].out if len(batch) == 1 else None)
         future = self._loop.create_future()
         t1 = time.perf_counter_ns()
         try:

@@ -63,11 +63,12 @@ def _closed_error(message: str) -> ServeError:
 
 class InferenceRequest:
     __slots__ = ("inputs", "batch", "key", "priority", "deadline", "arrival", "future", "timer", "state",
-                 "seq", "large", "queue_ns", "batch_size", "instance", "started", "done")
+                 "seq", "large", "queue_ns", "batch_size", "instance", "started", "done", "out")
 
     def __init__(self, inputs: dict[str, np.ndarray], batch: int, priority: int, deadline: float | None,
-                 future: asyncio.Future, arrival: float):
+                 future: asyncio.Future, arrival: float, out: dict[str, np.ndarray] | None = None):
         self.inputs = inputs
+        self.out = out                    # {output: array} a run of this request alone writes into
         self.batch = batch
         # Requests join a batch only when every non-batch dimension and dtype agree.
         self.key = tuple((n, a.dtype.str, a.shape[1:]) for n, a in sorted(inputs.items()))
@@ -142,8 +143,10 @@ class ModelScheduler:
             t = min(t, cap) if t else cap
         return t
 
-    def submit(self, inputs: dict[str, np.ndarray], batch: int, priority: int, timeout_us: int) -> InferenceRequest:
-        """Queue a validated request; its `future` resolves to {name: array}."""
+    def submit(self, inputs: dict[str, np.ndarray], batch: int, priority: int, timeout_us: int,
+               out: dict[str, np.ndarray] | None = None) -> InferenceRequest:
+        """Queue a validated request; its `future` resolves to {name: array}
+        (the arrays of `out` where it ran alone and they fit)."""
         if self.closing:
             raise _closed_error(f"model {self.model.name!r} is being unloaded")
         if self.queued >= self.config.max_queue_size:
@@ -153,7 +156,7 @@ class ModelScheduler:
         loop = asyncio.get_running_loop()
         now = clock()
         deadline = now + timeout_us / 1e6 if timeout_us else None
-        req = InferenceRequest(inputs, batch, priority, deadline, loop.create_future(), now)
+        req = InferenceRequest(inputs, batch, priority, deadline, loop.create_future(), now, out)
         if self.policy.hopeless(req, now):
             req.state = DONE
             self._refuse(req, now)

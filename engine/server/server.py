@@ -181,6 +181,7 @@ class Server:
         for conn in list(self.connections):
             conn.close_idle()
         await st.registry.close_all()
+        st.shm.close()
         st.codec_pool.shutdown(wait=False, cancel_futures=True)
         self.logger.info("stopped", drained=drained and not st.in_flight, unanswered=st.in_flight,
                          accepted_at_close=len(handover),

@@ -18,6 +18,7 @@ from engine.server.logs import JsonLogger
 from engine.server.metrics import ARENA_BYTES, Metrics
 from engine.server.models import LoadedModel
 from engine.server.registry import ModelRegistry
+from engine.server.shm import SystemSharedMemory
 
 
 UNKNOWN_MODEL = "_unknown"   # the one label every unconfigured model name shares
@@ -37,6 +38,7 @@ class ServerState:
         self.in_flight = 0                    # requests accepted and not yet answered
         self.buffered = ByteBudget()          # request bytes held, against limits.max_buffered_bytes
         self.connection_caps = ConnectionCaps(logger)
+        self.shm = SystemSharedMemory(lambda: self.config.limits)  # closed by the server's shutdown
         # JSON (de)coding of large tensors takes milliseconds: done here, off the loop.
         self.codec_pool = ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1)),
                                              thread_name_prefix="codec")
@@ -83,9 +85,11 @@ class ServerState:
 
     # ---- inference --------------------------------------------------------
     async def infer(self, name: str, version: str | None, inputs: dict[str, np.ndarray], *,
-                    priority: int | None, timeout_us: int | None, principal: Principal, info: dict):
+                    priority: int | None, timeout_us: int | None, principal: Principal, info: dict,
+                    out: dict[str, np.ndarray] | None = None):
         """Validate, queue and await one request; {output name: array}.
-        `info` receives batch/queue/compute figures for the request log."""
+        `info` receives batch/queue/compute figures for the request log;
+        `out` are arrays the run may write outputs into (shared memory)."""
         model = self.model(name, version)
         if not principal.may_infer(name):
             raise ServeError(f"token lacks scope 'infer:{name}' (or 'infer')", status=403)
@@ -95,7 +99,7 @@ class ServerState:
             batch = model.validate(inputs)
             prio = scheduler.resolve_priority(priority, principal.priority)
             timeout = scheduler.resolve_timeout_us(timeout_us)
-            request = scheduler.submit(inputs, batch, prio, timeout)
+            request = scheduler.submit(inputs, batch, prio, timeout, out=out)
         except ValueError as exc:  # a priority or timeout out of range
             raise ServeError(str(exc)) from None
         info["batch"] = batch

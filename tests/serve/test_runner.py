@@ -17,10 +17,10 @@ from engine.server.runner import InstanceRunner
 
 
 class _Req:
-    """The two fields the runner reads from a scheduler request."""
+    """The fields the runner reads from a scheduler request."""
 
-    def __init__(self, inputs: dict, batch: int):
-        self.inputs, self.batch = inputs, batch
+    def __init__(self, inputs: dict, batch: int, out: dict | None = None):
+        self.inputs, self.batch, self.out = inputs, batch, out
 
 
 class _Model:
