@@ -198,7 +198,7 @@ def simulate(window, times: list[float], limits: list[float], compute, *, edf: b
     noise = random.Random(seed)
     reqs = [_SimRequest(t, lim) for t, lim in zip(times, limits)]
     queued: list[_SimRequest] = []
-    running, ends, i, wait_until = [], None, 0, None
+    running, ends, i, wait_until, batches = [], None, 0, None, 0
     while i < len(reqs) or queued or running:
         t = now[0]
         for r in [r for r in queued if r.state != QUEUED or r.deadline <= t]:
@@ -221,6 +221,7 @@ def simulate(window, times: list[float], limits: list[float], compute, *, edf: b
                 r.answered = t
             if d.batch:
                 running, start = d.batch, t
+                batches += 1
                 ends = t + compute(sum(r.batch for r in d.batch)) * run_noise(noise_kind, noise)
                 continue
             if d.hopeless:
@@ -231,46 +232,57 @@ def simulate(window, times: list[float], limits: list[float], compute, *, edf: b
         if not events:
             break
         now[0] = max(t, min(events))
-    met = [r.answered is not None and r.answered < r.deadline for r in reqs]
-    lat = np.array([(r.answered if r.answered is not None else r.deadline) - r.arrival for r in reqs]) * 1e3
-    tight = [m for m, lim in zip(met, limits) if lim < (TIGHT_X + LOOSE_X) / 2 * min(limits) / TIGHT_X]
-    return {"met": sum(met) / len(met), "tight_met": sum(tight) / len(tight) if tight else float("nan"),
-            "p50_ms": float(np.percentile(lat, 50)), "p99_ms": float(np.percentile(lat, 99))}
+    raw = [(200, r.answered - r.arrival) if r.answered is not None and r.answered < r.deadline
+           else (504, r.deadline - r.arrival) for r in reqs]
+    one = {"raw": raw, "limits": list(limits), "batches": batches}
+    return summarize([one]) | one
 
 
-def auto_ratio_line(pattern: str, p99: dict[str, float]) -> str:
-    """The issue's Must, read off per pattern: auto's p99 over the best fixed window's."""
-    best = min((k for k in WINDOWS if k != "auto"), key=lambda k: p99[k])
-    return f"{pattern}: auto p99 / best fixed ({best}) p99 = {p99['auto'] / p99[best]:.2f}"
+CELLS = [(k, v, True) for k, v in WINDOWS.items()] + [("fifo-auto", "auto", False)]  # (label, window, edf)
+
+
+def report_pattern(pattern: str, service_ms: float, reps: dict[str, list[dict]], batches: dict[str, float]) -> dict:
+    """Print a pattern's cells (one row per window, over its repeats) and return its summary."""
+    for label, rs in reps.items():
+        pooled = summarize(rs)
+        print(f"| {pattern} | {service_ms:.2f} | {label} | {pooled['met']:.3f} | {pooled['tight_met']:.3f} | "
+              f"{pooled['p50_ms']:.1f} | {_spread([r['p99_ms'] for r in rs], '.1f')} | {pooled['p99_ms']:.1f} | "
+              f"{batches[label]:.2f} |", flush=True)
+    return pattern_summary(pattern, reps, batches)
+
+
+CELL_HEADER = ("| pattern | service ms | window | met | tight met | p50 ms | p99 ms: median of repeats [range] "
+               "| p99 ms pooled | mean batch |\n|---|---|---|---|---|---|---|---|---|")
 
 
 def simulated_table(args) -> None:
-    """The windows compared on the policy alone (no server, no host noise)."""
+    """The windows compared on the policy alone (no server, no host noise
+    beyond --sim-noise), with the live mode's repeats and summary."""
     fixed, per_item = args.sim_fixed_ms / 1e3, args.sim_per_item_ms / 1e3
 
     def compute(b):
         return fixed + per_item * b
     rate = args.load / compute(1)
+    per_rep = args.sim_requests // args.repeats
     print(f"# simulated: c(b) = {args.sim_fixed_ms} ms + {args.sim_per_item_ms} ms x b, rate {rate:.0f}/s "
-          f"(load {args.load:.0%} of batch-1 capacity), {args.sim_requests} requests per cell, "
+          f"(load {args.load:.0%} of batch-1 capacity), {per_rep * args.repeats} requests per cell in "
+          f"{args.repeats} repeats (each its own arrivals and noise, the same for every window), "
           f"noise {args.sim_noise}\n")
-    print("| pattern | window | met | tight met | p50 ms | p99 ms |")
-    print("|---|---|---|---|---|---|")
-    ratios = []
+    print(CELL_HEADER)
+    rows = []
     for pattern in args.patterns.split(","):
-        rng = random.Random(f"{args.seed}-{pattern}")
-        times = arrivals(pattern, rate, args.sim_requests, rng)
-        limits = deadlines(args.sim_requests, compute(1), rng)
-        cells = [(k, v, True) for k, v in WINDOWS.items()] + [("fifo-auto", "auto", False)]
-        p99 = {}
-        for label, value, edf in cells:
-            r = simulate(None if value == "auto" else value, times, limits, compute, edf=edf,
-                         max_batch=args.max_batch, noise_kind=args.sim_noise)
-            p99[label] = r["p99_ms"]
-            print(f"| {pattern} | {label} | {r['met']:.3f} | {r['tight_met']:.3f} | {r['p50_ms']:.2f} | "
-                  f"{r['p99_ms']:.2f} |", flush=True)
-        ratios.append(auto_ratio_line(pattern, p99))
-    print("\n" + "\n".join(ratios))
+        reps: dict[str, list] = {label: [] for label, _, _ in CELLS}
+        for k in range(args.repeats):
+            rng = random.Random(f"{args.seed}-{pattern}-{k}")
+            times = arrivals(pattern, rate, per_rep, rng)
+            limits = deadlines(per_rep, compute(1), rng)
+            for label, value, edf in CELLS:
+                reps[label].append(simulate(None if value == "auto" else value, times, limits, compute, edf=edf,
+                                            max_batch=args.max_batch, noise_kind=args.sim_noise,
+                                            seed=args.seed * 1000 + k))
+        batches = {label: len(rs) * per_rep / sum(r["batches"] for r in rs) for label, rs in reps.items()}
+        rows.append(report_pattern(pattern, compute(1) * 1e3, reps, batches))
+    print_summary(rows, args.repeats)
 
 
 # ---- server --------------------------------------------------------------------------
@@ -418,17 +430,18 @@ def main(argv=None) -> int:
     ap.add_argument("--patterns", default="steady,bursty,sine")
     ap.add_argument("--seed", type=int, default=17)
     ap.add_argument("--simulate", action="store_true", help="only the policy on a fake clock (no server)")
-    ap.add_argument("--sim-requests", type=int, default=5000)
+    ap.add_argument("--sim-requests", type=int, default=15000, help="simulated requests per cell, all repeats")
     ap.add_argument("--sim-fixed-ms", type=float, default=2.0, help="simulated compute: fixed cost per batch")
     ap.add_argument("--sim-per-item-ms", type=float, default=0.25, help="simulated compute: cost per item")
     ap.add_argument("--sim-noise", default="mild", choices=("mild", "heavy"),
                     help="simulated run-to-run noise: mild +-10%%, heavy = heavy tail and 5x outliers")
     args = ap.parse_args(argv)
+    total = args.sim_requests if args.simulate else args.requests
+    if args.repeats < 1 or total < args.repeats:
+        ap.error(f"requests per cell ({total}) must be at least --repeats ({args.repeats}), which must be >= 1")
     if args.simulate:
         simulated_table(args)
         return 0
-    if args.repeats < 1 or args.requests < args.repeats:
-        ap.error(f"--requests ({args.requests}) must be at least --repeats ({args.repeats}), which must be >= 1")
     with tempfile.TemporaryDirectory(prefix="bench-deadlines-") as d:
         tmp = Path(d)
         weight_bound_mlp(tmp / "mlp.npz", args.compute_ms)
@@ -447,9 +460,7 @@ def main(argv=None) -> int:
             print(f"# bench_deadlines: {_commit()}, model sized for {args.compute_ms} ms of compute alone, "
                   f"load {args.load:.0%} of batch-1 capacity, {per_rep * args.repeats} requests per cell in "
                   f"{args.repeats} interleaved repeats, load average {os.getloadavg()[0]:.1f} at the start\n")
-            print("| pattern | service ms | window | met | tight met | p50 ms | p99 ms: median of repeats [range] "
-                  "| p99 ms pooled | mean batch |")
-            print("|---|---|---|---|---|---|---|---|---|")
+            print(CELL_HEADER)
             rows = []
             for pattern in args.patterns.split(","):
                 # Load and deadlines scale with what the server achieves now (a
@@ -470,16 +481,10 @@ def main(argv=None) -> int:
                         after = model_counts(http, m["name"])
                         counts[m["name"]][0] += after[0] - before[0]
                         counts[m["name"]][1] += after[1] - before[1]
-                labelled, batches = {}, {}
-                for m in models:
-                    label = m["name"][1:] if m["name"].startswith("w") else m["name"]
-                    rs = labelled[label] = reps[m["name"]]
-                    batches[label] = counts[m["name"]][0] / max(1, counts[m["name"]][1])
-                    pooled = summarize(rs)
-                    print(f"| {pattern} | {compute_s * 1e3:.2f} | {label} | {pooled['met']:.3f} | "
-                          f"{pooled['tight_met']:.3f} | {pooled['p50_ms']:.1f} | {_spread([r['p99_ms'] for r in rs], '.1f')} "
-                          f"| {pooled['p99_ms']:.1f} | {batches[label]:.2f} |", flush=True)
-                rows.append(pattern_summary(pattern, labelled, batches))
+                labelled = {label: reps[m["name"]] for (label, _, _), m in zip(CELLS, models)}
+                batches = {label: counts[m["name"]][0] / max(1, counts[m["name"]][1])
+                           for (label, _, _), m in zip(CELLS, models)}
+                rows.append(report_pattern(pattern, compute_s * 1e3, labelled, batches))
             print_summary(rows, args.repeats)
             sched = health(http)["models"]["wauto"]["scheduler"]
             print(f"\nauto: median compute us by batch size {sched['compute_us_by_batch']}, fit "
