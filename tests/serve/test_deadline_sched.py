@@ -169,7 +169,7 @@ def test_the_benchmark_summary_says_met_missed_or_not_decided_with_its_noise():
     """bench_deadlines' verdict per pattern: the Must (auto within 10% of the
     best fixed window's p99) is 'met' only when the pooled ratio's interval
     lies below 1.10, 'missed' when above, else 'not decided'; EDF - FIFO is
-    paired per repeat; the best fixed window is the lowest median p99."""
+    paired per repeat; the best fixed window is the lowest p99 over its repeats pooled."""
     rng = np.random.default_rng(3)
     cells = {k: _repeats(rng, 10.0, 0.9) for k in WINDOWS if k != "auto"}
     cells["2ms"] = _repeats(rng, 8.0, 0.9)
