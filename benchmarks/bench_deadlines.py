@@ -397,9 +397,10 @@ def pattern_summary(pattern: str, reps: dict[str, list[dict]], batches: dict[str
 
 def verdict(s: dict) -> str:
     lo, hi = s["ci"]
-    if hi <= MUST_RATIO and sum(r <= MUST_RATIO for r in s["paired"]) > len(s["paired"]) / 2:
+    half = len(s["paired"]) / 2
+    if hi <= MUST_RATIO and sum(r <= MUST_RATIO for r in s["paired"]) > half:
         return "met"
-    if lo > MUST_RATIO:
+    if lo > MUST_RATIO and sum(r > MUST_RATIO for r in s["paired"]) > half:
         return "missed"
     return "not decided"
 
@@ -417,7 +418,7 @@ def print_summary(rows: list[dict], repeats: int) -> None:
               f"| {_spread(s['edf_gain'], '+.3f')} | {_spread(s['tight_gain'], '+.3f')} "
               f"| {s['edf_wins']} / {s['fifo_wins']} | {s['batch_auto']:.2f} / {s['batch_fifo']:.2f} |")
     print("\nMust: 'met' when the pooled ratio's 90% interval lies at or below it and most repeats are; "
-          "'missed' when the interval lies above it. A mean batch near 1 means queues rarely formed: "
+          "'missed' when the interval and most repeats lie above it. A mean batch near 1 means queues rarely formed: "
           "EDF and FIFO then run the same order.")
 
 
