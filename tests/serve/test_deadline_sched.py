@@ -154,7 +154,7 @@ def test_sub_millisecond_waits_are_honoured_closer_than_a_loop_timer():
     assert err_ours < 150e-6 and err_ours < err_timer
 
 
-def _repeats(rng: np.random.Generator, scale_ms: float, met: float, reps: int = 5, n: int = 600) -> list[dict]:
+def _repeats(rng: np.random.Generator, scale_ms: float, met: float, reps: int = 5, n: int = 400) -> list[dict]:
     """Repeats of one cell: latencies lognormal around scale_ms, a fraction met of them within deadline."""
     out = []
     for k in range(reps):
