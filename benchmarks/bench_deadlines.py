@@ -255,7 +255,8 @@ def report_pattern(pattern: str, service_ms: str, reps: dict[str, list[dict]], b
 
 
 CELL_HEADER = ("| pattern | service ms (per repeat) | window | met | tight met | p50 ms "
-               "| p99 ms: median of repeats [range] | p99 ms pooled | mean batch |\n|---|---|---|---|---|---|---|---|---|")
+               "| p99 ms: median of repeats [range] | p99 ms pooled | mean batch |\n"
+               "|---|---|---|---|---|---|---|---|---|")
 
 
 def simulated_table(args) -> None:
