@@ -14,6 +14,13 @@ timed it, and as the server did (its per-model success time in
 first-call costs excluded). The summary is the median ratio over the
 rounds, with --cold (no smoke reference: the first request builds its plan)
 for scale.
+
+--idle-control N: after the steady requests, N more, each after an idle
+pause of --idle-s (default 0.2 s, about the time from the warm-up to the
+first request), server-timed. What a request pays after the instance sat
+idle (cold caches, a sleeping runner thread) is not a first-request cost
+that warming could remove: first / steady is read against after-idle /
+steady.
 """
 
 from __future__ import annotations
@@ -68,8 +75,10 @@ def server_ns(port: int) -> int:
         return json.loads(r.read())["model_stats"][0]["inference_stats"]["success"]["ns"]
 
 
-def one_round(tmp: Path, model: Path, protocol: str, steady: int, x: np.ndarray) -> tuple[float, float, float, float]:
-    """(first, steady median) as the client saw them, then as the server timed them."""
+def one_round(tmp: Path, model: Path, protocol: str, steady: int, x: np.ndarray, idle: int = 0,
+              idle_s: float = 0.2) -> tuple[float, float, float, float, float | None]:
+    """(first, steady median) as the client saw them, then as the server
+    timed them, then the server-timed median after an idle pause (None without idle)."""
     http_port, binary_port = free_port(), free_port()
     config = {"listen": "127.0.0.1", "http_port": http_port, "binary_port": binary_port, "threads": 1,
               "log_level": "warning", "state_dir": str(tmp / "state"), "log_dir": str(tmp / "log"),
@@ -88,7 +97,14 @@ def one_round(tmp: Path, model: Path, protocol: str, steady: int, x: np.ndarray)
             call()
             times.append(time.perf_counter() - t)
             served.append((server_ns(http_port) - before) / 1e9)
-        return times[0], statistics.median(times[1:]), served[0], statistics.median(served[1:])
+        after_idle = []
+        for _ in range(idle):
+            time.sleep(idle_s)  # the pause is what is measured, not a synchronisation
+            before = server_ns(http_port)
+            call()
+            after_idle.append((server_ns(http_port) - before) / 1e9)
+        return (times[0], statistics.median(times[1:]), served[0], statistics.median(served[1:]),
+                statistics.median(after_idle) if after_idle else None)
     finally:
         proc.terminate()
         proc.wait(30)
@@ -104,6 +120,9 @@ def main(argv=None) -> int:
     p.add_argument("--steady", type=int, default=30)
     p.add_argument("--protocol", choices=("http", "binary"), default="http")
     p.add_argument("--cold", action="store_true", help="also rounds without the smoke reference")
+    p.add_argument("--idle-control", type=int, default=0, metavar="N",
+                   help="N requests after an idle pause each, as a control (server-timed)")
+    p.add_argument("--idle-s", type=float, default=0.2, help="the control's idle pause (s)")
     args = p.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="aie-first-"))
     src = zoo.ensure("mlp", tmp)
@@ -118,18 +137,25 @@ def main(argv=None) -> int:
     print(f"load average {' '.join(f'{v:.1f}' for v in os.getloadavg())}; protocol {args.protocol}; "
           f"{args.rounds} rounds, steady median of {args.steady}")
     for label, model in (("warm", warm),) + ((("cold", cold),) if args.cold else ()):
-        ratios, server_ratios = [], []
+        ratios, server_ratios, idle_ratios = [], [], []
         for r in range(args.rounds):
             d = tmp / f"{label}{r}"
             d.mkdir()
-            first, steady, s_first, s_steady = one_round(d, model, args.protocol, args.steady, x)
+            first, steady, s_first, s_steady, s_idle = one_round(d, model, args.protocol, args.steady, x,
+                                                                 args.idle_control, args.idle_s)
             ratios.append(first / steady)
             server_ratios.append(s_first / s_steady)
+            control = ""
+            if s_idle is not None:
+                idle_ratios.append(s_idle / s_steady)
+                control = f"; after {args.idle_s} s idle {s_idle * 1e3:.3f} ms, ratio {s_idle / s_steady:.2f}"
             print(f"{label} round {r}: client first {first * 1e3:.3f} ms, steady median {steady * 1e3:.3f} ms, "
                   f"ratio {first / steady:.2f}; server first {s_first * 1e3:.3f} ms, steady median "
-                  f"{s_steady * 1e3:.3f} ms, ratio {s_first / s_steady:.2f}", flush=True)
+                  f"{s_steady * 1e3:.3f} ms, ratio {s_first / s_steady:.2f}{control}", flush=True)
         print(f"{label}: median first/steady ratio over {args.rounds} rounds: client {statistics.median(ratios):.2f}, "
-              f"server {statistics.median(server_ratios):.2f}")
+              f"server {statistics.median(server_ratios):.2f} [{min(server_ratios):.2f}..{max(server_ratios):.2f}]"
+              + (f"; server after idle / steady {statistics.median(idle_ratios):.2f} "
+                 f"[{min(idle_ratios):.2f}..{max(idle_ratios):.2f}]" if idle_ratios else ""))
     return 0
 
 

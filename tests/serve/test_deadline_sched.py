@@ -18,7 +18,7 @@ import pytest
 from serve_support import REPO, parse_prometheus, slow_model
 
 sys.path.insert(0, str(REPO / "benchmarks"))
-from bench_deadlines import run_load, service_time, summarize  # noqa: E402
+from bench_deadlines import WINDOWS, pattern_summary, run_load, service_time, summarize, verdict  # noqa: E402
 
 
 def infer_binary(server, model: str, x: np.ndarray, timeout_us: int = 0) -> tuple[int, float, str]:
@@ -152,3 +152,33 @@ def test_sub_millisecond_waits_are_honoured_closer_than_a_loop_timer():
     print(f"\nwait error, median |actual - target|: ours {err_ours * 1e6:.0f} us, loop timer {err_timer * 1e6:.0f} us")
     assert min(ours) >= 0                       # never early
     assert err_ours < 150e-6 and err_ours < err_timer
+
+
+def _repeats(rng: np.random.Generator, scale_ms: float, met: float, reps: int = 5, n: int = 400) -> list[dict]:
+    """Repeats of one cell: latencies lognormal around scale_ms, a fraction met of them within deadline."""
+    out = []
+    for k in range(reps):
+        lat = rng.lognormal(np.log(scale_ms * 1e-3), 0.4, n) * (1 + 0.2 * k)   # drift: later repeats slower
+        limits = [1.0 if i < met * n else 1e-9 for i in range(n)]
+        out.append(summarize([{"raw": [(200, v) for v in lat], "limits": limits}])
+                   | {"raw": [(200, v) for v in lat], "limits": limits})
+    return out
+
+
+def test_the_benchmark_summary_says_met_missed_or_not_decided_with_its_noise():
+    """bench_deadlines' verdict per pattern: the Must (auto within 10% of the
+    best fixed window's p99) is 'met' only when the pooled ratio's interval
+    lies below 1.10, 'missed' when above, else 'not decided'; EDF - FIFO is
+    paired per repeat; the best fixed window is the lowest p99 over its repeats pooled."""
+    rng = np.random.default_rng(3)
+    cells = {k: _repeats(rng, 10.0, 0.9) for k in WINDOWS if k != "auto"}
+    cells["2ms"] = _repeats(rng, 8.0, 0.9)
+    batches = {k: 1.0 for k in list(WINDOWS) + ["fifo-auto"]}
+    for auto_ms, expected in ((8.0, "met"), (12.0, "missed")):
+        reps = dict(cells, auto=_repeats(rng, auto_ms, 0.95), **{"fifo-auto": _repeats(rng, 8.0, 0.9)})
+        s = pattern_summary("steady", reps, batches)
+        assert s["best"] == "2ms" and verdict(s) == expected, s
+        assert len(s["paired"]) == 5 and s["ci"][0] <= s["pooled"] <= s["ci"][1]
+        assert s["edf_wins"] == 5 and s["edf_gain"] == pytest.approx([0.05] * 5, abs=2e-3)
+    few = {k: _repeats(rng, 10.0, 0.9, reps=3, n=40) for k in list(WINDOWS) + ["fifo-auto"]}
+    assert verdict(pattern_summary("sine", few, batches)) == "not decided"
