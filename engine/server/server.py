@@ -49,6 +49,7 @@ from engine.runtime import set_kernel_threads
 from engine.server.binary import BinaryConnection
 from engine.server.config import EngineConfig
 from engine.server.errors import ServeError
+from engine.server.grpc_service import GrpcFrontend
 from engine.server.http import ClientGone, read_request, render_response, set_nodelay
 from engine.server.kserve import KServeApp, error_response, trace_context
 from engine.server.logs import JsonLogger, open_log_dir
@@ -97,6 +98,8 @@ class Server:
         self._reloading: asyncio.Task | None = None
         self._reload_again = False
         self.exit_code = 0
+        self.grpc: GrpcFrontend | None = None
+        self._grpc_stopped: asyncio.Task | None = None
 
     # ---- lifecycle --------------------------------------------------------
     async def serve(self) -> int:
@@ -137,6 +140,8 @@ class Server:
                     listener = await _listen(key, cfg.listen, port, loop.create_server(
                         factory, cfg.listen, port, reuse_address=True, backlog=1024, **tls_args))
                     self.listeners.append((listener, factory))
+            if cfg.grpc_port is not None:
+                await self._start_grpc(cfg)
         except ListenError:
             for listener, _ in self.listeners:
                 listener.close()
@@ -145,9 +150,18 @@ class Server:
         log_file = self.logger.file.path if self.logger.file else None
         self.logger.info("started", pid=os.getpid(), listen=cfg.listen, http_port=cfg.http_port, tls=tls is not None,
                          mutual_tls=bool(cfg.tls.client_ca_file),
-                         binary_port=cfg.binary_port, models=[m.name for m in cfg.models],
+                         binary_port=cfg.binary_port, grpc_port=cfg.grpc_port, models=[m.name for m in cfg.models],
                          loop=type(asyncio.get_running_loop()).__module__, log_file=log_file,
                          **({"log_file_skipped": self._log_note} if self._log_note else {}))
+
+    async def _start_grpc(self, cfg: EngineConfig) -> None:
+        self.grpc = GrpcFrontend(self)
+        try:
+            await self.grpc.start(cfg.listen, cfg.grpc_port, cfg.tls if cfg.tls.enabled else None)
+        except RuntimeError:  # grpc says only "Failed to bind"; the usual reason is another listener
+            self.grpc = None
+            raise ListenError(f"cannot listen on {cfg.listen}:{cfg.grpc_port} (gRPC): address in use or not "
+                              "available", hint="is another engine running? set engine.grpc_port") from None
 
     async def main_loop(self) -> None:
         await self.should_exit.wait()
@@ -164,6 +178,9 @@ class Server:
         if limits.drain_delay_s:
             await asyncio.sleep(limits.drain_delay_s)  # a configured wait for load balancers, not a poll
         handover = self._stop_accepting()
+        if self.grpc is not None:
+            # Refuses new RPCs now; those in flight are in st.in_flight, which the waits below cover.
+            self._grpc_stopped = asyncio.get_running_loop().create_task(self.grpc.stop(limits.drain_timeout_s))
         if handover:
             await asyncio.gather(*handover, return_exceptions=True)  # handshakes are bounded by header_timeout_s
             await asyncio.sleep(0)  # their connection tasks, scheduled in connection_made, register themselves
@@ -179,6 +196,8 @@ class Server:
         await self._wait_until(lambda: not st.in_flight, end)
         for conn in list(self.connections):
             conn.close_idle()
+        if self._grpc_stopped is not None:
+            await self._grpc_stopped  # in-flight RPCs are done (or the drain timed out): returns at once
         await st.registry.close_all()
         st.codec_pool.shutdown(wait=False, cancel_futures=True)
         self.logger.info("stopped", drained=drained and not st.in_flight, unanswered=st.in_flight,
