@@ -86,7 +86,7 @@ def engine_wheel(out_dir: Path, kernels_so: Path, staging: Path, repo: Path = RE
                            str(repo / "proto")], cwd=staging, capture_output=True, text=True)
     if proc.returncode != 0:
         raise DeployError(f"generating the gRPC stubs failed: {proc.stderr.strip()[-400:]}", where=str(repo / "proto"),
-                          hint="grpcio-tools is a build dependency (requirements/test.in)")
+                          hint="grpcio-tools is a build dependency (requirements/build.in)")
     native = staging / "engine" / "_native"
     native.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(kernels_so, native / "libaie_kernels.so")

@@ -227,8 +227,7 @@ def _check_balancer(r: _Report, data: dict) -> None:
             r.add(("balancer", key), f"port {port} is also balancer.{seen[port]}")
         seen[port] = key
     listen = engine["listen"]
-    engine_ports = {engine["http_port"]: "http_port", engine["binary_port"]: "binary_port",
-                    engine["grpc_port"]: "grpc_port"}
+    engine_ports = {engine[k]: k for k in ("http_port", "binary_port", "grpc_port") if engine[k] is not None}
     # A balancer and an engine on one machine (local hosts, or one address) cannot share a port.
     engine_addresses = {host_address(h, listen) for h in backends}
     for bh in balancers:
