@@ -134,17 +134,20 @@ class Server:
         self._tls_args = tls_args
         loop = asyncio.get_running_loop()
         try:
+            # gRPC first: a client that saw HTTP readiness finds the gRPC port open too.
+            if cfg.grpc_port is not None:
+                await self._start_grpc(cfg)
             for key, port, factory in (("http_port", cfg.http_port, self._http_protocol),
                                        ("binary_port", cfg.binary_port, lambda: BinaryConnection(self))):
                 if port is not None:
                     listener = await _listen(key, cfg.listen, port, loop.create_server(
                         factory, cfg.listen, port, reuse_address=True, backlog=1024, **tls_args))
                     self.listeners.append((listener, factory))
-            if cfg.grpc_port is not None:
-                await self._start_grpc(cfg)
         except ListenError:
             for listener, _ in self.listeners:
                 listener.close()
+            if self.grpc is not None:
+                await self.grpc.stop(0)
             await self.state.registry.close_all()
             raise
         log_file = self.logger.file.path if self.logger.file else None
@@ -158,10 +161,9 @@ class Server:
         self.grpc = GrpcFrontend(self)
         try:
             await self.grpc.start(cfg.listen, cfg.grpc_port, cfg.tls if cfg.tls.enabled else None)
-        except RuntimeError:  # grpc says only "Failed to bind"; the usual reason is another listener
+        except RuntimeError:  # grpc says only "Failed to bind": the kernel is asked why, for the same line as HTTP's
             self.grpc = None
-            raise ListenError(f"cannot listen on {cfg.listen}:{cfg.grpc_port} (gRPC): address in use or not "
-                              "available", hint="is another engine running? set engine.grpc_port") from None
+            raise _bind_error("grpc_port", cfg.listen, cfg.grpc_port) from None
 
     async def main_loop(self) -> None:
         await self.should_exit.wait()
@@ -463,6 +465,22 @@ async def _listen(key: str, host: str, port: int, bind):
         reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
         raise ListenError(f"cannot listen on {host}:{port}: {reason}",
                           hint=f"check engine.listen and engine.{key}") from None
+
+
+def _bind_error(key: str, host: str, port: int) -> ListenError:
+    """The ListenError _listen gives, for a listener (grpc's) that reports no errno: a plain bind tells it."""
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((host, port))
+            s.listen()
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            return ListenError(f"cannot listen on {host}:{port}: address already in use",
+                               hint=f"is another engine running? set engine.{key}")
+        return ListenError(f"cannot listen on {host}:{port}: {os.strerror(exc.errno).lower() if exc.errno else exc}",
+                           hint=f"check engine.listen and engine.{key}")
+    return ListenError(f"cannot listen on {host}:{port}: grpc could not bind it", hint=f"check engine.{key}")
 
 
 def run_server(config: EngineConfig, *, config_path: str | None = None, root: str | None = None) -> int:

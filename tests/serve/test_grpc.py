@@ -206,7 +206,7 @@ def test_metrics_and_log_carry_protocol_and_trace(shared, client):
     assert metric(shared, "aie_requests_total", model="", protocol="grpc-meta", code=404) >= 1
 
 
-def test_auth_bearer_in_metadata(module_serve_factory, zoo_mlp, tmp_path_factory):
+def test_auth_bearer_in_metadata_and_reload(module_serve_factory, zoo_mlp, tmp_path_factory):
     d = tmp_path_factory.mktemp("auth")
     (d / "secret").write_bytes(SECRET)
     server = module_serve_factory([{"name": "mlp", "path": str(zoo_mlp.path)}], grpc_port=free_port(), auth={
@@ -222,7 +222,14 @@ def test_auth_bearer_in_metadata(module_serve_factory, zoo_mlp, tmp_path_factory
         status, body, _ = server.post("/v2/models/mlp/infer", b"{}", headers)
         assert (status, err.message()) == (401, json.loads(body)["error"])
     assert _error(c.get_model_metadata, "mlp").status() == "StatusCode.UNAUTHENTICATED"
-    assert c.infer("mlp", [inp], headers={"authorization": f"Bearer {good}"}).as_numpy(OUT).shape == (1, 10)
+    bearer = {"authorization": f"Bearer {good}"}
+    before = c.infer("mlp", [inp], headers=bearer).as_numpy(OUT)
+    assert before.shape == (1, 10)
+    # SIGHUP swaps the model under the gRPC server: the next answer is v2's (its last bias + 1).
+    server.update_config(models=[{"name": "mlp", "path": str(zoo_mlp.v2)}])
+    server.signal(signal.SIGHUP)
+    assert wait_log(server, "reloaded")["failed"] == []
+    close(c.infer("mlp", [inp], headers=bearer).as_numpy(OUT), before + 1)
     c.close()
 
 
@@ -258,7 +265,10 @@ def test_queue_full_deadline_and_drain(serve_factory, run_gate, mlp_file):
     # Drain: SIGTERM while one RPC runs; it is answered, new ones are refused, exit 0.
     server.signal(signal.SIGTERM)
     wait_log(server, "draining")
-    assert not c.is_server_ready()
+    try:  # not ready while the drain delay lasts (0 here), refused once the listener closed
+        assert not c.is_server_ready()
+    except InferenceServerException as exc:
+        assert exc.status() == "StatusCode.UNAVAILABLE"
     run_gate.release(1)
     threads[0].join(30)
     assert isinstance(results["held"], np.ndarray) and results["held"].shape == (1, 4)
