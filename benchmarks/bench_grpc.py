@@ -34,7 +34,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from bench_serve import _commit, _cpu_model, _isa, free_port, measure, summarize, wait_http  # noqa: E402
+from bench_serve import (_commit, _cpu_model, _isa, free_port, measure, start_engine, stop_processes,  # noqa: E402
+                         summarize, wait_http)
 from engine.server.grpc_stubs import load  # noqa: E402
 
 pb2, pb2_grpc, _ = load()
@@ -69,6 +70,8 @@ def measure_grpc(port: int, model: str, x_name: str, x: np.ndarray, concurrency:
                         try:
                             resp = await infer(req)
                         except grpc.aio.AioRpcError as exc:
+                            if not errors:
+                                print(f"  {model} on :{port}: {exc.code().name}: {exc.details()}", flush=True)
                             errors.append(exc.code())
                             continue
                         lat.append(time.perf_counter() - t0)
@@ -98,7 +101,6 @@ def main(argv=None) -> int:
     concs = [int(c) for c in args.concurrency.split(",")]
 
     import onnxruntime as ort
-    import yaml
 
     from engine.convert import convert_file
     from models import zoo
@@ -116,21 +118,17 @@ def main(argv=None) -> int:
             aie_models.append({"name": m, "path": str(work / f"{m}.aie"), "max_batch_size": args.max_batch,
                                "max_queue_delay_us": args.queue_delay_us, "max_queue_size": 4096})
         http_port, grpc_port, peer_port = free_port(), free_port(), free_port()
-        (work / "engine.yaml").write_text(yaml.safe_dump({
+        log = open(work / "servers.log", "wb")
+        procs.append(start_engine(work, {
             "http_port": http_port, "binary_port": None, "grpc_port": grpc_port, "threads": len(server_cpus),
             "log_level": "warning", "limits": {"max_body": "256M", "max_buffered_bytes": "1G"},
-            "models": aie_models}))
-
-        def pinned():
-            os.sched_setaffinity(0, server_cpus)
-        log = open(work / "servers.log", "wb")
-        procs.append(subprocess.Popen([sys.executable, "-m", "engine.cli", "serve", "--config",
-                                       str(work / "engine.yaml")], preexec_fn=pinned, stdout=log, stderr=log,
-                                      cwd=REPO))
+            # batches of 16 large-input requests plan arenas past the 256M default
+            "arena": {"size": "4G"},
+            "models": aie_models}, server_cpus, log))
         procs.append(subprocess.Popen([sys.executable, str(REPO / "benchmarks" / "grpc_ort_peer.py"), str(peer_port),
                                        str(len(server_cpus)), *(f"{m}={p}" for m, p in onnx_paths.items())],
-                                      preexec_fn=pinned, stdout=log, stderr=log,
-                                      env=dict(os.environ, OMP_NUM_THREADS="1")))
+                                      preexec_fn=lambda: os.sched_setaffinity(0, server_cpus), stdout=log,
+                                      stderr=log, env=dict(os.environ, OMP_NUM_THREADS="1")))
         wait_http(f"http://127.0.0.1:{http_port}/v2/health/ready")
         with grpc.insecure_channel(f"127.0.0.1:{peer_port}") as ch:
             grpc.channel_ready_future(ch).result(timeout=120)
@@ -179,13 +177,7 @@ def main(argv=None) -> int:
                       f"p50 {ours['p50']:.2f} vs {peer['p50']:.2f} ms")
         print(f"load after: {os.getloadavg()[0]:.2f}")
     finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(20)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_processes(procs)
         shutil.rmtree(work, ignore_errors=True)
     return 0
 

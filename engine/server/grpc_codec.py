@@ -94,14 +94,15 @@ def decode_request(request, model: LoadedModel, shm=None):
         if len(values) != element_count(shape):
             raise ServeError(f"input {name!r}: {len(values)} values for shape {shape} "
                              f"({element_count(shape)} expected)")
-        try:
-            arr = np.array(values, dtype=dtype if dtype.kind != "b" else np.bool_)
-        except OverflowError:
-            raise ServeError(f"input {name!r}: values outside the {datatype} range") from None
-        if dtype.kind in "iu" and arr.size:
-            wide = np.array(values, dtype=np.int64 if dtype.kind == "i" else np.uint64)
-            if not np.array_equal(wide, arr.astype(wide.dtype)):
+        if dtype.kind in "iu" and dtype.itemsize < 8:
+            # int_contents carries INT8/INT16 as int32 (uint_contents likewise): numpy would wrap what does not fit
+            arr = np.array(values, np.int64)
+            info = np.iinfo(dtype)
+            if arr.size and (arr.min() < info.min or arr.max() > info.max):
                 raise ServeError(f"input {name!r}: values outside the {datatype} range")
+            arr = arr.astype(dtype)
+        else:
+            arr = np.array(values, dtype)
         inputs[name] = _reshape(arr, name, shape)
     requested: dict[str, dict] = {}
     for i, out in enumerate(request.outputs):
