@@ -9,7 +9,11 @@ errors.GRPC_CODES), `traceparent` metadata for the log's trace ids (ours go
 back as trailing metadata), the request log line and aie_requests_total with
 protocol="grpc". ServerLive/ServerReady are open like /v2/health/* when
 auth.open_health is set. Messages larger than limits.max_body are refused by
-grpc itself (RESOURCE_EXHAUSTED).
+grpc itself (RESOURCE_EXHAUSTED); a request held counts against
+limits.max_buffered_bytes (UNAVAILABLE when over); a connection carries at
+most 64 RPCs at once, and is closed after limits.idle_timeout_s idle.
+Connection counts (limits.max_connections*) are not applied: grpc does not
+show its connections to Python.
 
 Drain: ServerReady answers false from the moment the drain begins; when the
 HTTP listeners close, this server stops taking new RPCs and the ones in
@@ -60,9 +64,12 @@ class GrpcFrontend:
         self.state = server.state
         limits = self.state.config.limits
         # so_reuseport off: with it, a second engine on the same port would bind silently.
+        # Per connection as the binary protocol: at most 64 requests in flight; idle ones closed.
         self.server = grpc.aio.server(options=[("grpc.so_reuseport", 0),
                                                ("grpc.max_receive_message_length", limits.max_body),
-                                               ("grpc.max_send_message_length", -1)])
+                                               ("grpc.max_send_message_length", -1),
+                                               ("grpc.max_concurrent_streams", 64),
+                                               ("grpc.max_connection_idle_ms", int(limits.idle_timeout_s * 1000))])
         pb2_grpc.add_GRPCInferenceServiceServicer_to_server(_Servicer(self), self.server)
         self.port = None
 
@@ -127,9 +134,22 @@ class GrpcFrontend:
         return resp
 
     async def infer(self, request, principal, log: dict):
+        """One ModelInfer; its bytes count against limits.max_buffered_bytes while it is held, as HTTP bodies do."""
         st = self.state
         name, version = request.model_name, request.model_version or None
         log["model"] = name
+        size = request.ByteSize()
+        if not st.buffered.reserve(size, st.config.limits):
+            raise ServeError(f"server busy: {st.buffered.used} bytes of requests buffered, a {size}-byte request "
+                             f"would exceed limits.max_buffered_bytes ({st.config.limits.max_buffered_bytes})",
+                             status=503)
+        try:
+            return await self._infer(request, name, version, principal, log)
+        finally:
+            st.buffered.release(size)
+
+    async def _infer(self, request, name: str, version: str | None, principal, log: dict):
+        st = self.state
         model = st.model(name, version)
         shm = getattr(st, "shm", None)
         if not request.raw_input_contents and request.ByteSize() > OFFLOAD_BYTES:
