@@ -34,10 +34,10 @@ venv: $(STAMP)
 
 # The stamp depends on every file that decides what is installed, so editing
 # the pins re-runs pip; pip itself is idempotent.
-$(STAMP): requirements/constraints.txt requirements/base.in requirements/test.in pyproject.toml
+$(STAMP): requirements/constraints.txt requirements/base.in requirements/build.in requirements/test.in pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "ai-engine needs Python >= 3.11, found " + sys.version.split()[0])'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -c requirements/constraints.txt -r requirements/base.in -r requirements/test.in
+	$(BIN)/python -m pip install --quiet -c requirements/constraints.txt -r requirements/base.in -r requirements/build.in -r requirements/test.in
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	@touch $@
 

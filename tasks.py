@@ -45,6 +45,7 @@ def _exit_with(rc: int) -> None:
 )
 def test(c, sanitize=True, pytest_args=""):
     """Run every test: C kernel tests (plain and sanitized), then pytest."""
+    _grpc_stubs(c)
     c.run("make -C kernels -j2 test", pty=False)
     if sanitize:
         c.run("make -C kernels -j2 SANITIZE=1 test", pty=False)
@@ -58,9 +59,15 @@ def test(c, sanitize=True, pytest_args=""):
     }
 )
 def build_kernels(c, jobs=0, sanitize=False):
-    """Build the compute kernels into build/lib (CUDA too when nvcc exists)."""
+    """Build the compute kernels into build/lib (CUDA too when nvcc exists), and the gRPC stubs."""
     n = jobs or os.cpu_count() or 1
     c.run(f"make -C kernels -j{n}" + (" SANITIZE=1" if sanitize else ""), pty=False)
+    _grpc_stubs(c)
+
+
+def _grpc_stubs(c) -> None:
+    """The KServe v2 gRPC stubs, generated from proto/*.proto (engine.server.grpc_stubs)."""
+    c.run(f"{sys.executable} -m engine.server.grpc_stubs", pty=False, hide="out")
 
 
 @task(

@@ -283,6 +283,25 @@ def _isa() -> str:
         return "unknown"
 
 
+def start_engine(work: Path, config: dict, cpus: list[int], log) -> subprocess.Popen:
+    """`ai-engine serve` on work/engine.yaml, pinned to `cpus`."""
+    import yaml
+
+    (work / "engine.yaml").write_text(yaml.safe_dump(config))
+    return subprocess.Popen([sys.executable, "-m", "engine.cli", "serve", "--config", str(work / "engine.yaml")],
+                            preexec_fn=lambda: os.sched_setaffinity(0, cpus), stdout=log, stderr=log, cwd=REPO)
+
+
+def stop_processes(procs: list[subprocess.Popen]) -> None:
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        try:
+            p.wait(20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default="mlp,resnet18")
@@ -320,18 +339,12 @@ def main(argv=None) -> int:
             aie_models.append({"name": m, "path": str(work / f"{m}.aie"), "max_batch_size": args.max_batch,
                                "max_queue_delay_us": args.queue_delay_us, "max_queue_size": 4096})
         http_port, tcp_port, peer_port = free_port(), free_port(), free_port()
-        import yaml
-
-        (work / "engine.yaml").write_text(yaml.safe_dump({
-            "http_port": http_port, "binary_port": tcp_port, "threads": len(server_cpus), "log_level": "warning",
-            "models": aie_models}))
 
         def pinned():
             os.sched_setaffinity(0, server_cpus)
         log = open(work / "servers.log", "wb")
-        procs.append(subprocess.Popen([sys.executable, "-m", "engine.cli", "serve", "--config",
-                                       str(work / "engine.yaml")], preexec_fn=pinned, stdout=log, stderr=log,
-                                      cwd=REPO))
+        procs.append(start_engine(work, {"http_port": http_port, "binary_port": tcp_port, "threads": len(server_cpus),
+                                         "log_level": "warning", "models": aie_models}, server_cpus, log))
         env = dict(os.environ, AIE_PEER_MODELS=",".join(f"{m}={p}" for m, p in onnx_paths.items()),
                    PYTHONPATH=str(REPO / "benchmarks"), OMP_NUM_THREADS="1")
         procs.append(subprocess.Popen([sys.executable, "-m", "uvicorn", "ort_peer:app", "--port", str(peer_port),
@@ -407,13 +420,7 @@ def main(argv=None) -> int:
             print(f"\ncodec {m} input {list(x.shape)}: JSON encode+decode {c['json_ms']:.2f} ms, binary frame "
                   f"{c['binary_ms']:.3f} ms ({c['speedup']:.0f}x)")
     finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(20)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_processes(procs)
         shutil.rmtree(work, ignore_errors=True)
     return 0
 

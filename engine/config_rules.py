@@ -27,6 +27,10 @@ def engine_problems(engine: dict) -> list[Rule]:
     out: list[Rule] = []
     if engine["binary_port"] is not None and engine["binary_port"] == engine["http_port"]:
         out.append((("binary_port",), f"same port as engine.http_port ({engine['http_port']})", None))
+    if engine["grpc_port"] is not None:
+        for other in ("http_port", "binary_port"):
+            if engine["grpc_port"] == engine[other]:
+                out.append((("grpc_port",), f"same port as engine.{other} ({engine[other]})", None))
     limits = engine["limits"]
     out += [(("limits", key), f"must be >= 1, got {limits[key]}", None) for key in _AT_LEAST_ONE if limits[key] < 1]
     if limits["max_buffered_bytes"] < limits["max_body"]:

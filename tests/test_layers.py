@@ -56,6 +56,11 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("engine", "engine.session"): "engine.InferenceSession without numpy for stdlib-only importers",
     # Optional extras (pyproject [fast]) and tools that are not dependencies.
     ("engine.server.server", "uvloop"): "optional extra; asyncio's loop otherwise",
+    ("engine.server.grpc_stubs", "grpc_tools"): "grpcio-tools generates the stubs at build time, not a runtime dependency",
+    ("engine.server.grpc_stubs", "engine.server.grpc_gen.grpc_service_pb2"):
+        "generated at build time; load() names the command when missing",
+    ("engine.server.grpc_stubs", "engine.server.grpc_gen.grpc_service_pb2_grpc"): "generated at build time",
+    ("engine.server.grpc_stubs", "engine.server.grpc_gen.model_config_pb2"): "generated at build time",
     ("engine.deploy.bench", "matplotlib"): "not a dependency; plots only where installed",
     ("engine.deploy.bench", "matplotlib.pyplot"): "not a dependency; plots only where installed",
     # `ai-engine --help` builds every subcommand's parser; each subcommand

@@ -80,6 +80,13 @@ def engine_wheel(out_dir: Path, kernels_so: Path, staging: Path, repo: Path = RE
         dst = staging / rel
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(repo / rel, dst)
+    # The gRPC stubs are generated, never committed: into the staging copy, from the vendored protos
+    # (a subprocess: engine.server shares this layer, so it is not imported here).
+    proc = subprocess.run([sys.executable, "-m", "engine.server.grpc_stubs", str(staging / "engine/server/grpc_gen"),
+                           str(repo / "proto")], cwd=staging, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise DeployError(f"generating the gRPC stubs failed: {proc.stderr.strip()[-400:]}", where=str(repo / "proto"),
+                          hint="grpcio-tools is a build dependency (requirements/build.in)")
     native = staging / "engine" / "_native"
     native.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(kernels_so, native / "libaie_kernels.so")

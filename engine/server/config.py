@@ -192,6 +192,7 @@ class EngineConfig:
     listen: str = _default("listen")
     http_port: int = _default("http_port")
     binary_port: int | None = _default("binary_port")  # null disables the binary protocol
+    grpc_port: int | None = _default("grpc_port")      # null disables gRPC
     threads: int = _default("threads")                  # 0 = auto (usable cores)
     log_level: str = _default("log_level")
     plan_cache_size: int = _default("plan_cache_size")

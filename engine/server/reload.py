@@ -29,12 +29,12 @@ async def reload_config(state: ServerState, config_path: str, root: str | None) 
         log.error("reload_failed", error=str(exc), kept="previous configuration")
         return {"*": str(exc)}
     old = state.config
-    for key in ("listen", "http_port", "binary_port", "tls"):
+    for key in ("listen", "http_port", "binary_port", "grpc_port", "tls"):
         if getattr(old, key) != getattr(config, key):
             log.warning("reload_needs_restart", key=key, running=str(getattr(old, key)),
                         configured=str(getattr(config, key)))
     config = dataclasses.replace(config, listen=old.listen, http_port=old.http_port, binary_port=old.binary_port,
-                                 tls=old.tls)
+                                 grpc_port=old.grpc_port, tls=old.tls)
     errors = await state.registry.apply(config, config.limits.drain_timeout_s)
     state.config = config
     state.auth = auth

@@ -49,6 +49,7 @@ from engine.runtime import set_kernel_threads
 from engine.server.binary import BinaryConnection
 from engine.server.config import EngineConfig
 from engine.server.errors import ServeError
+from engine.server.grpc_service import GrpcFrontend
 from engine.server.http import ClientGone, read_request, render_response, set_nodelay
 from engine.server.kserve import KServeApp, error_response, trace_context
 from engine.server.logs import JsonLogger, open_log_dir
@@ -98,6 +99,8 @@ class Server:
         self._reloading: asyncio.Task | None = None
         self._reload_again = False
         self.exit_code = 0
+        self.grpc: GrpcFrontend | None = None
+        self._grpc_stopped: asyncio.Task | None = None
 
     # ---- lifecycle --------------------------------------------------------
     async def serve(self) -> int:
@@ -132,6 +135,9 @@ class Server:
         self._tls_args = tls_args
         loop = asyncio.get_running_loop()
         try:
+            # gRPC first: a client that saw HTTP readiness finds the gRPC port open too.
+            if cfg.grpc_port is not None:
+                await self._start_grpc(cfg)
             for key, port, factory in (("http_port", cfg.http_port, self._http_protocol),
                                        ("binary_port", cfg.binary_port, lambda: BinaryConnection(self))):
                 if port is not None:
@@ -141,14 +147,24 @@ class Server:
         except ListenError:
             for listener, _ in self.listeners:
                 listener.close()
+            if self.grpc is not None:
+                await self.grpc.stop(0)
             await self.state.registry.close_all()
             raise
         log_file = self.logger.file.path if self.logger.file else None
         self.logger.info("started", pid=os.getpid(), listen=cfg.listen, http_port=cfg.http_port, tls=tls is not None,
                          mutual_tls=bool(cfg.tls.client_ca_file),
-                         binary_port=cfg.binary_port, models=[m.name for m in cfg.models],
+                         binary_port=cfg.binary_port, grpc_port=cfg.grpc_port, models=[m.name for m in cfg.models],
                          loop=type(asyncio.get_running_loop()).__module__, log_file=log_file,
                          **({"log_file_skipped": self._log_note} if self._log_note else {}))
+
+    async def _start_grpc(self, cfg: EngineConfig) -> None:
+        self.grpc = GrpcFrontend(self)
+        try:
+            await self.grpc.start(cfg.listen, cfg.grpc_port, cfg.tls if cfg.tls.enabled else None)
+        except RuntimeError:  # grpc says only "Failed to bind": the kernel is asked why, for the same line as HTTP's
+            self.grpc = None
+            raise _bind_error("grpc_port", cfg.listen, cfg.grpc_port) from None
 
     async def main_loop(self) -> None:
         await self.should_exit.wait()
@@ -165,6 +181,9 @@ class Server:
         if limits.drain_delay_s:
             await asyncio.sleep(limits.drain_delay_s)  # a configured wait for load balancers, not a poll
         handover = self._stop_accepting()
+        if self.grpc is not None:
+            # Refuses new RPCs now; those in flight are in st.in_flight, which the waits below cover.
+            self._grpc_stopped = asyncio.get_running_loop().create_task(self.grpc.stop(limits.drain_timeout_s))
         if handover:
             await asyncio.gather(*handover, return_exceptions=True)  # handshakes are bounded by header_timeout_s
             await asyncio.sleep(0)  # their connection tasks, scheduled in connection_made, register themselves
@@ -180,6 +199,8 @@ class Server:
         await self._wait_until(lambda: not st.in_flight, end)
         for conn in list(self.connections):
             conn.close_idle()
+        if self._grpc_stopped is not None:
+            await self._grpc_stopped  # in-flight RPCs are done (or the drain timed out): returns at once
         await st.registry.close_all()
         st.shm.close()
         st.codec_pool.shutdown(wait=False, cancel_futures=True)
@@ -449,6 +470,22 @@ async def _listen(key: str, host: str, port: int, bind):
         reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
         raise ListenError(f"cannot listen on {host}:{port}: {reason}",
                           hint=f"check engine.listen and engine.{key}") from None
+
+
+def _bind_error(key: str, host: str, port: int) -> ListenError:
+    """The ListenError _listen gives, for a listener (grpc's) that reports no errno: a plain bind tells it."""
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((host, port))
+            s.listen()
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            return ListenError(f"cannot listen on {host}:{port}: address already in use",
+                               hint=f"is another engine running? set engine.{key}")
+        return ListenError(f"cannot listen on {host}:{port}: {os.strerror(exc.errno).lower() if exc.errno else exc}",
+                           hint=f"check engine.listen and engine.{key}")
+    return ListenError(f"cannot listen on {host}:{port}: grpc could not bind it", hint=f"check engine.{key}")
 
 
 def run_server(config: EngineConfig, *, config_path: str | None = None, root: str | None = None) -> int:

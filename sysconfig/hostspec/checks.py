@@ -109,7 +109,7 @@ def _check_service(r: _Report, service: dict, engine: dict) -> None:
         r.add(("service", "cpu_scheduling_priority"), f"only meaningful with fifo or rr, not {policy}",
               "set it to null or change the policy")
     caps = service["hardening"]["capability_bounding_set"]
-    for key in ("http_port", "binary_port"):
+    for key in ("http_port", "binary_port", "grpc_port"):
         port = engine[key]
         if port is not None and port < 1024 and "CAP_NET_BIND_SERVICE" not in caps:
             r.add(("engine", key), f"port {port} is privileged (< 1024) and the engine holds no capability",
@@ -227,7 +227,7 @@ def _check_balancer(r: _Report, data: dict) -> None:
             r.add(("balancer", key), f"port {port} is also balancer.{seen[port]}")
         seen[port] = key
     listen = engine["listen"]
-    engine_ports = {engine["http_port"]: "http_port", engine["binary_port"]: "binary_port"}
+    engine_ports = {engine[k]: k for k in ("http_port", "binary_port", "grpc_port") if engine[k] is not None}
     # A balancer and an engine on one machine (local hosts, or one address) cannot share a port.
     engine_addresses = {host_address(h, listen) for h in backends}
     for bh in balancers:

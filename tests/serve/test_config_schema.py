@@ -25,7 +25,7 @@ MODEL_PATH = "/opt/ai-engine/current/models/m.aie"  # where render points a mode
 # terms (sizes and durations with units); test_every_schema_key_has_a_value
 # fails when a key is added to the schema and not here.
 EVERY_KEY = {
-    "listen": "0.0.0.0", "http_port": 9000, "binary_port": 9001, "threads": 3, "log_level": "debug",
+    "listen": "0.0.0.0", "http_port": 9000, "binary_port": 9001, "grpc_port": 9002, "threads": 3, "log_level": "debug",
     "plan_cache_size": 4,
     "arena": {"size": "128M", "hugepages": False, "mlock": False},
     "limits": {"max_body": "32M", "max_header_bytes": "32K", "max_headers": 50, "header_timeout_s": "5s",

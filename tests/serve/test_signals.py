@@ -76,9 +76,9 @@ def test_sigpipe_is_ignored(serve_factory, mlp_file):
     assert server.stop() == 0
 
 
-@pytest.mark.parametrize("busy", ["http_port", "binary_port"])
+@pytest.mark.parametrize("busy", ["http_port", "binary_port", "grpc_port"])
 def test_a_busy_port_is_one_line_and_exit_98(tmp_path, mlp_file, busy):
-    ports = {"http_port": free_port(), "binary_port": free_port()}
+    ports = {"http_port": free_port(), "binary_port": free_port(), "grpc_port": free_port()}
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", ports[busy]))
         taken.listen()

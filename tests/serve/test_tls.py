@@ -113,7 +113,8 @@ def tls_server(tmp_path, mlp_file, pki):
     def start(client_ctx: ssl.SSLContext | None = None, **tls):
         d = tmp_path / f"tls{len(servers)}"
         d.mkdir()
-        config = {"listen": "127.0.0.1", "http_port": free_port(), "binary_port": free_port(), "threads": 1,
+        config = {"listen": "127.0.0.1", "http_port": free_port(), "binary_port": free_port(),
+                  "grpc_port": free_port(), "threads": 1,
                   "state_dir": str(d / "state"), "log_dir": str(d / "log"), "limits": {"drain_delay_s": 0},
                   "models": [{"name": "mlp", "path": str(mlp_file)}],
                   "tls": {"cert_file": str(pki / "server.crt"), "key_file": str(pki / "server.key"), **tls}}
@@ -183,6 +184,20 @@ def test_mutual_tls(tls_server, pki):
             server.request("GET", "/v2/health/ready", ctx=ctx)
     started = next(r for r in server.logs() if r.get("event") == "started")
     assert started["mutual_tls"] is True
+    # gRPC takes the same certificates: the client's is required there too.
+    import tritonclient.grpc as grpcclient
+    from tritonclient.utils import InferenceServerException
+
+    url = f"127.0.0.1:{server.config['grpc_port']}"
+    with grpcclient.InferenceServerClient(url, ssl=True, root_certificates=str(pki / "ca.pem"),
+                                          private_key=str(pki / "client.key"),
+                                          certificate_chain=str(pki / "client.crt")) as c:
+        inp = grpcclient.InferInput("x", [1, 16], "FP32")
+        inp.set_data_from_numpy(X)
+        assert c.infer("mlp", [inp]).as_numpy("y").shape == (1, 4)
+    with grpcclient.InferenceServerClient(url, ssl=True, root_certificates=str(pki / "ca.pem")) as c, \
+            pytest.raises(InferenceServerException, match="UNAVAILABLE"):
+        c.is_server_live()
 
 
 @pytest.mark.parametrize("tls, expected", [

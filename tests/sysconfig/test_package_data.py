@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -65,6 +66,8 @@ def test_the_wheel_alone_renders_and_provisions(tmp_path):
     kernels = tmp_path / "libaie_kernels.so"
     kernels.write_bytes(b"not loaded: render and provision never touch the kernels")
     wheel = engine_wheel(tmp_path / "wheel", kernels, tmp_path / "staging")
+    # The gRPC stubs are generated into the wheel (git ignores them in the checkout).
+    assert "engine/server/grpc_gen/grpc_service_pb2.py" in zipfile.ZipFile(wheel).namelist()
     # The pinned dependencies as wheels, from pip's configured sources (a
     # mirror, the cache), as engine.deploy.wheels gathers them for a bundle.
     wheelhouse = tmp_path / "wheelhouse"

@@ -1,0 +1,148 @@
+"""KServe v2 gRPC messages <-> numpy: ModelInferRequest to the inputs
+state.infer takes, its outputs to a ModelInferResponse. The checks and
+their messages are the HTTP decoder's (engine.server.kserve), so a client
+reads the same refusal over either protocol.
+
+Inputs come as `raw_input_contents` (one little-endian buffer per input, in
+order; views, not copies) or as the typed `contents` field of their
+datatype. Outputs always go out raw, as Triton sends them: a typed output
+list would cost a Python object per value.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.server.errors import ServeError
+from engine.server.models import KSERVE_TO_NUMPY, NUMPY_TO_KSERVE, LoadedModel, element_count
+from engine.wire import MAX_DIMS
+
+_MAX_INT = (1 << 63) - 1
+# The InferTensorContents field that carries each datatype (grpc_service.proto).
+CONTENTS_FIELD = {
+    "BOOL": "bool_contents", "INT8": "int_contents", "INT16": "int_contents", "INT32": "int_contents",
+    "INT64": "int64_contents", "UINT8": "uint_contents", "UINT16": "uint_contents", "UINT32": "uint_contents",
+    "UINT64": "uint64_contents", "FP32": "fp32_contents", "FP64": "fp64_contents",
+}
+
+
+def param_value(p):
+    """An InferParameter's value as a Python value (None when unset)."""
+    which = p.WhichOneof("parameter_choice")
+    return None if which is None else getattr(p, which)
+
+
+def params_dict(params) -> dict:
+    return {k: param_value(v) for k, v in params.items()}
+
+
+def _shape(name: str, dims) -> list[int]:
+    shape = list(dims)
+    if not all(0 <= d <= _MAX_INT for d in shape):
+        raise ServeError(f"input {name!r}: shape must be a list of non-negative integers, got {str(shape)[:100]}")
+    if len(shape) > MAX_DIMS:
+        raise ServeError(f"input {name!r}: shape has {len(shape)} dims, at most {MAX_DIMS} are supported")
+    return shape
+
+
+def _reshape(arr: np.ndarray, name: str, shape) -> np.ndarray:
+    try:
+        return arr.reshape(shape)
+    except ValueError as exc:
+        raise ServeError(f"input {name!r}: shape {str(shape)[:100]}: {exc}") from None
+
+
+def decode_request(request, model: LoadedModel, shm=None):
+    """ModelInferRequest -> (inputs, requested output names, request parameters).
+    `shm`: the server's SystemSharedMemory (inputs that name a region), or None."""
+    raw = request.raw_input_contents
+    if raw and len(raw) != len(request.inputs):
+        raise ServeError(f"{len(raw)} raw_input_contents for {len(request.inputs)} inputs: give one raw buffer "
+                         "per input, in order, or typed contents for all")
+    inputs: dict[str, np.ndarray] = {}
+    for i, item in enumerate(request.inputs):
+        name, datatype = item.name, item.datatype
+        if name in inputs:
+            raise ServeError(f"input {name!r} given twice")
+        spec = model.input_spec(name)
+        if datatype not in KSERVE_TO_NUMPY:
+            raise ServeError(f"input {name!r}: datatype {datatype!r} unsupported; model expects {spec.datatype}")
+        if datatype != spec.datatype:
+            raise ServeError(f"input {name!r} has datatype {datatype}, model {model.name!r} expects "
+                             f"{spec.datatype}")
+        shape = _shape(name, item.shape)
+        dtype = KSERVE_TO_NUMPY[datatype]
+        iparams = params_dict(item.parameters)
+        if shm is not None and "shared_memory_region" in iparams:
+            arr = shm.read_input(name, iparams, datatype, shape)
+            if arr is not None:
+                inputs[name] = arr
+                continue
+        if raw:
+            buf = raw[i]
+            need = element_count(shape) * dtype.itemsize
+            if len(buf) != need:
+                raise ServeError(f"input {name!r}: {len(buf)} raw bytes but shape {shape} of {datatype} "
+                                 f"needs {need} bytes")
+            inputs[name] = _reshape(np.frombuffer(buf, dtype=dtype.newbyteorder("<")), name, shape)
+            continue
+        field = CONTENTS_FIELD.get(datatype)
+        if field is None:  # FP16 has no typed field in the protocol
+            raise ServeError(f"input {name!r}: {datatype} has no typed contents field; send it as "
+                             "raw_input_contents")
+        values = getattr(item.contents, field)
+        if len(values) != element_count(shape):
+            raise ServeError(f"input {name!r}: {len(values)} values for shape {shape} "
+                             f"({element_count(shape)} expected)")
+        if dtype.kind in "iu" and dtype.itemsize < 8:
+            # int_contents carries INT8/INT16 as int32 (uint_contents likewise): numpy would wrap what does not fit
+            arr = np.array(values, np.int64)
+            info = np.iinfo(dtype)
+            if arr.size and (arr.min() < info.min or arr.max() > info.max):
+                raise ServeError(f"input {name!r}: values outside the {datatype} range")
+            arr = arr.astype(dtype)
+        else:
+            arr = np.array(values, dtype)
+        inputs[name] = _reshape(arr, name, shape)
+    requested: dict[str, dict] = {}
+    for i, out in enumerate(request.outputs):
+        if model.output(out.name) is None:
+            raise ServeError(f"outputs[{i}]: model {model.name!r} has no output {out.name!r}; it has "
+                             + ", ".join(t.name for t in model.outputs))
+        requested[out.name] = params_dict(out.parameters)
+    if not requested:
+        requested = {t.name: {} for t in model.outputs}
+    return inputs, requested, params_dict(request.parameters)
+
+
+def encode_response(pb2, model: LoadedModel, outputs: dict[str, np.ndarray], requested: dict[str, dict],
+                    request_id: str, shm=None):
+    """The ModelInferResponse: raw_output_contents, one buffer per output in order;
+    outputs a request places in a shared-memory region are written there instead."""
+    resp = pb2.ModelInferResponse(model_name=model.name, model_version=model.version, id=request_id)
+    raw = []
+    for name, oparams in requested.items():
+        arr = np.ascontiguousarray(outputs[name])
+        tensor = resp.outputs.add(name=name, datatype=NUMPY_TO_KSERVE[arr.dtype], shape=arr.shape)
+        target = shm.output_target(name, oparams) if shm is not None and oparams else None
+        if target is not None:
+            shm.write_output(target, arr)
+            for key in ("shared_memory_region", "shared_memory_byte_size", "shared_memory_offset"):
+                if key in oparams:
+                    _set_param(tensor.parameters[key], oparams[key])
+            raw.append(b"")  # raw buffers pair with outputs by position, as Triton sends them
+            continue
+        raw.append(arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes())
+    resp.raw_output_contents.extend(raw)
+    return resp
+
+
+def _set_param(p, value) -> None:
+    if isinstance(value, bool):
+        p.bool_param = value
+    elif isinstance(value, int):
+        p.int64_param = value
+    elif isinstance(value, float):
+        p.double_param = value
+    else:
+        p.string_param = str(value)
