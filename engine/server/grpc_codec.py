@@ -15,6 +15,7 @@ import numpy as np
 
 from engine.server.errors import ServeError
 from engine.server.models import KSERVE_TO_NUMPY, NUMPY_TO_KSERVE, LoadedModel, element_count
+from engine.server.shm import OutputTarget
 from engine.wire import MAX_DIMS
 
 _MAX_INT = (1 << 63) - 1
@@ -52,9 +53,11 @@ def _reshape(arr: np.ndarray, name: str, shape) -> np.ndarray:
         raise ServeError(f"input {name!r}: shape {str(shape)[:100]}: {exc}") from None
 
 
-def decode_request(request, model: LoadedModel, shm=None):
-    """ModelInferRequest -> (inputs, requested output names, request parameters).
-    `shm`: the server's SystemSharedMemory (inputs that name a region), or None."""
+def decode_request(request, model: LoadedModel, shm=None, owner: str = ""):
+    """ModelInferRequest -> (inputs, {requested output: its OutputTarget in
+    shared memory or None}, request parameters). `shm`: the server's
+    SystemSharedMemory (inputs and outputs that name a region, in `owner`'s
+    namespace), or None."""
     raw = request.raw_input_contents
     if raw and len(raw) != len(request.inputs):
         raise ServeError(f"{len(raw)} raw_input_contents for {len(request.inputs)} inputs: give one raw buffer "
@@ -74,7 +77,7 @@ def decode_request(request, model: LoadedModel, shm=None):
         dtype = KSERVE_TO_NUMPY[datatype]
         iparams = params_dict(item.parameters)
         if shm is not None and "shared_memory_region" in iparams:
-            arr = shm.read_input(name, iparams, datatype, shape)
+            arr = shm.read_input(name, iparams, datatype, shape, owner=owner)
             if arr is not None:
                 inputs[name] = arr
                 continue
@@ -104,35 +107,35 @@ def decode_request(request, model: LoadedModel, shm=None):
         else:
             arr = np.array(values, dtype)
         inputs[name] = _reshape(arr, name, shape)
-    requested: dict[str, dict] = {}
+    requested: dict[str, OutputTarget | None] = {}
     for i, out in enumerate(request.outputs):
         if model.output(out.name) is None:
             raise ServeError(f"outputs[{i}]: model {model.name!r} has no output {out.name!r}; it has "
                              + ", ".join(t.name for t in model.outputs))
-        requested[out.name] = params_dict(out.parameters)
+        oparams = params_dict(out.parameters)
+        requested[out.name] = shm.output_target(out.name, oparams, owner=owner) if shm is not None and oparams \
+            else None
     if not requested:
-        requested = {t.name: {} for t in model.outputs}
+        requested = {t.name: None for t in model.outputs}
     return inputs, requested, params_dict(request.parameters)
 
 
-def encode_response(pb2, model: LoadedModel, outputs: dict[str, np.ndarray], requested: dict[str, dict],
-                    request_id: str, shm=None):
+def encode_response(pb2, model: LoadedModel, outputs: dict[str, np.ndarray],
+                    requested: dict[str, OutputTarget | None], request_id: str, shm=None):
     """The ModelInferResponse: raw_output_contents, one buffer per output in order;
     outputs a request places in a shared-memory region are written there instead."""
     resp = pb2.ModelInferResponse(model_name=model.name, model_version=model.version, id=request_id)
     raw = []
-    for name, oparams in requested.items():
-        arr = np.ascontiguousarray(outputs[name])
+    for name, target in requested.items():
+        arr = outputs[name]
         tensor = resp.outputs.add(name=name, datatype=NUMPY_TO_KSERVE[arr.dtype], shape=arr.shape)
-        target = shm.output_target(name, oparams) if shm is not None and oparams else None
         if target is not None:
             shm.write_output(target, arr)
-            for key in ("shared_memory_region", "shared_memory_byte_size", "shared_memory_offset"):
-                if key in oparams:
-                    _set_param(tensor.parameters[key], oparams[key])
+            for key, value in target.params(arr.nbytes).items():
+                _set_param(tensor.parameters[key], value)
             raw.append(b"")  # raw buffers pair with outputs by position, as Triton sends them
             continue
-        raw.append(arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes())
+        raw.append(np.ascontiguousarray(arr).astype(arr.dtype.newbyteorder("<"), copy=False).tobytes())
     resp.raw_output_contents.extend(raw)
     return resp
 

@@ -6,8 +6,12 @@ every RPC goes through what HTTP uses: state.authenticate with the
 `authorization` metadata (Bearer; its rate limits), state.infer (scheduler,
 priorities, deadlines), the same ServeError messages (their code from
 errors.GRPC_CODES), `traceparent` metadata for the log's trace ids (ours go
-back as trailing metadata), the request log line and aie_requests_total with
-protocol="grpc". ServerLive/ServerReady are open like /v2/health/* when
+back as trailing metadata, with `server-timing` after an inference), the
+request log line, aie_requests_total and the phase histograms with
+protocol="grpc" (engine.server.timing; grpc's core reads, parses, serialises
+and writes the messages out of Python's sight, so network is 0 here and
+encode_write ends when the response message is built). Shared-memory
+regions (engine.server.shm) as over HTTP, in the principal's namespace. ServerLive/ServerReady are open like /v2/health/* when
 auth.open_health is set. Messages larger than limits.max_body are refused by
 grpc itself (RESOURCE_EXHAUSTED); a request held counts against
 limits.max_buffered_bytes (UNAVAILABLE when over); a connection carries at
@@ -23,7 +27,6 @@ flight (counted in state.in_flight, which the shutdown waits on) finish.
 from __future__ import annotations
 
 import asyncio
-import time
 
 import grpc
 from google.protobuf import json_format
@@ -32,7 +35,10 @@ from engine import __version__
 from engine.server.errors import GRPC_CODES, ServeError
 from engine.server.grpc_codec import decode_request, encode_response
 from engine.server.grpc_stubs import load as load_stubs
-from engine.server.kserve import EXTENSIONS, OFFLOAD_BYTES, _param_int, trace_context
+from engine.server import timing
+from engine.server.kserve import EXTENSIONS, OFFLOAD_BYTES, SHM_EXTENSION, _param_int, trace_context
+from engine.server.shm import output_views
+from engine.server.timing import clock
 
 _OPEN_RPCS = ("ServerLive", "ServerReady")   # as /v2/health/*: open when auth.open_health
 
@@ -91,11 +97,13 @@ class GrpcFrontend:
     async def run(self, rpc: str, context, handler):
         """(response or None, status, error message or None) of handler(principal, log)."""
         st = self.state
-        t0 = time.monotonic()
+        t0 = clock()
         metadata = {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
         trace_id, span_id, parent = trace_context(metadata.get("traceparent"))
         client = context.peer() or "?"
-        log: dict = {}
+        # grpc's core reads, deframes and parses the message before the handler runs: the
+        # network phase is not visible here (0) and decode starts with the parsed message.
+        log: dict = {"t_first": t0, "t_read": t0}
         resp, status, message = None, 200, None
         st.in_flight += 1
         try:
@@ -111,20 +119,29 @@ class GrpcFrontend:
         finally:
             st.in_flight -= 1
             self.engine.connection_idle()
-        elapsed = time.monotonic() - t0
+        # The answer is serialised and written by grpc after the handler returns: encode_write
+        # ends when the response message is built.
+        log["t_written"] = written = log.get("t_encoded", clock())
+        elapsed = written - t0
         infer = rpc in ("ModelInfer", "ModelStreamInfer")
+        spans = None
         if infer or status >= 400:
             model = st.model_label(log["model"]) if "model" in log else ""
             st.metrics.count_request(model if infer else "", "grpc" if infer else "grpc-meta", status, elapsed)
+            spans = timing.phases(log) if infer and status == 200 and model else None
+            if spans is not None:
+                st.metrics.observe_phases(model, "grpc", spans)
             st.logger.info("request", protocol="grpc", trace_id=trace_id, span_id=span_id, parent_id=parent,
                            client=client, method=rpc, model=model or None, batch=log.get("batch"),
                            batch_size=log.get("batch_size"), instance=log.get("instance"),
-                           priority=log.get("priority"), queue_us=log.get("queue_us"),
-                           compute_us=log.get("compute_us"), status=status,
+                           priority=log.get("priority"), status=status, **timing.log_fields(spans),
                            grpc_status=GRPC_CODES.get(status, "INTERNAL") if status >= 400 else "OK",
                            latency_us=int(elapsed * 1e6))
         if rpc != "ModelStreamInfer":
-            context.set_trailing_metadata((("traceparent", f"00-{trace_id}-{span_id}-01"),))
+            trailing = [("traceparent", f"00-{trace_id}-{span_id}-01")]
+            if spans is not None and (server_timing := timing.server_timing(log)):
+                trailing.append(("server-timing", server_timing))
+            context.set_trailing_metadata(tuple(trailing))
         return resp, status, message
 
     async def unary(self, rpc: str, context, handler):
@@ -151,15 +168,21 @@ class GrpcFrontend:
     async def _infer(self, request, name: str, version: str | None, principal, log: dict):
         st = self.state
         model = st.model(name, version)
-        shm = getattr(st, "shm", None)
+        owner = principal.subject
         if not request.raw_input_contents and request.ByteSize() > OFFLOAD_BYTES:
             # typed contents: a Python value per element; off the loop like HTTP's JSON
-            inputs, requested, params = await _in_pool(st, decode_request, request, model, shm)
+            inputs, requested, params = await _in_pool(st, decode_request, request, model, st.shm, owner)
         else:
-            inputs, requested, params = decode_request(request, model, shm)
+            inputs, requested, params = decode_request(request, model, st.shm, owner)
+        # Outputs placed in shared memory: checked before queueing, written by the run where it can (as HTTP).
+        targets = {n: t for n, t in requested.items() if t is not None}
+        out = output_views(model, inputs, targets) if targets else None
         model, outputs = await st.infer(name, version, inputs, priority=_param_int(params, "priority"),
-                                        timeout_us=_param_int(params, "timeout"), principal=principal, info=log)
-        return encode_response(self.pb2, model, outputs, requested, request.id, shm)
+                                        timeout_us=_param_int(params, "timeout"), principal=principal, info=log,
+                                        out=out)
+        resp = encode_response(self.pb2, model, outputs, requested, request.id, st.shm)
+        log["t_encoded"] = clock()
+        return resp
 
     def model_config(self, model):
         """The ModelConfig proto filled from what /v2/models/<m>/config answers."""
@@ -205,7 +228,7 @@ class _Servicer:
 
     async def ServerMetadata(self, request, context):  # noqa: N802
         async def h(principal, log):
-            return self.pb2.ServerMetadataResponse(name="ai-engine", version=__version__, extensions=EXTENSIONS)
+            return self.pb2.ServerMetadataResponse(name="ai-engine", version=__version__, extensions=EXTENSIONS + [SHM_EXTENSION] * self.st.shm.enabled)
         return await self.f.unary("ServerMetadata", context, h)
 
     async def ModelMetadata(self, request, context):  # noqa: N802
@@ -267,16 +290,11 @@ class _Servicer:
                 yield self.pb2.ModelStreamInferResponse(infer_response=resp)
 
     # ---- system shared memory: state.shm (engine.server.shm) --------------
-    def _shm(self):
-        shm = getattr(self.st, "shm", None)
-        if shm is None:
-            raise ServeError("system shared memory is not available in this server", status=503)
-        return shm
 
     async def SystemSharedMemoryStatus(self, request, context):  # noqa: N802
         async def h(principal, log):
             resp = self.pb2.SystemSharedMemoryStatusResponse()
-            for region in self._shm().status(request.name or None):
+            for region in self.st.shm.status(request.name or None, owner=principal.subject):
                 resp.regions[region["name"]].CopyFrom(
                     self.pb2.SystemSharedMemoryStatusResponse.RegionStatus(**region))
             return resp
@@ -284,13 +302,14 @@ class _Servicer:
 
     async def SystemSharedMemoryRegister(self, request, context):  # noqa: N802
         async def h(principal, log):
-            self._shm().register(request.name, request.key, request.offset, request.byte_size)
+            self.st.shm.register(request.name, request.key, request.offset, request.byte_size,
+                                 owner=principal.subject)
             return self.pb2.SystemSharedMemoryRegisterResponse()
         return await self.f.unary("SystemSharedMemoryRegister", context, h)
 
     async def SystemSharedMemoryUnregister(self, request, context):  # noqa: N802
         async def h(principal, log):
-            self._shm().unregister(request.name or None)
+            self.st.shm.unregister(request.name or None, owner=principal.subject)
             return self.pb2.SystemSharedMemoryUnregisterResponse()
         return await self.f.unary("SystemSharedMemoryUnregister", context, h)
 

@@ -184,9 +184,7 @@ def test_errors_are_status_codes_with_http_messages(shared, client, stub):
     inp = grpcclient.InferInput(IN, [4 * 96, F], "FP32")
     inp.set_data_from_numpy(np.concatenate([big] * 4))
     assert _error(client.infer, "mlp", [inp]).status() == "StatusCode.RESOURCE_EXHAUSTED"
-    # Shared memory is state.shm's (absent here); CUDA memory is not served.
-    err = _error(client.get_system_shared_memory_status)
-    assert err.status() == "StatusCode.UNAVAILABLE" and "system shared memory" in err.message()
+    # CUDA memory is not served (system shared memory: test_shared_memory_regions_over_grpc).
     err = _error(client.get_cuda_shared_memory_status)
     assert err.status() == "StatusCode.UNIMPLEMENTED" and "CUDA shared memory is not supported" in err.message()
     assert client.is_server_live()
@@ -295,3 +293,63 @@ def test_generated_stubs_match_the_vendored_protos(tmp_path):
     assert {"grpc_service_pb2.py", "grpc_service_pb2_grpc.py", "model_config_pb2.py", "__init__.py"} <= files
     text = (tmp_path / "gen" / "grpc_service_pb2.py").read_text()
     assert "from engine.server.grpc_gen import model_config_pb2" in text and "\nimport model_config_pb2" not in text
+
+
+def test_phases_in_log_metrics_and_trailing_metadata(shared, stub):
+    """The five phases as on HTTP (engine.server.timing): the log line's add up
+    to its latency, the histograms count protocol="grpc", and the answer's
+    trailing metadata carries server-timing next to traceparent."""
+    before = metric(shared, "aie_compute_duration_seconds_count", model="mlp", protocol="grpc") or 0
+    req = service_pb2.ModelInferRequest(model_name="mlp", inputs=[service_pb2.ModelInferRequest.InferInputTensor(
+        name=IN, datatype="FP32", shape=[1, F])], raw_input_contents=[np.ones((1, F), np.float32).tobytes()])
+    trace = "1bf7651916cd43dd8448eb211c80319c"
+    _, call = stub.ModelInfer.with_call(req, metadata=(("traceparent", f"00-{trace}-b7ad6b7169203331-01"),))
+    trailing = dict(call.trailing_metadata())
+    assert trailing["traceparent"].startswith(f"00-{trace}-")
+    assert [part.split(";")[0] for part in trailing["server-timing"].split(", ")] == \
+        ["network", "decode", "queue", "compute", "encode"]
+    line = wait_log(shared, "request", trace_id=trace)
+    spans = [line[f"{p}_us"] for p in ("network", "decode", "queue", "compute", "encode_write")]
+    assert line["network_us"] == 0 and all(s >= 0 for s in spans)   # grpc's core reads the message
+    assert line["latency_us"] - 5 <= sum(spans) <= line["latency_us"] + 1   # truncation to whole µs per field
+    assert metric(shared, "aie_compute_duration_seconds_count", model="mlp", protocol="grpc") == before + 1
+
+
+def test_shared_memory_regions_over_grpc(shared, client):
+    """Triton's system shared memory over gRPC: register, input and output in
+    a region (equal to the plain answer), status, misuse as INVALID_ARGUMENT
+    with HTTP's message, unregister."""
+    import uuid
+
+    import tritonclient.utils.shared_memory as shm
+
+    x = np.random.default_rng(11).standard_normal((2, F)).astype(np.float32)
+    handle = shm.create_shared_memory_region("g", f"/aie-grpc-{uuid.uuid4().hex[:12]}", x.nbytes + 80)
+    try:
+        shm.set_shared_memory_region(handle, [x])
+        client.register_system_shared_memory("g", handle._shm_key, x.nbytes + 80)
+        status = client.get_system_shared_memory_status(as_json=True)["regions"]["g"]
+        assert (status["key"], int(status["byte_size"])) == (handle._shm_key, x.nbytes + 80)
+        err = _error(client.register_system_shared_memory, "g", handle._shm_key, 16)
+        assert err.status() == "StatusCode.INVALID_ARGUMENT" and "'g'" in err.message()
+        inp = grpcclient.InferInput(IN, [2, F], "FP32")
+        inp.set_shared_memory("g", x.nbytes)
+        out = grpcclient.InferRequestedOutput(OUT)
+        out.set_shared_memory("g", 80, offset=x.nbytes)
+        result = client.infer("mlp", [inp], outputs=[out])
+        assert result.get_output(OUT).parameters["shared_memory_region"].string_param == "g"
+        plain = grpcclient.InferInput(IN, [2, F], "FP32")
+        plain.set_data_from_numpy(x)
+        want = client.infer("mlp", [plain]).as_numpy(OUT)
+        close(shm.get_contents_as_numpy(handle, np.float32, [2, 10], offset=x.nbytes), want)
+        small = grpcclient.InferRequestedOutput(OUT)
+        small.set_shared_memory("g", 40, offset=x.nbytes)
+        err = _error(client.infer, "mlp", [inp], outputs=[small])
+        assert err.status() == "StatusCode.INVALID_ARGUMENT" and "does not fit" in err.message()
+        client.unregister_system_shared_memory("g")
+        err = _error(client.infer, "mlp", [inp])
+        assert err.status() == "StatusCode.INVALID_ARGUMENT" and "'g'" in err.message()
+        assert client.infer("mlp", [plain]).as_numpy(OUT).shape == (2, 10)   # still serving
+    finally:
+        client.unregister_system_shared_memory()
+        shm.destroy_shared_memory_region(handle)
