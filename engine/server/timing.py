@@ -1,5 +1,7 @@
 """The five latency phases of one inference request, defined once here for
-every protocol (HTTP JSON, HTTP binary-tensor bodies, the binary protocol).
+every protocol (HTTP JSON, HTTP binary-tensor bodies, the binary protocol,
+gRPC: there grpc's core reads, parses, serialises and writes messages out of
+Python's sight, so first = read = the handler's start and written = encoded).
 
 Seven instants, all read from one clock (time.monotonic, the scheduler's
 clock, so the scheduler's own stamps need no conversion):
