@@ -11,15 +11,20 @@ fp32 (the default) converts as always. bf16 also converts the model with
 engine.passes.precision's bf16 marks, runs both on the samples (the spec's
 sample / --sample; seeded random inputs only when there are none, and the
 summary says so), prints the error against fp32 and refuses, writing
-nothing, when it exceeds max_rel_err / min_top1_agreement. auto takes bf16
-when the host has bf16 hardware (level amx or avx512_bf16: elsewhere bf16
-runs on the portable path, slower than fp32) and the error is within the
-limit (AUTO_MAX_REL_ERR unless one is given), else fp32, and says why (auto
-never picks int8). int8 quantises the model with engine.quantize (per-channel
-int8 weights, per-tensor uint8 activations, min-max ranges on the samples:
-the same samples, or the seeded random ones, said) into a QDQ model, which
-the passes fuse onto the int8 kernels; the quantiser measures it against
-fp32 on those samples and refuses, writing nothing, past the limits.
+nothing, when it exceeds max_rel_err / min_top1_agreement. int8 quantises
+the model with engine.quantize (per-channel int8 weights, per-tensor uint8
+activations, min-max ranges on the samples: the same samples, or the seeded
+random ones, said) into a QDQ model, which the passes fuse onto the int8
+kernels; the quantiser measures it against fp32 on those samples and
+refuses, writing nothing, past the limits.
+
+auto tries the precisions this level runs on hardware, the fastest expected
+first: int8 (a VNNI or AMX level, and only with samples: a quantiser
+calibrated on random inputs proves nothing), then bf16 (AMX or AVX-512 BF16;
+elsewhere bf16 runs on the portable path, slower than fp32), then fp32. It
+takes the first whose measured error is within the limits (AUTO_MAX_REL_ERR
+unless one is given), and notes (and says) why each one before was passed
+over, with the measured numbers.
 """
 
 from __future__ import annotations
@@ -48,7 +53,10 @@ from engine.session import InferenceSession, build_plan_for_graph
 
 PRECISION_CHOICES = ("fp32", "bf16", "int8", "auto")
 BF16_LEVELS = ("avx512_bf16", "amx")  # levels with bf16 dot-product hardware
-# auto's limit when none is given: bf16 rounds each GEMM input to 8
+# levels with int8 dot-product hardware (vpdpbusd on ymm/zmm, AMX-INT8); plain
+# avx2's vpmaddubsw int8 path is not expected to beat its fp32
+INT8_LEVELS = ("avx_vnni", "avx512_vnni", "avx512_bf16", "amx")
+# auto's limit when none is given (int8 or bf16): bf16 rounds each GEMM input to 8
 # significant bits (2^-9 relative); over the 10-20 layers of the zoo's CNNs
 # and encoders that measures 2e-3..1.5e-2 (OpenVINO's bf16: 1.2e-2 on
 # ResNet-18). 3e-2 passes those and refuses a model that amplifies it.
@@ -58,7 +66,7 @@ RANDOM_BATCHES = 4  # seeded random inputs when a model has no samples
 
 @dataclass
 class PrecisionOptions:
-    precision: str = "fp32"                 # fp32 | bf16 | auto
+    precision: str = "fp32"                 # one of PRECISION_CHOICES
     sample: str | Path | None = None         # .npy/.npz (or a directory of them): the inputs compared on
     max_rel_err: float | None = None
     min_top1_agreement: float | None = None
@@ -266,7 +274,10 @@ def _measure(fp32: Graph, bf16: Graph, batches, threads: int) -> AccuracyReport:
     return compare_outputs(runs[1], runs[0])
 
 
-def _int8(src, fp32: Graph, opts: PrecisionOptions, say, notes: list[str]):
+def _int8(src, fp32: Graph, opts: PrecisionOptions, say, notes: list[str], *, limits: bool = True):
+    """Quantise with engine.quantize and fuse onto the int8 kernels. With
+    limits the quantiser refuses past them (precision int8); auto passes
+    limits=False and judges the returned error itself."""
     with tempfile.TemporaryDirectory(prefix="aie-int8-") as tmp:
         calibration = opts.sample
         if calibration is None:  # the seeded random inputs, one .npz per batch (and noted)
@@ -277,8 +288,9 @@ def _int8(src, fp32: Graph, opts: PrecisionOptions, say, notes: list[str]):
         quantised = Path(tmp) / "model.int8.onnx"
         say("quantising to int8 (engine.quantize) and measuring it against fp32")
         result = quantize_file(src, calibration, quantised,
-                               QuantizeOptions(max_rel_err=opts.max_rel_err,
-                                               min_top1_agreement=opts.min_top1_agreement, threads=opts.threads),
+                               QuantizeOptions(max_rel_err=opts.max_rel_err if limits else None,
+                                               min_top1_agreement=opts.min_top1_agreement if limits else None,
+                                               threads=opts.threads),
                                progress=say)
         if opts.sample is not None:
             notes.append(f"int8 calibrated and compared on {result.samples} samples from {result.calibration}")
@@ -290,6 +302,85 @@ def _int8(src, fp32: Graph, opts: PrecisionOptions, say, notes: list[str]):
     return graph, passes, "int8", result.accuracy
 
 
+def _bf16(src, fp32: Graph, opts: PrecisionOptions, say, notes: list[str]):
+    """The bf16 graph, its passes and its error against fp32; None when no
+    node computes in bf16."""
+    bf16, passes16 = _converted(src, "bf16", say)
+    if precision_of(bf16) == "fp32":
+        return None
+    say("measuring bf16 against fp32")
+    return bf16, passes16, _measure(fp32, bf16, _samples(fp32, opts, notes), opts.threads)
+
+
+def _measured(acc: AccuracyReport) -> str:
+    return (f"(measured on {acc.samples} samples: max abs {acc.max_abs_err:.3e}, max rel {acc.max_rel_err:.3e}, "
+            f"min cosine {acc.cosine:.6f}"
+            + (f", top-1 agreement {acc.top1_agreement:.4f}" if acc.top1_agreement is not None else "") + ")")
+
+
+def auto_candidates(has_samples: bool) -> tuple[list[str], list[str]]:
+    """auto's candidates at the selected level, the fastest expected first
+    (fp32 always last), and why each other precision is not one."""
+    lvl, out, why = level(), [], []
+    if lvl not in INT8_LEVELS:
+        why.append(f"int8 skipped: level {lvl} has no int8 dot-product hardware (needs {' or '.join(INT8_LEVELS)})")
+    elif not has_samples:
+        why.append("int8 skipped: no calibration samples (give --sample / the spec's sample); "
+                   "auto does not quantise on random inputs")
+    else:
+        out.append("int8")
+    if lvl in BF16_LEVELS:
+        out.append("bf16")
+    else:
+        why.append(f"bf16 skipped: level {lvl} has no bf16 hardware (needs {' or '.join(BF16_LEVELS)}); "
+                   "bf16 would run on the portable path, slower than fp32")
+    return out + ["fp32"], why
+
+
+def _auto(src, fp32: Graph, passes: list[str], opts: PrecisionOptions, say, notes: list[str]):
+    """The first candidate whose measured error is within the limits; each
+    one passed over is noted (and said) with the reason and the numbers."""
+    limit = opts.max_rel_err
+    if limit is None and opts.min_top1_agreement is None:
+        limit = AUTO_MAX_REL_ERR
+    candidates, rejected = auto_candidates(opts.sample is not None)
+    for why in rejected:
+        say(f"auto: {why}")
+    for precision in candidates:
+        if precision == "fp32":
+            break
+        mine: list[str] = []  # what it was compared on: kept only for the one chosen
+        try:
+            if precision == "int8":
+                graph, got_passes, _, acc = _int8(src, fp32, opts, say, mine, limits=False)
+            else:
+                got = _bf16(src, fp32, opts, say, mine)
+                if got is None:
+                    rejected.append("bf16 skipped: no node can compute in bf16 "
+                                    "(no MatMul, Gemm or Conv with constant weights)")
+                    say(f"auto: {rejected[-1]}")
+                    continue
+                graph, got_passes, acc = got
+        except ConversionError as exc:  # e.g. nothing to quantise: the next candidate
+            rejected.append(f"{precision} refused: {exc}")
+            say(f"auto: {rejected[-1]}")
+            continue
+        problems = limit_problems(acc, limit, opts.min_top1_agreement)
+        if problems:
+            rejected.append(f"{precision} refused: " + "; ".join(problems) + " " + _measured(acc))
+            say(f"auto: {rejected[-1]}")
+            continue
+        notes.extend([f"auto: {why}" for why in rejected] + mine)
+        notes.append(f"auto chose {precision}: level {level()} has {precision} hardware and the error is within "
+                     f"the limit (max rel err {acc.max_rel_err:.3e} <= {limit if limit is not None else 'none'}"
+                     + (f", top-1 {acc.top1_agreement:.4f} >= {opts.min_top1_agreement}"
+                        if opts.min_top1_agreement is not None and acc.top1_agreement is not None else "") + ")")
+        return graph, got_passes, precision, acc
+    notes.extend(f"auto: {why}" for why in rejected)
+    notes.append(f"auto chose fp32: no faster precision on level {level()} is within the limit")
+    return fp32, passes, "fp32", None
+
+
 def _choose(src, opts: PrecisionOptions, say, notes: list[str]) -> tuple[Graph, list[str], str, AccuracyReport | None]:
     """The graph to write, its passes, its precision and the measured error."""
     if opts.precision not in PRECISION_CHOICES:
@@ -299,35 +390,18 @@ def _choose(src, opts: PrecisionOptions, say, notes: list[str]) -> tuple[Graph, 
         return fp32, passes, "fp32", None
     if opts.precision == "int8":
         return _int8(src, fp32, opts, say, notes)
-    if opts.precision == "auto" and level() not in BF16_LEVELS:
-        notes.append(f"auto chose fp32: level {level()} has no bf16 hardware (needs {' or '.join(BF16_LEVELS)}); "
-                     "bf16 would run on the portable path, slower than fp32")
-        return fp32, passes, "fp32", None
-    bf16, passes16 = _converted(src, "bf16", say)
-    if precision_of(bf16) == "fp32":
+    if opts.precision == "auto":
+        return _auto(src, fp32, passes, opts, say, notes)
+    got = _bf16(src, fp32, opts, say, notes)
+    if got is None:
         notes.append("fp32: no node can compute in bf16 (no MatMul, Gemm or Conv with constant weights)")
         return fp32, passes, "fp32", None
-    say("measuring bf16 against fp32")
-    acc = _measure(fp32, bf16, _samples(fp32, opts, notes), opts.threads)
-    limit = opts.max_rel_err
-    if opts.precision == "auto" and limit is None and opts.min_top1_agreement is None:
-        limit = AUTO_MAX_REL_ERR
-    problems = limit_problems(acc, limit, opts.min_top1_agreement)
+    bf16, passes16, acc = got
+    problems = limit_problems(acc, opts.max_rel_err, opts.min_top1_agreement)
     if not problems:
-        if opts.precision == "auto":
-            notes.append(f"auto chose bf16: level {level()} has bf16 hardware and the error is within the limit "
-                         f"(max rel err {acc.max_rel_err:.3e} <= {limit if limit is not None else 'none'}"
-                         + (f", top-1 >= {opts.min_top1_agreement}" if opts.min_top1_agreement is not None else "")
-                         + ")")
         return bf16, passes16, "bf16", acc
-    if opts.precision == "auto":
-        notes.append("auto chose fp32: bf16 " + "; ".join(problems))
-        return fp32, passes, "fp32", acc
-    raise ConversionError("bf16 model refused, nothing written: " + "; ".join(problems)
-                          + f" (measured on {acc.samples} samples: max abs {acc.max_abs_err:.3e}, "
-                          f"min cosine {acc.cosine:.6f}"
-                          + (f", top-1 agreement {acc.top1_agreement:.4f}" if acc.top1_agreement is not None else "")
-                          + ")", where=str(src), hint="use precision fp32 or auto, or a looser limit")
+    raise ConversionError("bf16 model refused, nothing written: " + "; ".join(problems) + " " + _measured(acc),
+                          where=str(src), hint="use precision fp32 or auto, or a looser limit")
 
 
 def convert_file(src: str | Path, dst: str | Path, *, progress: Callable[[str], None] | None = None,
