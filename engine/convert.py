@@ -18,13 +18,14 @@ random ones, said) into a QDQ model, which the passes fuse onto the int8
 kernels; the quantiser measures it against fp32 on those samples and
 refuses, writing nothing, past the limits.
 
-auto tries the precisions this level runs on hardware, the fastest expected
-first: int8 (a VNNI or AMX level, and only with samples: a quantiser
-calibrated on random inputs proves nothing), then bf16 (AMX or AVX-512 BF16;
-elsewhere bf16 runs on the portable path, slower than fp32), then fp32. It
-takes the first whose measured error is within the limits (AUTO_MAX_REL_ERR
-unless one is given), and notes (and says) why each one before was passed
-over, with the measured numbers.
+auto considers the precisions this level runs on hardware: int8 (a VNNI or
+AMX level, and only with samples: a quantiser calibrated on random inputs
+proves nothing), bf16 (AMX or AVX-512 BF16; elsewhere bf16 runs on the
+portable path, slower than fp32) and fp32. Of those whose measured error is
+within the limits (AUTO_MAX_REL_ERR unless one is given) it times each on
+the representative input and takes the fastest (auto_decide: the most exact
+within AUTO_TIE of it), and notes (and says) the timings and why each other
+one was passed over, with the measured numbers.
 """
 
 from __future__ import annotations
@@ -64,6 +65,16 @@ INT8_LEVELS = ("avx_vnni", "avx512_vnni", "avx512_bf16", "amx")
 # calibrated on random inputs 3.4e-2, refused).
 AUTO_MAX_REL_ERR = 3e-2
 RANDOM_BATCHES = 4  # seeded random inputs when a model has no samples
+EXACTNESS = ("fp32", "bf16", "int8")  # auto's candidates, the most exact first
+# auto takes the most exact candidate within AUTO_TIE of the fastest: wall
+# time on a shared host varies by several per cent run to run, exactness not
+AUTO_TIE = 0.10
+# auto times each candidate by the median of warm runs: as many as fit in
+# AUTO_TIME_S (a sub-millisecond model needs many to rank), at least
+# AUTO_MIN_RUNS (a slow one is not timed for minutes), at most AUTO_MAX_RUNS
+AUTO_TIME_S = 0.3
+AUTO_MIN_RUNS = 3
+AUTO_MAX_RUNS = 50
 
 
 @dataclass
@@ -184,19 +195,25 @@ def weights_bytes(graph: Graph) -> int:
     return total
 
 
+def _run_inputs(src, graph: Graph, opts: "PrecisionOptions") -> tuple[dict[str, np.ndarray], str]:
+    """The inputs the model is executed (and auto's candidates timed) at, and
+    how they were chosen: the first sample, else representative_inputs."""
+    if opts.sample is not None:
+        feeds = load_calibration(opts.sample, graph.inputs).batches[0]
+        return feeds, ", ".join(f"{k} {list(v.shape)}" for k, v in feeds.items()) + " (the first sample)"
+    feeds, how = representative_inputs(graph, opts.shapes)
+    if feeds is None:
+        raise ConversionError(f"cannot execute the model to check it runs: {how}", where=str(src),
+                              hint="give the spec's shapes (or --sample) for it")
+    return feeds, how
+
+
 def prove_runs(src, graph: Graph, extra: dict, opts: "PrecisionOptions", say) -> list[dict]:
     """Plan and execute the converted graph once on representative inputs
     (the first sample when there is one, else representative_inputs at the
     spec's shapes): a model that cannot run fails conversion here with its
     error. Returns the planned shape and its arena, for the file's meta."""
-    if opts.sample is not None:
-        feeds = load_calibration(opts.sample, graph.inputs).batches[0]
-        how = ", ".join(f"{k} {list(v.shape)}" for k, v in feeds.items()) + " (the first sample)"
-    else:
-        feeds, how = representative_inputs(graph, opts.shapes)
-        if feeds is None:
-            raise ConversionError(f"cannot execute the model to check it runs: {how}", where=str(src),
-                                  hint="give the spec's shapes (or --sample) for it")
+    feeds, how = _run_inputs(src, graph, opts)
     say(f"executing once at {how}")
     loaded = aie_format.parse(aie_format.serialize(graph, extra), str(src))
     try:
@@ -321,8 +338,8 @@ def _measured(acc: AccuracyReport) -> str:
 
 
 def _auto_candidates(has_samples: bool) -> tuple[list[str], list[str]]:
-    """auto's candidates at the selected level, the fastest expected first
-    (fp32 always last), and why each other precision is not one."""
+    """auto's candidates at the selected level (fp32 always last), and why
+    each other precision is not one."""
     lvl, out, why = level(), [], []
     if lvl not in INT8_LEVELS:
         why.append(f"int8 skipped: level {lvl} has no int8 dot-product hardware (needs {' or '.join(INT8_LEVELS)})")
@@ -339,18 +356,56 @@ def _auto_candidates(has_samples: bool) -> tuple[list[str], list[str]]:
     return out + ["fp32"], why
 
 
+def auto_decide(ms: dict[str, float], tie: float = AUTO_TIE) -> tuple[str, list[str]]:
+    """auto's choice among the candidates within the limits, from their
+    measured median milliseconds, and why each other one was passed over.
+    The fastest wins, except that the most exact precision (EXACTNESS order)
+    within `tie` of the fastest is taken instead: one run to the next differs
+    by that much, and exactness does not."""
+    if not ms or "fp32" not in ms:
+        raise ValueError(f"auto_decide needs fp32's timing among the candidates, got {sorted(ms)}")
+    fastest = min(ms, key=lambda p: (ms[p], EXACTNESS.index(p)))
+    bound = ms[fastest] * (1 + tie)
+    chosen = next(p for p in EXACTNESS if p in ms and ms[p] <= bound)
+    why = []
+    for p in EXACTNESS:
+        if p not in ms or p == chosen:
+            continue
+        if ms[p] > bound:
+            why.append(f"{p} passed over: {ms[p]:.3f} ms, slower than {chosen}'s {ms[chosen]:.3f} ms")
+        else:
+            why.append(f"{p} passed over: {ms[p]:.3f} ms is within {tie:.0%} of the fastest "
+                       f"({fastest} {ms[fastest]:.3f} ms) and {chosen} ({ms[chosen]:.3f} ms) is more exact")
+    return chosen, why
+
+
+def time_ms(src, graph: Graph, feeds: dict[str, np.ndarray], threads: int) -> tuple[float, int]:
+    """The median wall milliseconds of one run of `graph` on `feeds` after a
+    warm run, and how many runs it is the median of (see AUTO_TIME_S)."""
+    session = InferenceSession(src, threads=threads, loaded=aie_format.parse(aie_format.serialize(graph, {}), str(src)))
+    session.run(None, feeds)
+    times: list[float] = []
+    t_end = time.perf_counter() + AUTO_TIME_S
+    while len(times) < AUTO_MIN_RUNS or (len(times) < AUTO_MAX_RUNS and time.perf_counter() < t_end):
+        t0 = time.perf_counter()
+        session.run(None, feeds)
+        times.append((time.perf_counter() - t0) * 1e3)
+    return float(np.median(times)), len(times)
+
+
 def _auto(src, fp32: Graph, passes: list[str], opts: PrecisionOptions, say, notes: list[str]):
-    """The first candidate whose measured error is within the limits; each
-    one passed over is noted (and said) with the reason and the numbers."""
+    """The fastest candidate whose measured error is within the limits (ties
+    as auto_decide says), each timed on the representative input; each one
+    passed over is noted (and said) with the reason and the numbers."""
     limit = opts.max_rel_err
     if limit is None and opts.min_top1_agreement is None:
         limit = AUTO_MAX_REL_ERR
     candidates, rejected = _auto_candidates(opts.sample is not None)
     for why in rejected:
         say(f"auto: {why}")
-    for precision in candidates:
-        if precision == "fp32":
-            break
+    feeds, how = _run_inputs(src, fp32, opts)
+    within: dict[str, tuple] = {"fp32": (fp32, passes, None, [])}
+    for precision in candidates[:-1]:
         mine: list[str] = []  # what it was compared on: kept only for the one chosen
         try:
             if precision == "int8":
@@ -372,15 +427,29 @@ def _auto(src, fp32: Graph, passes: list[str], opts: PrecisionOptions, say, note
             rejected.append(f"{precision} refused: " + "; ".join(problems) + " " + _measured(acc))
             say(f"auto: {rejected[-1]}")
             continue
-        notes.extend([f"auto: {why}" for why in rejected] + mine)
-        notes.append(f"auto chose {precision}: level {level()} has {precision} hardware and the error is within "
-                     f"the limit (max rel err {acc.max_rel_err:.3e} <= {limit if limit is not None else 'none'}"
-                     + (f", top-1 {acc.top1_agreement:.4f} >= {opts.min_top1_agreement}"
-                        if opts.min_top1_agreement is not None and acc.top1_agreement is not None else "") + ")")
-        return graph, got_passes, precision, acc
-    notes.extend(f"auto: {why}" for why in rejected)
-    notes.append(f"auto chose fp32: no faster precision on level {level()} is within the limit")
-    return fp32, passes, "fp32", None
+        within[precision] = (graph, got_passes, acc, mine)
+    if len(within) == 1:  # nothing to time fp32 against
+        notes.extend(f"auto: {why}" for why in rejected)
+        notes.append(f"auto chose fp32: no other precision on level {level()} is within the limit")
+        return fp32, passes, "fp32", None
+    ms, runs = {}, {}
+    for precision, (graph, *_rest) in within.items():
+        say(f"auto: timing {precision} at {how}")
+        ms[precision], runs[precision] = time_ms(src, graph, feeds, opts.threads)
+    chosen, passed_over = auto_decide(ms)
+    timed = (f"auto timed at {how}, {opts.threads} thread{'s' if opts.threads != 1 else ''} "
+             "(wall ms, median of warm runs): "
+             + ", ".join(f"{p} {ms[p]:.3f} ({runs[p]} runs)" for p in EXACTNESS if p in ms))
+    say(timed)
+    graph, got_passes, acc, mine = within[chosen]
+    notes.extend([f"auto: {why}" for why in rejected] + mine + [timed] + [f"auto: {why}" for why in passed_over])
+    notes.append(f"auto chose {chosen}: the fastest within the limit"
+                 + (f", or within {AUTO_TIE:.0%} of it and more exact" if chosen != min(ms, key=ms.get) else "")
+                 + (f" (max rel err {acc.max_rel_err:.3e} <= {limit if limit is not None else 'none'}"
+                    + (f", top-1 {acc.top1_agreement:.4f} >= {opts.min_top1_agreement}"
+                       if opts.min_top1_agreement is not None and acc.top1_agreement is not None else "") + ")"
+                    if acc is not None else " (exact)"))
+    return graph, got_passes, chosen, acc
 
 
 def _choose(src, opts: PrecisionOptions, say, notes: list[str]) -> tuple[Graph, list[str], str, AccuracyReport | None]:
