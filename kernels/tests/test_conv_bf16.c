@@ -58,21 +58,38 @@ static aie_conv2d_params params_of(const conv_case *c) {
     return p;
 }
 
+/* A case's params, sizes and seeded operands (x, weights, bias, residual). */
+typedef struct {
+    aie_conv2d_params p;
+    int64_t nx, ny, D;
+    float *x, *w, *bias, *res;
+} conv_data;
+
+static conv_data data_of(const conv_case *c, int ci, uint64_t seed) {
+    conv_data d = {.p = params_of(c)};
+    int64_t P = 0, Q = 0;
+    KT_CHECK(aie_conv2d_output_shape(&d.p, &P, &Q) == AIE_OK, "case %d: bad shape", ci);
+    const int64_t nw = d.p.K * d.p.C * d.p.R * d.p.S;
+    d.nx = d.p.N * d.p.H * d.p.W * d.p.C, d.ny = d.p.N * P * Q * d.p.K, d.D = d.p.R * d.p.S * d.p.C;
+    d.x = kt_xmalloc((size_t)d.nx * sizeof(float)), d.w = kt_xmalloc((size_t)nw * sizeof(float));
+    d.bias = kt_xmalloc((size_t)d.p.K * sizeof(float)), d.res = kt_xmalloc((size_t)d.ny * sizeof(float));
+    kt_fill(d.x, (size_t)d.nx, seed + 1);
+    kt_fill(d.w, (size_t)nw, seed + 2);
+    kt_fill(d.bias, (size_t)d.p.K, seed + 3);
+    kt_fill(d.res, (size_t)d.ny, seed + 4);
+    return d;
+}
+
+static void free_data(conv_data *d) { free(d->x), free(d->w), free(d->bias), free(d->res); }
+
 static void test_case(const aie_level *levels, int nlevels, const conv_case *c, int ci) {
-    aie_conv2d_params p = params_of(c);
-    int64_t P, Q;
-    KT_CHECK(aie_conv2d_output_shape(&p, &P, &Q) == AIE_OK, "case %d: bad shape", ci);
-    const int64_t nx = p.N * p.H * p.W * p.C, nw = p.K * p.C * p.R * p.S, ny = p.N * P * Q * p.K;
-    const int64_t D = p.R * p.S * p.C;
-    float *x = kt_xmalloc((size_t)nx * sizeof(float)), *w = kt_xmalloc((size_t)nw * sizeof(float));
-    float *bias = kt_xmalloc((size_t)p.K * sizeof(float)), *res = kt_xmalloc((size_t)ny * sizeof(float));
+    conv_data d = data_of(c, ci, (uint64_t)ci * 3);
+    const aie_conv2d_params p = d.p;
+    const int64_t ny = d.ny, D = d.D;
+    float *x = d.x, *w = d.w, *bias = d.bias, *res = d.res;
     float *y = kt_xmalloc((size_t)ny * sizeof(float)), *first = kt_xmalloc((size_t)ny * sizeof(float));
     double *ref_r = kt_xmalloc((size_t)ny * sizeof(double)), *ref_e = kt_xmalloc((size_t)ny * sizeof(double));
     double *mag = kt_xmalloc((size_t)ny * sizeof(double));
-    kt_fill(x, (size_t)nx, (uint64_t)ci * 3 + 1);
-    kt_fill(w, (size_t)nw, (uint64_t)ci * 3 + 2);
-    kt_fill(bias, (size_t)p.K, (uint64_t)ci * 3 + 3);
-    kt_fill(res, (size_t)ny, (uint64_t)ci * 3 + 4);
     const float p0 = c->act == AIE_U_CLIP ? -0.25f : 0.f, p1 = c->act == AIE_U_CLIP ? 0.5f : 0.f;
     aie_conv2d_bf16_naive(&p, x, w, c->bias ? bias : NULL, c->residual ? res : NULL, c->act, p0, p1, ref_r, ref_e,
                           mag);
@@ -118,7 +135,8 @@ static void test_case(const aie_level *levels, int nlevels, const conv_case *c, 
         }
     }
     aie_set_level(aie_best_level());
-    free(x), free(w), free(bias), free(res), free(y), free(first), free(ref_r), free(ref_e), free(mag), free(packed);
+    free_data(&d);
+    free(y), free(first), free(ref_r), free(ref_e), free(mag), free(packed);
 }
 
 /* fp32 -> bf16 bits, nearest even (finite values; the reference for the
@@ -144,23 +162,16 @@ static float from_bf16(uint16_t h) {
  * float64 reference of those inputs: the summation bound above plus the
  * output rounding, half a bf16 ulp: <= 2^-8 |y|. */
 static void test_io(const aie_level *levels, int nlevels, const conv_case *c, int ci) {
-    aie_conv2d_params p = params_of(c);
-    int64_t P, Q;
-    KT_CHECK(aie_conv2d_output_shape(&p, &P, &Q) == AIE_OK, "io case %d: bad shape", ci);
-    const int64_t nx = p.N * p.H * p.W * p.C, nw = p.K * p.C * p.R * p.S, ny = p.N * P * Q * p.K;
-    const int64_t D = p.R * p.S * p.C;
-    float *x = kt_xmalloc((size_t)nx * sizeof(float)), *w = kt_xmalloc((size_t)nw * sizeof(float));
-    float *bias = kt_xmalloc((size_t)p.K * sizeof(float)), *res = kt_xmalloc((size_t)ny * sizeof(float));
+    conv_data d = data_of(c, ci, (uint64_t)ci * 7 + 10);
+    aie_conv2d_params p = d.p;
+    const int64_t nx = d.nx, ny = d.ny, D = d.D;
+    float *x = d.x, *w = d.w, *bias = d.bias, *res = d.res;
     float *y32 = kt_xmalloc((size_t)ny * sizeof(float));
     uint16_t *xh = kt_xmalloc((size_t)nx * sizeof(uint16_t)), *rh = kt_xmalloc((size_t)ny * sizeof(uint16_t));
     uint16_t *yh = kt_xmalloc((size_t)ny * sizeof(uint16_t));
     float *yx = kt_xmalloc((size_t)ny * sizeof(float));
     double *ref_r = kt_xmalloc((size_t)ny * sizeof(double)), *ref_e = kt_xmalloc((size_t)ny * sizeof(double));
     double *mag = kt_xmalloc((size_t)ny * sizeof(double));
-    kt_fill(x, (size_t)nx, (uint64_t)ci * 7 + 11);
-    kt_fill(w, (size_t)nw, (uint64_t)ci * 7 + 12);
-    kt_fill(bias, (size_t)p.K, (uint64_t)ci * 7 + 13);
-    kt_fill(res, (size_t)ny, (uint64_t)ci * 7 + 14);
     for (int64_t i = 0; i < nx; i++) x[i] = from_bf16(xh[i] = to_bf16(x[i]));
     for (int64_t i = 0; i < ny; i++) res[i] = from_bf16(rh[i] = to_bf16(res[i]));
     const int has_res = c->residual != 0;
@@ -222,8 +233,8 @@ static void test_io(const aie_level *levels, int nlevels, const conv_case *c, in
     KT_CHECK(aie_conv2d_bf16_io(&p, xh, packed, NULL, NULL, NULL, dummy, NULL, 0, 1, 8) == AIE_EINVAL &&
                  strstr(aie_last_error(), "io flags"),
              "unknown io flag refused: %s", aie_last_error());
-    free(x), free(w), free(bias), free(res), free(y32), free(xh), free(rh), free(yh), free(yx), free(ref_r);
-    free(ref_e), free(mag), free(packed);
+    free_data(&d);
+    free(y32), free(xh), free(rh), free(yh), free(yx), free(ref_r), free(ref_e), free(mag), free(packed);
 }
 
 static void test_errors(void) {
