@@ -41,7 +41,7 @@ sys.path.insert(0, str(REPO))
 
 def step_label(row: dict) -> str:
     ints = row["ints"]
-    if row["op_name"] in ("conv", "conv_transpose", "conv_bf16") and len(ints) >= 16:
+    if row["op_name"] in ("conv", "conv_transpose", "conv_bf16", "conv_bf16_io") and len(ints) >= 16:
         N, H, W, C, K, R, S, sh, sw = ints[:9]
         g = ints[15]
         kind = "dw" if g == C == K and g > 1 else (f"g{g}" if g > 1 else "")
