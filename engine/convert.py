@@ -11,15 +11,21 @@ fp32 (the default) converts as always. bf16 also converts the model with
 engine.passes.precision's bf16 marks, runs both on the samples (the spec's
 sample / --sample; seeded random inputs only when there are none, and the
 summary says so), prints the error against fp32 and refuses, writing
-nothing, when it exceeds max_rel_err / min_top1_agreement. auto takes bf16
-when the host has bf16 hardware (level amx or avx512_bf16: elsewhere bf16
-runs on the portable path, slower than fp32) and the error is within the
-limit (AUTO_MAX_REL_ERR unless one is given), else fp32, and says why (auto
-never picks int8). int8 quantises the model with engine.quantize (per-channel
-int8 weights, per-tensor uint8 activations, min-max ranges on the samples:
-the same samples, or the seeded random ones, said) into a QDQ model, which
-the passes fuse onto the int8 kernels; the quantiser measures it against
-fp32 on those samples and refuses, writing nothing, past the limits.
+nothing, when it exceeds max_rel_err / min_top1_agreement. int8 quantises
+the model with engine.quantize (per-channel int8 weights, per-tensor uint8
+activations, min-max ranges on the samples: the same samples, or the seeded
+random ones, said) into a QDQ model, which the passes fuse onto the int8
+kernels; the quantiser measures it against fp32 on those samples and
+refuses, writing nothing, past the limits.
+
+auto considers the precisions this level runs on hardware: int8 (a VNNI or
+AMX level, and only with samples: a quantiser calibrated on random inputs
+proves nothing), bf16 (AMX or AVX-512 BF16; elsewhere bf16 runs on the
+portable path, slower than fp32) and fp32. Of those whose measured error is
+within the limits (AUTO_MAX_REL_ERR unless one is given) it times each on
+the representative input and takes the fastest (auto_decide: the most exact
+within AUTO_TIE of it), and notes (and says) the timings and why each other
+one was passed over, with the measured numbers.
 """
 
 from __future__ import annotations
@@ -48,17 +54,32 @@ from engine.session import InferenceSession, build_plan_for_graph
 
 PRECISION_CHOICES = ("fp32", "bf16", "int8", "auto")
 BF16_LEVELS = ("avx512_bf16", "amx")  # levels with bf16 dot-product hardware
+# levels with int8 dot-product hardware (vpdpbusd on ymm/zmm, AMX-INT8); plain
+# avx2's vpmaddubsw int8 path is not expected to beat its fp32
+INT8_LEVELS = ("avx_vnni", "avx512_vnni", "avx512_bf16", "amx")
 # auto's limit when none is given: bf16 rounds each GEMM input to 8
 # significant bits (2^-9 relative); over the 10-20 layers of the zoo's CNNs
 # and encoders that measures 2e-3..1.5e-2 (OpenVINO's bf16: 1.2e-2 on
-# ResNet-18). 3e-2 passes those and refuses a model that amplifies it.
+# ResNet-18). 3e-2 passes those and refuses a model that amplifies it. The
+# same limit holds int8 to bf16's accuracy (digits 1.8e-4; MobileNetV2
+# calibrated on random inputs 3.4e-2, refused).
 AUTO_MAX_REL_ERR = 3e-2
 RANDOM_BATCHES = 4  # seeded random inputs when a model has no samples
+EXACTNESS = ("fp32", "bf16", "int8")  # auto's candidates, the most exact first
+# auto takes the most exact candidate within AUTO_TIE of the fastest: wall
+# time on a shared host varies by several per cent run to run, exactness not
+AUTO_TIE = 0.10
+# auto times each candidate by the median of warm runs: as many as fit in
+# AUTO_TIME_S (a sub-millisecond model needs many to rank), at least
+# AUTO_MIN_RUNS (a slow one is not timed for minutes), at most AUTO_MAX_RUNS
+AUTO_TIME_S = 0.3
+AUTO_MIN_RUNS = 3
+AUTO_MAX_RUNS = 50
 
 
 @dataclass
 class PrecisionOptions:
-    precision: str = "fp32"                 # fp32 | bf16 | auto
+    precision: str = "fp32"                 # one of PRECISION_CHOICES
     sample: str | Path | None = None         # .npy/.npz (or a directory of them): the inputs compared on
     max_rel_err: float | None = None
     min_top1_agreement: float | None = None
@@ -174,19 +195,25 @@ def weights_bytes(graph: Graph) -> int:
     return total
 
 
+def _run_inputs(src, graph: Graph, opts: "PrecisionOptions") -> tuple[dict[str, np.ndarray], str]:
+    """The inputs the model is executed (and auto's candidates timed) at, and
+    how they were chosen: the first sample, else representative_inputs."""
+    if opts.sample is not None:
+        feeds = load_calibration(opts.sample, graph.inputs).batches[0]
+        return feeds, ", ".join(f"{k} {list(v.shape)}" for k, v in feeds.items()) + " (the first sample)"
+    feeds, how = representative_inputs(graph, opts.shapes)
+    if feeds is None:
+        raise ConversionError(f"cannot execute the model to check it runs: {how}", where=str(src),
+                              hint="give the spec's shapes (or --sample) for it")
+    return feeds, how
+
+
 def prove_runs(src, graph: Graph, extra: dict, opts: "PrecisionOptions", say) -> list[dict]:
     """Plan and execute the converted graph once on representative inputs
     (the first sample when there is one, else representative_inputs at the
     spec's shapes): a model that cannot run fails conversion here with its
     error. Returns the planned shape and its arena, for the file's meta."""
-    if opts.sample is not None:
-        feeds = load_calibration(opts.sample, graph.inputs).batches[0]
-        how = ", ".join(f"{k} {list(v.shape)}" for k, v in feeds.items()) + " (the first sample)"
-    else:
-        feeds, how = representative_inputs(graph, opts.shapes)
-        if feeds is None:
-            raise ConversionError(f"cannot execute the model to check it runs: {how}", where=str(src),
-                                  hint="give the spec's shapes (or --sample) for it")
+    feeds, how = _run_inputs(src, graph, opts)
     say(f"executing once at {how}")
     loaded = aie_format.parse(aie_format.serialize(graph, extra), str(src))
     try:
@@ -266,7 +293,10 @@ def _measure(fp32: Graph, bf16: Graph, batches, threads: int) -> AccuracyReport:
     return compare_outputs(runs[1], runs[0])
 
 
-def _int8(src, fp32: Graph, opts: PrecisionOptions, say, notes: list[str]):
+def _int8(src, fp32: Graph, opts: PrecisionOptions, say, notes: list[str], *, limits: bool = True):
+    """Quantise with engine.quantize and fuse onto the int8 kernels. With
+    limits the quantiser refuses past them (precision int8); auto passes
+    limits=False and judges the returned error itself."""
     with tempfile.TemporaryDirectory(prefix="aie-int8-") as tmp:
         calibration = opts.sample
         if calibration is None:  # the seeded random inputs, one .npz per batch (and noted)
@@ -277,8 +307,9 @@ def _int8(src, fp32: Graph, opts: PrecisionOptions, say, notes: list[str]):
         quantised = Path(tmp) / "model.int8.onnx"
         say("quantising to int8 (engine.quantize) and measuring it against fp32")
         result = quantize_file(src, calibration, quantised,
-                               QuantizeOptions(max_rel_err=opts.max_rel_err,
-                                               min_top1_agreement=opts.min_top1_agreement, threads=opts.threads),
+                               QuantizeOptions(max_rel_err=opts.max_rel_err if limits else None,
+                                               min_top1_agreement=opts.min_top1_agreement if limits else None,
+                                               threads=opts.threads),
                                progress=say)
         if opts.sample is not None:
             notes.append(f"int8 calibrated and compared on {result.samples} samples from {result.calibration}")
@@ -290,6 +321,137 @@ def _int8(src, fp32: Graph, opts: PrecisionOptions, say, notes: list[str]):
     return graph, passes, "int8", result.accuracy
 
 
+def _bf16(src, fp32: Graph, opts: PrecisionOptions, say, notes: list[str]):
+    """The bf16 graph, its passes and its error against fp32; None when no
+    node computes in bf16."""
+    bf16, passes16 = _converted(src, "bf16", say)
+    if precision_of(bf16) == "fp32":
+        return None
+    say("measuring bf16 against fp32")
+    return bf16, passes16, _measure(fp32, bf16, _samples(fp32, opts, notes), opts.threads)
+
+
+def _measured(acc: AccuracyReport) -> str:
+    return (f"(measured on {acc.samples} samples: max abs {acc.max_abs_err:.3e}, max rel {acc.max_rel_err:.3e}, "
+            f"min cosine {acc.cosine:.6f}"
+            + (f", top-1 agreement {acc.top1_agreement:.4f}" if acc.top1_agreement is not None else "") + ")")
+
+
+def _auto_candidates(has_samples: bool) -> tuple[list[str], list[str]]:
+    """auto's candidates at the selected level (fp32 always last), and why
+    each other precision is not one."""
+    lvl, out, why = level(), [], []
+    if lvl not in INT8_LEVELS:
+        why.append(f"int8 skipped: level {lvl} has no int8 dot-product hardware (needs {' or '.join(INT8_LEVELS)})")
+    elif not has_samples:
+        why.append("int8 skipped: no calibration samples (give --sample / the spec's sample); "
+                   "auto does not quantise on random inputs")
+    else:
+        out.append("int8")
+    if lvl in BF16_LEVELS:
+        out.append("bf16")
+    else:
+        why.append(f"bf16 skipped: level {lvl} has no bf16 hardware (needs {' or '.join(BF16_LEVELS)}); "
+                   "bf16 would run on the portable path, slower than fp32")
+    return out + ["fp32"], why
+
+
+def auto_decide(ms: dict[str, float], tie: float = AUTO_TIE) -> tuple[str, list[str]]:
+    """auto's choice among the candidates within the limits, from their
+    measured median milliseconds, and why each other one was passed over.
+    The fastest wins, except that the most exact precision (EXACTNESS order)
+    within `tie` of the fastest is taken instead: one run to the next differs
+    by that much, and exactness does not."""
+    if not ms or "fp32" not in ms:
+        raise ValueError(f"auto_decide needs fp32's timing among the candidates, got {sorted(ms)}")
+    fastest = min(ms, key=lambda p: (ms[p], EXACTNESS.index(p)))
+    bound = ms[fastest] * (1 + tie)
+    chosen = next(p for p in EXACTNESS if p in ms and ms[p] <= bound)
+    why = []
+    for p in EXACTNESS:
+        if p not in ms or p == chosen:
+            continue
+        if ms[p] > bound:
+            why.append(f"{p} passed over: {ms[p]:.3f} ms, slower than {chosen}'s {ms[chosen]:.3f} ms")
+        else:
+            why.append(f"{p} passed over: {ms[p]:.3f} ms is within {tie:.0%} of the fastest "
+                       f"({fastest} {ms[fastest]:.3f} ms) and {chosen} ({ms[chosen]:.3f} ms) is more exact")
+    return chosen, why
+
+
+def time_ms(src, graph: Graph, feeds: dict[str, np.ndarray], threads: int) -> tuple[float, int]:
+    """The median wall milliseconds of one run of `graph` on `feeds` after a
+    warm run, and how many runs it is the median of (see AUTO_TIME_S)."""
+    session = InferenceSession(src, threads=threads, loaded=aie_format.parse(aie_format.serialize(graph, {}), str(src)))
+    session.run(None, feeds)
+    times: list[float] = []
+    t_end = time.perf_counter() + AUTO_TIME_S
+    while len(times) < AUTO_MIN_RUNS or (len(times) < AUTO_MAX_RUNS and time.perf_counter() < t_end):
+        t0 = time.perf_counter()
+        session.run(None, feeds)
+        times.append((time.perf_counter() - t0) * 1e3)
+    return float(np.median(times)), len(times)
+
+
+def _auto(src, fp32: Graph, passes: list[str], opts: PrecisionOptions, say, notes: list[str]):
+    """The fastest candidate whose measured error is within the limits (ties
+    as auto_decide says), each timed on the representative input; each one
+    passed over is noted (and said) with the reason and the numbers."""
+    limit = opts.max_rel_err
+    if limit is None and opts.min_top1_agreement is None:
+        limit = AUTO_MAX_REL_ERR
+    candidates, rejected = _auto_candidates(opts.sample is not None)
+    for why in rejected:
+        say(f"auto: {why}")
+    feeds, how = _run_inputs(src, fp32, opts)
+    within: dict[str, tuple] = {"fp32": (fp32, passes, None, [])}
+    for precision in candidates[:-1]:
+        mine: list[str] = []  # what it was compared on: kept only for the one chosen
+        try:
+            if precision == "int8":
+                graph, got_passes, _, acc = _int8(src, fp32, opts, say, mine, limits=False)
+            else:
+                got = _bf16(src, fp32, opts, say, mine)
+                if got is None:
+                    rejected.append("bf16 skipped: no node can compute in bf16 "
+                                    "(no MatMul, Gemm or Conv with constant weights)")
+                    say(f"auto: {rejected[-1]}")
+                    continue
+                graph, got_passes, acc = got
+        except ConversionError as exc:  # e.g. nothing to quantise: the next candidate
+            rejected.append(f"{precision} refused: {exc}")
+            say(f"auto: {rejected[-1]}")
+            continue
+        problems = limit_problems(acc, limit, opts.min_top1_agreement)
+        if problems:
+            rejected.append(f"{precision} refused: " + "; ".join(problems) + " " + _measured(acc))
+            say(f"auto: {rejected[-1]}")
+            continue
+        within[precision] = (graph, got_passes, acc, mine)
+    if len(within) == 1:  # nothing to time fp32 against
+        notes.extend(f"auto: {why}" for why in rejected)
+        notes.append(f"auto chose fp32: no other precision on level {level()} is within the limit")
+        return fp32, passes, "fp32", None
+    ms, runs = {}, {}
+    for precision, (graph, *_rest) in within.items():
+        say(f"auto: timing {precision} at {how}")
+        ms[precision], runs[precision] = time_ms(src, graph, feeds, opts.threads)
+    chosen, passed_over = auto_decide(ms)
+    timed = (f"auto timed at {how}, {opts.threads} thread{'s' if opts.threads != 1 else ''} "
+             "(wall ms, median of warm runs): "
+             + ", ".join(f"{p} {ms[p]:.3f} ({runs[p]} runs)" for p in EXACTNESS if p in ms))
+    say(timed)
+    graph, got_passes, acc, mine = within[chosen]
+    notes.extend([f"auto: {why}" for why in rejected] + mine + [timed] + [f"auto: {why}" for why in passed_over])
+    notes.append(f"auto chose {chosen}: the fastest within the limit"
+                 + (f", or within {AUTO_TIE:.0%} of it and more exact" if chosen != min(ms, key=ms.get) else "")
+                 + (f" (max rel err {acc.max_rel_err:.3e} <= {limit if limit is not None else 'none'}"
+                    + (f", top-1 {acc.top1_agreement:.4f} >= {opts.min_top1_agreement}"
+                       if opts.min_top1_agreement is not None and acc.top1_agreement is not None else "") + ")"
+                    if acc is not None else " (exact)"))
+    return graph, got_passes, chosen, acc
+
+
 def _choose(src, opts: PrecisionOptions, say, notes: list[str]) -> tuple[Graph, list[str], str, AccuracyReport | None]:
     """The graph to write, its passes, its precision and the measured error."""
     if opts.precision not in PRECISION_CHOICES:
@@ -299,35 +461,18 @@ def _choose(src, opts: PrecisionOptions, say, notes: list[str]) -> tuple[Graph, 
         return fp32, passes, "fp32", None
     if opts.precision == "int8":
         return _int8(src, fp32, opts, say, notes)
-    if opts.precision == "auto" and level() not in BF16_LEVELS:
-        notes.append(f"auto chose fp32: level {level()} has no bf16 hardware (needs {' or '.join(BF16_LEVELS)}); "
-                     "bf16 would run on the portable path, slower than fp32")
-        return fp32, passes, "fp32", None
-    bf16, passes16 = _converted(src, "bf16", say)
-    if precision_of(bf16) == "fp32":
+    if opts.precision == "auto":
+        return _auto(src, fp32, passes, opts, say, notes)
+    got = _bf16(src, fp32, opts, say, notes)
+    if got is None:
         notes.append("fp32: no node can compute in bf16 (no MatMul, Gemm or Conv with constant weights)")
         return fp32, passes, "fp32", None
-    say("measuring bf16 against fp32")
-    acc = _measure(fp32, bf16, _samples(fp32, opts, notes), opts.threads)
-    limit = opts.max_rel_err
-    if opts.precision == "auto" and limit is None and opts.min_top1_agreement is None:
-        limit = AUTO_MAX_REL_ERR
-    problems = limit_problems(acc, limit, opts.min_top1_agreement)
+    bf16, passes16, acc = got
+    problems = limit_problems(acc, opts.max_rel_err, opts.min_top1_agreement)
     if not problems:
-        if opts.precision == "auto":
-            notes.append(f"auto chose bf16: level {level()} has bf16 hardware and the error is within the limit "
-                         f"(max rel err {acc.max_rel_err:.3e} <= {limit if limit is not None else 'none'}"
-                         + (f", top-1 >= {opts.min_top1_agreement}" if opts.min_top1_agreement is not None else "")
-                         + ")")
         return bf16, passes16, "bf16", acc
-    if opts.precision == "auto":
-        notes.append("auto chose fp32: bf16 " + "; ".join(problems))
-        return fp32, passes, "fp32", acc
-    raise ConversionError("bf16 model refused, nothing written: " + "; ".join(problems)
-                          + f" (measured on {acc.samples} samples: max abs {acc.max_abs_err:.3e}, "
-                          f"min cosine {acc.cosine:.6f}"
-                          + (f", top-1 agreement {acc.top1_agreement:.4f}" if acc.top1_agreement is not None else "")
-                          + ")", where=str(src), hint="use precision fp32 or auto, or a looser limit")
+    raise ConversionError("bf16 model refused, nothing written: " + "; ".join(problems) + " " + _measured(acc),
+                          where=str(src), hint="use precision fp32 or auto, or a looser limit")
 
 
 def convert_file(src: str | Path, dst: str | Path, *, progress: Callable[[str], None] | None = None,

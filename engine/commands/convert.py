@@ -18,16 +18,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "bf16 (weights stored in bf16, sums in fp32), measured against fp32 on the samples; "
                              "int8: quantised on the samples (per-channel int8 weights, uint8 activations, as "
                              "`ai-engine quantize`), run on the int8 kernels, measured against fp32; "
-                             "auto: bf16 when this CPU has bf16 hardware (AMX or AVX-512 BF16) and the error is "
-                             "within the limit (max rel err 3e-2 unless given), else fp32")
+                             "auto: of int8 (this CPU has VNNI or AMX and --sample is given), bf16 (AMX or AVX-512 "
+                             "BF16) and fp32, those within the limit (max rel err 3e-2 unless given) are timed and "
+                             "the fastest taken (a more exact one within 10%% of it preferred); it prints the "
+                             "timings and why each other one was passed over")
     parser.add_argument("--sample", type=Path, help="inputs to measure bf16/int8 against fp32 on (and int8's calibration): a .npy (one-input "
                                                     "model), a .npz (one array per input) or a directory of them; "
                                                     "default: seeded random inputs (and the summary says so)")
     parser.add_argument("--max-rel-err", type=float, metavar="X",
-                        help="refuse bf16/int8 (nothing written; auto: fall back to fp32) when max |bf16 - fp32| / "
+                        help="refuse bf16/int8 (nothing written; auto: pass it over) when max |bf16 - fp32| / "
                              "max |fp32| of an output exceeds X")
     parser.add_argument("--min-top1-agreement", type=float, metavar="F",
-                        help="refuse bf16/int8 (auto: fall back to fp32) when fewer than this fraction (0..1) of the "
+                        help="refuse bf16/int8 (auto: pass it over) when fewer than this fraction (0..1) of the "
                              "samples keep fp32's top-1 class")
 
 

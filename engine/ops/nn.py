@@ -6,7 +6,9 @@ tensors directly; any other (NCHW) node is lowered as transpose in, NHWC
 kernel, transpose out. Conv weights come pre-packed from the converter
 (input 3, tagged _packed_isa) or are packed at plan time. A group-1 Conv
 whose `_precision` attribute is "bf16" runs the bf16 kernel (CONV_BF16:
-bf16 products, fp32 sums, aie_conv_lowp.h) on its bf16 blob.
+bf16 products, fp32 sums, aie_conv_lowp.h) on its bf16 blob; between two
+such convs (engine.passes.precision.mark_bf16_activations: `_y_bf16`) the
+activation is a uint16 tensor of bf16 bits (CONV_BF16_IO).
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ import math
 
 import numpy as np
 
-from engine.kernels.abi import (Binary, ConvPackStep, ConvStep, GlobalPoolStep, Op, PoolStep, Reduce, ResizeStep,
-                               Unary)
+from engine.kernels.abi import (Binary, ConvBf16IoStep, ConvPackStep, ConvStep, GlobalPoolStep, Op, PoolStep, Reduce,
+                               ResizeStep, Unary)
 from engine.kernels.conv_lowp import conv_bf16_workspace, is_bf16_conv_blob, pack_conv_bf16
 from engine.lowering import LoweringContext, Value
 from engine.ops.data import emit_copy
@@ -131,8 +133,10 @@ def lower_conv(ctx: LoweringContext) -> None:
         w = Value(tuple(ctx.attr("_w_shape")), np.float32)
     if w is None:
         raise ctx.unsupported("input W is missing")
-    for v in (x, w):
-        ctx.require_dtype(v, (np.float32,))
+    ctx.require_dtype(w, (np.float32,), "weights")
+    # uint16: bf16 bits written by a bf16 conv (mark_bf16_activations); only a bf16 NHWC conv reads them
+    bf16_io = ctx.attr("_precision", "fp32") == "bf16" and ctx.attr("_nhwc", 0)
+    ctx.require_dtype(x, (np.float32, np.uint16) if bf16_io else (np.float32,))
     if w.rank != x.rank:
         raise ctx.unsupported(f"weights of rank {w.rank} for an input of rank {x.rank}")
     xt, one_d = _image(ctx, x)
@@ -160,15 +164,24 @@ def lower_conv(ctx: LoweringContext) -> None:
     if packed is None and ctx.input(1) is None:
         raise ctx.unsupported("only a bf16 weight blob is stored (_w_shape), but input 3 is not one")
     op, workspace = (Op.CONV_BF16, conv_bf16_workspace) if packed is not None else (Op.CONV, conv_workspace)
+    residual = ctx.input(4)
+    io = (BF16_X if x.dtype == np.uint16 else 0) | (BF16_Y if bf16_io and ctx.attr("_y_bf16", 0) else 0) \
+        | (BF16_RES if residual is not None and residual.dtype == np.uint16 else 0)
+    if io and packed is None:
+        raise ctx.unsupported("a bf16 (uint16) operand, but the weights are not constant: no bf16 kernel")
+    if io and residual is not None and residual.shape != (N, P, Q, K):
+        raise ctx.unsupported(f"a bf16 residual of shape {residual.shape} for an output of {(N, P, Q, K)}: "
+                              "only a fused residual of the output's shape is read in bf16")
+    if io:
+        op = Op.CONV_BF16_IO
     if packed is None:
         packed = _packed_weights(ctx, w, params, G, False)
     act, p0, p1 = ctx.attr("_act", 0), ctx.attr("_p0", 0.0), ctx.attr("_p1", 0.0)
-    residual = ctx.input(4)
     if b is not None:
         ctx.require_dtype(b, (np.float32,))
         if b.shape != (K,):
             raise ctx.unsupported(f"bias of shape {b.shape}, expected ({K},)")
-    y = _nhwc_result(ctx, (N, P, Q, K))
+    y = ctx.out(0, (N, P, Q, K), np.uint16) if io & BF16_Y else _nhwc_result(ctx, (N, P, Q, K))
     if residual is not None and residual.shape != y.shape:
         # The fused residual must match y exactly; a broadcasting Add runs as its own step.
         conv_y = ctx.temp(y.shape, np.float32)
@@ -180,18 +193,22 @@ def lower_conv(ctx: LoweringContext) -> None:
         else:
             emit_binary(ctx, y, conv_y, residual, Binary.ADD)
     else:
-        _conv_step(ctx, op, y, xt, packed, b, residual, params, act, p0, p1, workspace)
+        _conv_step(ctx, op, y, xt, packed, b, residual, params, act, p0, p1, workspace, io)
     _emit_image_out(ctx, y, one_d)
 
 
-def _conv_step(ctx, op, y, xt, packed, b, residual, params, act, p0, p1, conv_workspace) -> None:
-    """A CONV or CONV_BF16 step (the same operands and conv_step)."""
+# aie_conv_lowp.h's AIE_CONV_BF16_X / _Y / _RES: which operands CONV_BF16_IO reads or writes in bf16
+BF16_X, BF16_Y, BF16_RES = 1, 2, 4
+
+
+def _conv_step(ctx, op, y, xt, packed, b, residual, params, act, p0, p1, conv_workspace, io=0) -> None:
+    """A CONV, CONV_BF16 or CONV_BF16_IO step (the same operands)."""
     if y.size == 0:
         return
     ws_bytes = conv_workspace(params, ctx.planner.nthreads)
-    ctx.step(op, [y, xt, packed, b, residual, ctx.scratch(ws_bytes)],
-             ConvStep(conv=params, act=act, workspace_bytes=ws_bytes).words(),
-             [p0, p1])
+    words = (ConvBf16IoStep(conv=params, act=act, workspace_bytes=ws_bytes, io=io) if op == Op.CONV_BF16_IO
+             else ConvStep(conv=params, act=act, workspace_bytes=ws_bytes)).words()
+    ctx.step(op, [y, xt, packed, b, residual, ctx.scratch(ws_bytes)], words, [p0, p1])
 
 
 def lower_conv_transpose(ctx: LoweringContext) -> None:
@@ -367,7 +384,7 @@ _WINDOW = {"auto_pad", "pads", "strides", "dilations", "kernel_shape"}
 # activation), _packed_isa (input 3 holds weights packed for that aie_isa).
 _FUSED = {"_nhwc", "_act", "_p0", "_p1", "_packed_isa"}
 ATTRS = {
-    "Conv": _WINDOW | {"group", "_precision", "_w_shape"} | _FUSED,
+    "Conv": _WINDOW | {"group", "_precision", "_w_shape", "_y_bf16"} | _FUSED,
     "ConvTranspose": _WINDOW | {"group", "output_padding", "output_shape"} | _FUSED,
     "MaxPool": _WINDOW | {"ceil_mode", "storage_order", "_nhwc"},
     "AveragePool": _WINDOW | {"ceil_mode", "count_include_pad", "_nhwc"},

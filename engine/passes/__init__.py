@@ -17,7 +17,7 @@ from engine.passes.fuse_attention import fuse_attention
 from engine.passes.fuse_rmsnorm import fuse_rmsnorm
 from engine.passes.gemm_conv import gemm_as_pointwise_conv
 from engine.passes.layout import to_kernel_layout
-from engine.passes.precision import mark_bf16
+from engine.passes.precision import mark_bf16, mark_bf16_activations
 from engine.passes.prepack import prepack_weights
 from engine.passes.qdq_fuse import qdq_fuse
 
@@ -36,13 +36,14 @@ PRECISIONS = ("fp32", "bf16")  # what a converted model computes in (engine.mode
 
 def passes_for(precision: str = "fp32") -> tuple[Callable[[Graph], Graph], ...]:
     """DEFAULT_PASSES, with mark_bf16 after the fusions for bf16 (before
-    gemm_as_pointwise_conv, which leaves a marked Gemm a Gemm: the bf16 GEMM)."""
+    gemm_as_pointwise_conv, which leaves a marked Gemm a Gemm: the bf16 GEMM)
+    and mark_bf16_activations last (when every reader of a tensor is known)."""
     if precision not in PRECISIONS:
         raise ValueError(f"precision {precision!r} is not one of {', '.join(PRECISIONS)}")
     if precision == "fp32":
         return DEFAULT_PASSES
     i = DEFAULT_PASSES.index(to_kernel_layout)
-    return DEFAULT_PASSES[:i] + (mark_bf16,) + DEFAULT_PASSES[i:]
+    return DEFAULT_PASSES[:i] + (mark_bf16,) + DEFAULT_PASSES[i:] + (mark_bf16_activations,)
 
 
 def run_passes(graph: Graph, passes=DEFAULT_PASSES) -> tuple[Graph, list[str]]:

@@ -99,6 +99,38 @@ def mark_bf16(graph: Graph) -> Graph:
     return graph
 
 
+def _bf16_kernel_conv(node: Node, inits: dict) -> bool:
+    """A Conv that lowers onto the bf16 kernel (engine.ops.nn.lower_conv):
+    marked bf16, NHWC, one group, weights constant (or their bf16 blob)."""
+    ins = list(node.inputs) + [""] * 4
+    return (node.op == "Conv" and node.attrs.get("_precision") == BF16 and bool(node.attrs.get("_nhwc"))
+            and int(node.attrs.get("group", 1)) == 1 and (ins[1] in inits or ins[3] in inits))
+
+
+def mark_bf16_activations(graph: Graph) -> Graph:
+    """Keep activations in bf16 between bf16 convolutions (ResNet's chains):
+    a bf16 Conv's output is written in bf16 (attribute `_y_bf16`; its fused
+    bias, activation and residual applied in fp32 first) when it is not a
+    graph output and every reader is a bf16 Conv reading it as its input
+    (0) or fused residual (4). Those convs read it as is instead of
+    converting it, and the arena holds it in 2-byte elements
+    (aie_conv2d_bf16_io). Everything else reads and writes fp32 as before:
+    the boundaries need no conversion step. Runs after the fusions and the
+    layout pass, which decide the readers."""
+    inits = graph.initializers
+    outputs = {t.name for t in graph.outputs}
+    consumers = graph.consumers()
+    for node in graph.nodes:
+        if not _bf16_kernel_conv(node, inits) or not node.outputs or node.outputs[0] in outputs:
+            continue
+        y = node.outputs[0]
+        readers = consumers.get(y, [])
+        if readers and all(_bf16_kernel_conv(r, inits) and all(i in (0, 4) for i, name in enumerate(r.inputs)
+                                                                 if name == y) for r in readers):
+            node.attrs["_y_bf16"] = 1
+    return graph
+
+
 # Nodes engine.passes.qdq_fuse writes: a quantised model is int8 by its graph.
 INT8_OPS = frozenset({"QConvU8S8", "QGemmU8S8", "QLutU8", "QAddU8"})
 

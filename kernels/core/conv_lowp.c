@@ -86,6 +86,7 @@ typedef struct {
     const aie_conv2d_params *p;
     int64_t P, Q, D, kp;
     const float *x;
+    const aie_bf16 *xb16; /* x in bf16 (AIE_CONV_BF16_X): copied, not converted; x is then NULL */
     aie_bf16_cvt_fn cvt;
     /* Convs with several taps read each input R*S times: x is converted once
      * into a zero-padded bf16 image (N x Hp x Wp x C, every tap inside it),
@@ -154,17 +155,22 @@ static void pack_row(const im2col_src *s, int64_t m, aie_bf16 *row) {
             }
         }
     } else {
-        const float *img = s->x + n * p->H * p->W * C;
+        /* x in fp32 (converted) or in bf16 (copied): one of the two is NULL */
+        const int64_t img = n * p->H * p->W * C;
+        const float *xf = s->x ? s->x + img : NULL;
+        const aie_bf16 *xh = s->xb16 ? s->xb16 + img : NULL;
         for (int64_t r = 0; r < p->R; r++, k += p->S * C) {
             const int64_t ih = ih0 + r * p->dil_h;
             if (ih < 0 || ih >= p->H) {
                 put_run(s, row, k, NULL, NULL, p->S * C);
             } else if (p->dil_w == 1 && iw0 >= 0 && iw0 + p->S <= p->W) {
-                put_run(s, row, k, img + (ih * p->W + iw0) * C, NULL, p->S * C);
+                const int64_t at = (ih * p->W + iw0) * C;
+                put_run(s, row, k, xf ? xf + at : NULL, xh ? xh + at : NULL, p->S * C);
             } else {
                 for (int64_t c = 0; c < p->S; c++) {
-                    const int64_t iw = iw0 + c * p->dil_w;
-                    put_run(s, row, k + c * C, iw >= 0 && iw < p->W ? img + (ih * p->W + iw) * C : NULL, NULL, C);
+                    const int64_t iw = iw0 + c * p->dil_w, at = (ih * p->W + iw) * C;
+                    const int in = iw >= 0 && iw < p->W;
+                    put_run(s, row, k + c * C, in && xf ? xf + at : NULL, in && xh ? xh + at : NULL, C);
                 }
             }
         }
@@ -212,7 +218,10 @@ static void pad_row_task(void *ctx, int64_t t, int worker) {
         return;
     }
     memset(d, 0, (size_t)(p->pad_left * C) * sizeof *d);
-    s->cvt(s->x + (n * p->H + h) * p->W * C, d + p->pad_left * C, p->W * C);
+    if (s->xb16)
+        memcpy(d + p->pad_left * C, s->xb16 + (n * p->H + h) * p->W * C, (size_t)(p->W * C) * sizeof *d);
+    else
+        s->cvt(s->x + (n * p->H + h) * p->W * C, d + p->pad_left * C, p->W * C);
     memset(d + (p->pad_left + p->W) * C, 0, (size_t)(p->pad_right * C) * sizeof *d);
 }
 
@@ -247,6 +256,10 @@ typedef struct {
     aie_epilogue ep; /* activation only: the bias is applied with it, per block */
     int has_ep;
     float *y;
+    /* AIE_CONV_BF16_Y: y in bf16, every block through the sums buffer and
+     * rounded on the way out; AIE_CONV_BF16_RES: the residual in bf16 */
+    aie_bf16 *yb16;
+    const aie_bf16 *res16;
     char *slots; /* per worker: the A block, then up to CONV_BF16_MC x CONV_BF16_NB sums */
     size_t a_bytes, slot_bytes, line_off;
     int64_t acc_ld;
@@ -257,7 +270,29 @@ typedef struct {
  * added to the sum first (it may be y): then every block goes through the
  * per-thread buffer. */
 static int in_y(const conv_job *j, int m, int64_t jp, int64_t nb) {
-    return !j->residual && m == LOWP_MR && jp + LOWP_NR <= nb;
+    return !j->residual && !j->res16 && !j->yb16 && m == LOWP_MR && jp + LOWP_NR <= nb;
+}
+
+/* The output stage into a bf16 y: acc (m x nb sums) += residual, then the
+ * epilogue in place, then each row rounded (nearest even, the level's
+ * bf16_cvt) into y. The residual row is read before y's row is written, so
+ * it may be y itself. */
+static void store_bf16(const conv_job *j, float *acc, int m, int64_t nb, int64_t row0, int64_t col0) {
+    const int64_t ldy = j->N;
+    for (int r = 0; r < m; r++) {
+        float *a = acc + r * j->acc_ld;
+        if (j->res16) {
+            const aie_bf16 *res = j->res16 + (row0 + r) * ldy + col0;
+            for (int64_t x = 0; x < nb; x++) a[x] += aie_bf16_to_f32(res[x]);
+        } else if (j->residual) {
+            const float *res = j->residual + (row0 + r) * ldy + col0;
+            for (int64_t x = 0; x < nb; x++) a[x] += res[x];
+        }
+    }
+    if (j->has_ep)
+        j->kt->sgemm->epilogue(acc, j->acc_ld, m, nb, j->bias ? j->bias + col0 : NULL, NULL, j->ep.act, j->ep.p0,
+                               j->ep.p1);
+    for (int r = 0; r < m; r++) j->src.cvt(acc + r * j->acc_ld, j->yb16 + (row0 + r) * ldy + col0, nb);
 }
 
 /* The output stage of m rows x nb columns of a column block: y = sum (+
@@ -276,6 +311,9 @@ static void store(const conv_job *j, const float *acc, int m, int64_t nb, int64_
             if (j->residual) {
                 const float *res = j->residual + (row0 + r) * ldy + col0;
                 for (int64_t x = x0; x < x1; x++) d[x] = a[x] + res[x];
+            } else if (j->res16) {
+                const aie_bf16 *res = j->res16 + (row0 + r) * ldy + col0;
+                for (int64_t x = x0; x < x1; x++) d[x] = a[x] + aie_bf16_to_f32(res[x]);
             } else {
                 for (int64_t x = x0; x < x1; x++) d[x] = a[x];
             }
@@ -313,8 +351,11 @@ static void tile_task(void *ctx, int64_t t, int worker) {
                 }
             }
         }
-        for (int64_t ir = 0; ir < mc; ir += LOWP_MR)
-            store(j, acc + ir * j->acc_ld, (int)min64(LOWP_MR, mc - ir), nb, i0 + ir, cb);
+        for (int64_t ir = 0; ir < mc; ir += LOWP_MR) {
+            const int m = (int)min64(LOWP_MR, mc - ir);
+            if (j->yb16) store_bf16(j, acc + ir * j->acc_ld, m, nb, i0 + ir, cb);
+            else store(j, acc + ir * j->acc_ld, m, nb, i0 + ir, cb);
+        }
     }
     if (kb->end) kb->end();
 }
@@ -354,7 +395,16 @@ size_t aie_conv2d_bf16_workspace_size(const aie_conv2d_params *p, int nthreads) 
 int aie_conv2d_bf16(const aie_conv2d_params *p, const float *x, const void *packed_w, const float *bias,
                     const float *residual, const aie_epilogue *ep, float *y, void *workspace, size_t workspace_size,
                     int nthreads) {
+    return aie_conv2d_bf16_io(p, x, packed_w, bias, residual, ep, y, workspace, workspace_size, nthreads, 0);
+}
+
+int aie_conv2d_bf16_io(const aie_conv2d_params *p, const void *x, const void *packed_w, const float *bias,
+                       const void *residual, const aie_epilogue *ep, void *y, void *workspace, size_t workspace_size,
+                       int nthreads, int io) {
     const char *op = "conv2d_bf16";
+    if (io & ~(AIE_CONV_BF16_X | AIE_CONV_BF16_Y | AIE_CONV_BF16_RES))
+        return aie_fail(AIE_EINVAL, "%s: io flags %#x, expected a combination of AIE_CONV_BF16_X, _Y and _RES", op,
+                        (unsigned)io);
     int64_t P, Q;
     int rc = aie_ensure_init();
     if (rc) return rc;
@@ -367,14 +417,17 @@ int aie_conv2d_bf16(const aie_conv2d_params *p, const float *x, const void *pack
     const int64_t D = depth(p), kp = AIE_ROUND_UP(D, LOWP_KCHUNK_BF16);
     conv_job j = {
         .kt = aie_kernels(),
-        .src = {p, P, Q, D, kp, x, NULL, NULL, 0, 0},
+        .src = {p, P, Q, D, kp, (io & AIE_CONV_BF16_X) ? NULL : x, (io & AIE_CONV_BF16_X) ? x : NULL, NULL, NULL,
+                0, 0},
         .M = M, .N = p->K,
         /* the conv header, then the bf16 GEMM's header (64 bytes), then the panels */
         .bpanels = (const aie_bf16 *)((const char *)packed_w + sizeof(aie_conv_pack_header) + 64),
-        .bias = bias, .residual = residual,
+        .bias = bias, .residual = (io & AIE_CONV_BF16_RES) ? NULL : residual,
+        .res16 = (io & AIE_CONV_BF16_RES) ? residual : NULL,
         .ep = e,
         .has_ep = bias != NULL || e.act != AIE_U_IDENTITY,
-        .y = y,
+        .y = (io & AIE_CONV_BF16_Y) ? NULL : y,
+        .yb16 = (io & AIE_CONV_BF16_Y) ? y : NULL,
         .a_bytes = a_block_bytes(M, kp), .slot_bytes = slot_bytes(M, p->K, kp),
         .line_off = a_block_bytes(M, kp) + acc_bytes(M, p->K),
         .acc_ld = acc_cols(p->K),

@@ -68,6 +68,21 @@ size_t aie_conv2d_bf16_workspace_size(const aie_conv2d_params *p, int nthreads);
 int aie_conv2d_bf16(const aie_conv2d_params *p, const float *x, const void *packed_w, const float *bias,
                     const float *residual, const aie_epilogue *ep, float *y, void *workspace, size_t workspace_size,
                     int nthreads);
+/* aie_conv2d_bf16 with some operands in bf16 (uint16 bits) instead of fp32,
+ * by the io flags: AIE_CONV_BF16_X, x is NHWC bf16 (copied into the A strips,
+ * not converted: the same products as an fp32 x holding those values);
+ * AIE_CONV_BF16_RES, the residual is bf16; AIE_CONV_BF16_Y, y is written in
+ * bf16, the fp32 result of the epilogue rounded to nearest even (the level's
+ * conversion: AVX-512 BF16 and AMX read fp32 denormals as zero), which adds
+ * half a bf16 ulp (<= 2^-8 |y|) to the bound above. residual may be y itself when both are
+ * bf16 or both fp32. io 0 is aie_conv2d_bf16. Between bf16 convs this
+ * halves the activations' bytes and skips a conversion per input read. */
+#define AIE_CONV_BF16_X 1
+#define AIE_CONV_BF16_Y 2
+#define AIE_CONV_BF16_RES 4
+int aie_conv2d_bf16_io(const aie_conv2d_params *p, const void *x, const void *packed_w, const float *bias,
+                       const void *residual, const aie_epilogue *ep, void *y, void *workspace, size_t workspace_size,
+                       int nthreads, int io);
 /* The kernel the selected level runs, e.g. "amx_bf16_32x32" (for reports). */
 const char *aie_conv2d_bf16_path(void);
 

@@ -97,9 +97,11 @@ def test_auto_under_avx2_picks_fp32_and_a_bf16_file_runs_there(zoo, tmp_path):
     if level_unsupported("avx2"):
         pytest.skip(f"avx2 unavailable on this host: {level_unsupported('avx2')}")
     src = zoo("digits")
-    proc = _cli("convert", src, "-o", tmp_path / "auto.aie", "--precision", "auto", isa="avx2")
+    proc = _cli("convert", src, "-o", tmp_path / "auto.aie", "--precision", "auto",
+                "--sample", src.with_name("digits.sample.npy"), isa="avx2")
     assert proc.returncode == 0, proc.stderr
-    assert "precision:      fp32" in proc.stdout and "auto chose fp32: level avx2 has no bf16 hardware" in proc.stdout
+    assert "precision:      fp32" in proc.stdout and "auto: bf16 skipped: level avx2 has no bf16 hardware" in proc.stdout
+    assert "auto: int8 skipped: level avx2 has no int8 dot-product hardware" in proc.stdout
     # Packed on this host's level (AMX here), run with AIE_ISA=avx2: the portable path, the same answers.
     bf16 = tmp_path / "bf16.aie"
     convert_file(src, bf16, precision=PrecisionOptions("bf16"))
