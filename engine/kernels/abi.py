@@ -255,7 +255,7 @@ class RnnStep(Int64Struct):
         ('act_f', ctypes.c_int64), ('act_g', ctypes.c_int64), ('act_h', ctypes.c_int64),
         ('x_step_stride', ctypes.c_int64), ('x_batch_stride', ctypes.c_int64), ('y_step_stride', ctypes.c_int64),
         ('y_batch_stride', ctypes.c_int64), ('state_batch_stride', ctypes.c_int64),
-        ('workspace_bytes', ctypes.c_int64)]
+        ('workspace_bytes', ctypes.c_int64), ('packed', ctypes.c_int64)]
 
 
 class AxisStep(Int64Struct):

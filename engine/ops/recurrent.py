@@ -14,7 +14,7 @@ from engine.kernels.abi import RNN_GRU, RNN_LSTM, RNN_RNN, Op, RnnStep, Unary
 from engine.lowering import LoweringContext, Value
 from engine.ops.compose import wanted
 from engine.ops.data import emit_copy, emit_fill
-from engine.packing import _lib, gemm_workspace
+from engine.packing import _lib, gemm_workspace, pack_gemm_b
 
 # Steps whose input projection is one GEMM: a fixed count, so the plan's
 # scratch is the same for every sequence length.
@@ -30,11 +30,17 @@ _ACTS = {"sigmoid": (Unary.SIGMOID, None, None), "tanh": (Unary.TANH, None, None
          "softplus": (Unary.SOFTPLUS, None, None)}
 
 
-def rnn_scratch_bytes(cell: int, B: int, I: int, H: int, chunk: int, lbr: int) -> int:
+def rnn_scratch_bytes(cell: int, B: int, I: int, H: int, chunk: int, lbr: int, packed: int) -> int:
     fn = _lib().aie_rnn_scratch_bytes
-    fn.argtypes = [ctypes.c_int64] * 6
+    fn.argtypes = [ctypes.c_int64] * 7
     fn.restype = ctypes.c_size_t
-    return int(fn(cell, B, I, H, chunk, lbr))
+    return int(fn(cell, B, I, H, chunk, lbr, packed))
+
+
+def _packed(w: np.ndarray, rows=None) -> Value:
+    # [N, K] weight rows -> op(B) = W^T packed for aie_sgemm_packed
+    blob = pack_gemm_b(w if rows is None else w[rows[0]:rows[1]], True)
+    return Value(blob.shape, np.uint8, const=blob)
 
 
 def _activations(ctx: LoweringContext, defaults: list, dirs: int) -> list[list[tuple[int, float, float]]]:
@@ -117,7 +123,11 @@ def lower_recurrent(ctx: LoweringContext) -> None:
     nt = ctx.planner.nthreads
     ws_bytes = max(gemm_workspace(RNN_CHUNK * B, GH, I, nt), gemm_workspace(B, GH, H, nt))
     ws = ctx.scratch(ws_bytes)
-    scratch = ctx.scratch(rnn_scratch_bytes(cell, B, I, H, RNN_CHUNK, lbr))
+    # Constant weights (what exporters write) are packed here, once per plan;
+    # computed ones by the kernel, once per call.
+    packed = int(w.const is not None and r.const is not None)
+    split = op == "GRU" and not lbr
+    scratch = ctx.scratch(rnn_scratch_bytes(cell, B, I, H, RNN_CHUNK, lbr, packed))
     x_strides = (I, S * I) if layout else (B * I, I)
     y_strides = (D * H, S * D * H) if layout else (D * B * H, H)
     hs = D * H if layout else H
@@ -126,14 +136,18 @@ def lower_recurrent(ctx: LoweringContext) -> None:
         params = RnnStep(cell=cell, S=S, B=B, I=I, H=H, reverse=int(direction == "reverse" or d == 1),
                          chunk=RNN_CHUNK, lbr=lbr, act_f=acts[d][0][0], act_g=acts[d][1][0], act_h=acts[d][2][0],
                          x_step_stride=x_strides[0], x_batch_stride=x_strides[1], y_step_stride=y_strides[0],
-                         y_batch_stride=y_strides[1], state_batch_stride=hs, workspace_bytes=ws_bytes)
+                         y_batch_stride=y_strides[1], state_batch_stride=hs, workspace_bytes=ws_bytes,
+                         packed=packed)
         floats = [clip] + [p for a in acts[d] for p in a[1:]]
-        tensors = [_view(y, d * H if layout else d * B * H, (S, B, H)) if y is not None else None, x,
-                   _part(ctx.planner, w, d, (GH, I)), _part(ctx.planner, r, d, (GH, H)),
+        if packed:
+            wd, rd = _packed(w.const[d]), _packed(r.const[d], (0, 2 * H) if split else None)
+        else:
+            wd, rd = _part(ctx.planner, w, d, (GH, I)), _part(ctx.planner, r, d, (GH, H))
+        tensors = [_view(y, d * H if layout else d * B * H, (S, B, H)) if y is not None else None, x, wd, rd,
                    _part(ctx.planner, b, d, (2 * GH,)) if b is not None else None,
                    _view(yh, state_off, (B, H)), _view(yc, state_off, (B, H)) if yc is not None else None,
                    _part(ctx.planner, peep, d, (3 * H,)) if peep is not None else None,
-                   lens, scratch, ws]
+                   lens, scratch, ws, _packed(r.const[d], (2 * H, 3 * H)) if packed and split else None]
         ctx.step(Op.RNN, tensors, params.words(), floats)
 
 

@@ -1,7 +1,8 @@
 /* RECURRENT: one direction of an ONNX RNN, GRU or LSTM over the whole
  * sequence, as a loop of steps whose memory does not depend on the sequence
- * length. Per call the weights are packed once (W and R into the scratch
- * operand); the input projection X W^T runs CHUNK steps at a time as one
+ * length. Constant weights come packed from the plan (ip packed: t[2] W,
+ * t[3] R, t[11] GRU's Rh); others are packed once per call into the scratch
+ * operand. The input projection X W^T runs CHUNK steps at a time as one
  * GEMM (a GEMV per step wastes the packed kernel); each step is one small
  * GEMM on the hidden state (two for GRU without linear_before_reset: the
  * candidate needs r * H first) plus the gate epilogue, whose activations go
@@ -26,14 +27,19 @@ static int64_t gates_of(int64_t cell) { return cell == AIE_RNN_LSTM ? 4 : cell =
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
-/* Packed W, packed R (two parts for GRU without linear_before_reset), then
- * x rows [C*B, I], projections [C*B, GH], h R^T [B, GH], r * h [B, H]. */
-size_t aie_rnn_scratch_bytes(int64_t cell, int64_t B, int64_t I, int64_t H, int64_t chunk, int64_t lbr) {
+/* Packed W, packed R (two parts for GRU without linear_before_reset) unless
+ * the plan packed them, then x rows [C*B, I], projections [C*B, GH],
+ * h R^T [B, GH], r * h [B, H]. */
+size_t aie_rnn_scratch_bytes(int64_t cell, int64_t B, int64_t I, int64_t H, int64_t chunk, int64_t lbr,
+                             int64_t packed) {
     int64_t G = gates_of(cell), GH = G * H;
     int split = cell == AIE_RNN_GRU && !lbr;
-    size_t n = align64(aie_sgemm_packed_b_size(I, GH));
-    n += split ? align64(aie_sgemm_packed_b_size(H, 2 * H)) + align64(aie_sgemm_packed_b_size(H, H))
-               : align64(aie_sgemm_packed_b_size(H, GH));
+    size_t n = 0;
+    if (!packed) {
+        n += align64(aie_sgemm_packed_b_size(I, GH));
+        n += split ? align64(aie_sgemm_packed_b_size(H, 2 * H)) + align64(aie_sgemm_packed_b_size(H, H))
+                   : align64(aie_sgemm_packed_b_size(H, GH));
+    }
     n += align64((size_t)(chunk * B * I + chunk * B * GH + B * GH + B * H) * sizeof(float));
     return n;
 }
@@ -58,24 +64,25 @@ int aie_x_rnn(const aie_step_args *a) {
     const double *fa = a->fp + 1;   /* f: p0 p1, g: p0 p1, h: p0 p1 */
     int split = cell == AIE_RNN_GRU && !lbr;
     int rc;
-    /* weights packed once per call: the per-step GEMMs then stream them */
-    void *pw = sc;
-    size_t pws = aie_sgemm_packed_b_size(I, GH);
-    sc += align64(pws);
-    if ((rc = aie_sgemm_pack_b(1, I, GH, w, I, pw, pws)) != AIE_OK) return rc;
-    void *pr = sc, *prh = NULL;
-    size_t prs, prhs = 0;
-    if (split) {
-        prs = aie_sgemm_packed_b_size(H, 2 * H);
-        prhs = aie_sgemm_packed_b_size(H, H);
-        prh = sc + align64(prs);
-        sc += align64(prs) + align64(prhs);
-        if ((rc = aie_sgemm_pack_b(1, H, 2 * H, r, H, pr, prs)) != AIE_OK) return rc;
-        if ((rc = aie_sgemm_pack_b(1, H, H, r + 2 * H * H, H, prh, prhs)) != AIE_OK) return rc;
+    const void *pw = w, *pr = r, *prh = a->nt > 11 ? a->t[11] : NULL;
+    if (sp->packed) {
+        if (split && !prh) return aie_fail(AIE_EINVAL, "rnn: packed GRU without its Rh operand");
     } else {
-        prs = aie_sgemm_packed_b_size(H, GH);
+        /* weights packed once per call: the per-step GEMMs then stream them */
+        size_t pws = aie_sgemm_packed_b_size(I, GH);
+        if ((rc = aie_sgemm_pack_b(1, I, GH, w, I, sc, pws)) != AIE_OK) return rc;
+        pw = sc;
+        sc += align64(pws);
+        size_t prs = aie_sgemm_packed_b_size(H, split ? 2 * H : GH);
+        if ((rc = aie_sgemm_pack_b(1, H, split ? 2 * H : GH, r, H, sc, prs)) != AIE_OK) return rc;
+        pr = sc;
         sc += align64(prs);
-        if ((rc = aie_sgemm_pack_b(1, H, GH, r, H, pr, prs)) != AIE_OK) return rc;
+        if (split) {
+            size_t prhs = aie_sgemm_packed_b_size(H, H);
+            if ((rc = aie_sgemm_pack_b(1, H, H, r + 2 * H * H, H, sc, prhs)) != AIE_OK) return rc;
+            prh = sc;
+            sc += align64(prhs);
+        }
     }
     float *xb = (float *)(void *)sc, *xp = xb + C * B * I, *hr = xp + C * B * GH, *rh = hr + B * GH;
     const float *wb = bias, *rb = bias ? bias + GH : NULL;
@@ -99,11 +106,8 @@ int aie_x_rnn(const aie_step_args *a) {
             return rc;
         for (int64_t kk = 0; kk < n; kk++) {
             int64_t k = k0 + kk;
-            if (split) {
-                rc = aie_sgemm_packed(0, B, 2 * H, H, 1.f, h, hs, pr, 0.f, hr, GH, NULL, ws, wss, a->nthreads);
-            } else {
-                rc = aie_sgemm_packed(0, B, GH, H, 1.f, h, hs, pr, 0.f, hr, GH, NULL, ws, wss, a->nthreads);
-            }
+            rc = aie_sgemm_packed(0, B, split ? 2 * H : GH, H, 1.f, h, hs, pr, 0.f, hr, GH, NULL, ws, wss,
+                                  a->nthreads);
             if (rc) return rc;
             for (int64_t b = 0; b < B; b++) {
                 int64_t len = lens ? lens[b] : S;

@@ -74,7 +74,8 @@ extern "C" {
  *             ip, x strided by ip, w [G*H, I], r [G*H, H], bias [2*G*H] (or
  *             NONE), h state in/out, c state in/out (LSTM), peepholes [3H]
  *             (or NONE), sequence_lens int32 [B] (or NONE), scratch of
- *             aie_rnn_scratch_bytes, GEMM workspace. ip: aie_rnn_step.
+ *             aie_rnn_scratch_bytes, GEMM workspace, GRU's packed Rh (ip
+ *             packed: w, r are aie_sgemm_pack_b blobs). ip: aie_rnn_step.
  *   ARGMAX    t: out (int64), in. ip: aie_axis_step (select_last, is_min).
  *   GATHER_ELEMENTS t: out, data, indices (int64/int32).
  *             ip: aie_gather_elements_step.
@@ -148,7 +149,8 @@ void aie_exec_runner_free(aie_exec_runner *r);
 
 /* Bytes of the RNN step's scratch operand (packed weights, a chunk's
  * input rows and projections, one step's gates): independent of S. */
-size_t aie_rnn_scratch_bytes(int64_t cell, int64_t B, int64_t I, int64_t H, int64_t chunk, int64_t lbr);
+size_t aie_rnn_scratch_bytes(int64_t cell, int64_t B, int64_t I, int64_t H, int64_t chunk, int64_t lbr,
+                             int64_t packed);
 
 /* Name of an opcode (for errors and profiles); "?" when unknown. */
 const char *aie_exec_op_name(int64_t op);

@@ -15,7 +15,7 @@ from onnx import TensorProto, helper
 from engine import kernels
 from engine.errors import KernelError
 from engine.session import InferenceSession
-from tests.runtime.op_oracle import assert_outputs_match, reference_outputs
+from tests.runtime.op_oracle import assert_outputs_match, check_op, reference_outputs
 
 F = TensorProto.FLOAT
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
@@ -166,3 +166,14 @@ def test_every_isa_path(tmp_path, isa):
         for op in ("GRU", "LSTM"):
             model, feeds = _model(op, 20, 3, 9, 17, 2, init=True, lens=[20, 11, 2], seed=3)
             _check(tmp_path, model, feeds, threads=2)
+
+
+@pytest.mark.parametrize("op", ["GRU", "LSTM"])
+def test_weights_fed_at_run_time_are_packed_per_call(tmp_path, op):
+    # W, R, B as graph inputs: the kernel packs them itself (GRU: R in two parts)
+    rng = np.random.default_rng(5)
+    G, S, B, I, H = GATES[op], 6, 2, 5, 7
+    feeds = {n: rng.uniform(-0.6, 0.6, s).astype(np.float32)
+             for n, s in (("X", (S, B, I)), ("W", (2, G * H, I)), ("R", (2, G * H, H)), ("B", (2, 2 * G * H)))}
+    check_op(tmp_path, op, feeds, {"hidden_size": H, "direction": "bidirectional"}, n_outputs=2, opset=22,
+             oracle="onnxruntime", rtol=1e-4, atol=1e-5)
