@@ -52,7 +52,7 @@ def main() -> None:
     print(f"{'seq':>6} {'arena bytes':>12} {'ours ms':>9} {'ort ms':>9} {'ratio':>6}")
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "rnn.onnx"
-        onnx.save(lstm_model(op=args.op), str(path))
+        onnx.save(lstm_model(op=args.op, batch_first=False), str(path))
         ours = InferenceSession(path, threads=args.threads)
         peer = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
         rng = np.random.default_rng(0)
@@ -60,7 +60,7 @@ def main() -> None:
             feeds = {"x": rng.standard_normal((seq, args.batch, 64)).astype(np.float32)}
             got, want = ours.run(None, feeds), peer.run(None, feeds)
             assert all(np.allclose(g, w, rtol=1e-3, atol=1e-4) for g, w in zip(got, want)), "answers differ"
-            arena = next(p.arena_bytes for p in ours.plans() if True)
+            arena = ours.plans()[-1].arena_bytes
             t_ours = _best_median(lambda: ours.run(None, feeds), args.blocks, args.calls)
             t_ort = _best_median(lambda: peer.run(None, feeds), args.blocks, args.calls)
             print(f"{seq:>6} {arena:>12} {t_ours:>9.3f} {t_ort:>9.3f} {t_ours / t_ort:>6.2f}")

@@ -91,7 +91,9 @@ def lower_recurrent(ctx: LoweringContext) -> None:
         raise ctx.unsupported(f"layout={layout} with X {x.shape}, W {w.shape}, R {r.shape}")
     if ctx.attr("input_forget", 0):
         raise ctx.unsupported("input_forget=1")
-    S, B, I = (x.shape[1], x.shape[0], x.shape[2]) if layout else x.shape
+    # layout 1, or a batch-first x whose Transpose fuse_recurrent_input folded in
+    x_batch_first = layout or ctx.attr("_x_batch_first", 0)
+    S, B, I = (x.shape[1], x.shape[0], x.shape[2]) if x_batch_first else x.shape
     D, GH, I2 = w.shape
     H = GH // G
     direction = ctx.attr("direction", "forward")
@@ -128,7 +130,7 @@ def lower_recurrent(ctx: LoweringContext) -> None:
     packed = int(w.const is not None and r.const is not None)
     split = op == "GRU" and not lbr
     scratch = ctx.scratch(rnn_scratch_bytes(cell, B, I, H, RNN_CHUNK, lbr, packed))
-    x_strides = (I, S * I) if layout else (B * I, I)
+    x_strides = (I, S * I) if x_batch_first else (B * I, I)
     y_strides = (D * H, S * D * H) if layout else (D * B * H, H)
     hs = D * H if layout else H
     for d in range(D):
@@ -152,5 +154,7 @@ def lower_recurrent(ctx: LoweringContext) -> None:
 
 
 RULES = {"RNN": {7: lower_recurrent}, "GRU": {7: lower_recurrent}, "LSTM": {7: lower_recurrent}}
-_COMMON = {"activations", "activation_alpha", "activation_beta", "clip", "direction", "hidden_size", "layout"}
+# _x_batch_first: set by engine.passes.fuse_recurrent (x is [B, S, I], outputs as layout says)
+_COMMON = {"activations", "activation_alpha", "activation_beta", "clip", "direction", "hidden_size", "layout",
+           "_x_batch_first"}
 ATTRS = {"RNN": _COMMON, "GRU": _COMMON | {"linear_before_reset"}, "LSTM": _COMMON | {"input_forget"}}

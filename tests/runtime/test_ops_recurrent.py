@@ -177,3 +177,4 @@ def test_weights_fed_at_run_time_are_packed_per_call(tmp_path, op):
              for n, s in (("X", (S, B, I)), ("W", (2, G * H, I)), ("R", (2, G * H, H)), ("B", (2, 2 * G * H)))}
     check_op(tmp_path, op, feeds, {"hidden_size": H, "direction": "bidirectional"}, n_outputs=2, opset=22,
              oracle="onnxruntime", rtol=1e-4, atol=1e-5)
+
