@@ -1,15 +1,26 @@
-"""Scan and Loop, unrolled at plan time: the iteration count is fixed by
-the static shapes (Scan) or by a trip count and condition known when the
-plan is built (Loop), so each iteration's body becomes ordinary steps. A
-Loop whose condition is computed from run-time data cannot be unrolled and
-is reported unsupported; so is one longer than MAX_UNROLL iterations."""
+"""Loop and Scan.
+
+A Loop without scan outputs runs as a loop in the plan: its body is lowered
+once, between a conditional jump forward (i < M and cond) and a jump back,
+with the iteration number, the condition and the loop-carried values in
+slots of the arena that live through the whole loop; the body's results
+are copied into those slots at the end of each iteration. The trip count and
+the condition may be computed at run time, and the plan does not grow with
+the trip count.
+
+Scan, and a Loop with scan outputs, are still unrolled at plan time (the
+iteration count fixed by the static shapes or a plan-time trip count);
+docs/ARCHITECTURE.md "Recurrences and control flow as loops" has the design
+for running them as loops too."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from engine.kernels.abi import JumpStep, Op
 from engine.lowering import LoweringContext
 from engine.ops.compose import Composer, const, ints
+from engine.ops.data import emit_copy, emit_fill
 
 # Plan size grows with every unrolled iteration: past this it is better to
 # report the model than to build a huge plan.
@@ -64,8 +75,78 @@ def lower_scan(ctx: LoweringContext) -> None:
         c.out(n + j, _stack(c, parts, out_axes[j] % (parts[0].rank + 1)))
 
 
+def _jump(ctx: LoweringContext, op: int, cond=None):
+    ctx.step(op, [cond] if cond is not None else [], JumpStep(target=0).words())
+    return ctx.planner.steps[-1]
+
+
+def lower_loop_in_place(ctx: LoweringContext) -> None:
+    """Loop without scan outputs as a real loop (see the module docstring)."""
+    body = ctx.attr("body")
+    m_in, cond_in = ctx.input(0), ctx.input(1)
+    if m_in is None and cond_in is None:
+        raise ctx.unsupported("neither a trip count nor a condition (an endless loop)")
+    carried_in = list(ctx.inputs[2:])
+    if any(v is None for v in carried_in):
+        raise ctx.unsupported("an absent loop-carried input")
+    c = Composer(ctx)
+    planner = ctx.planner
+    it = ctx.temp((), np.int64)
+    cond = ctx.temp((), np.bool_)
+    slots = [ctx.temp(v.shape, v.dtype) for v in carried_in]
+    emit_fill(ctx, it, 0)
+    if cond_in is not None:
+        emit_copy(ctx, cond, c.op("Cast", c.reshape(cond_in, []), to=9) if cond_in.shape != () else cond_in)
+    else:
+        emit_fill(ctx, cond, True)
+    for slot, v in zip(slots, carried_in):
+        emit_copy(ctx, slot, v)
+    top = len(planner.steps)
+    go = cond
+    if m_in is not None:
+        go = c.op("And", c.op("Less", it, c.reshape(m_in, []) if m_in.shape != () else m_in), cond)
+    exit_jump = _jump(ctx, Op.JUMP_IF_NOT, go)
+    results = _run_body(ctx, body, [it, cond] + slots)
+    if len(results) != 1 + len(slots):
+        raise ctx.unsupported(f"body has {len(results)} outputs for {len(slots)} loop-carried values")
+    for slot, r in zip(slots, results[1:]):
+        if r.shape != slot.shape or r.dtype != slot.dtype:
+            raise ctx.unsupported(f"a loop-carried value changes from {slot.dtype.name}{list(slot.shape)} to "
+                                  f"{r.dtype.name}{list(r.shape)} (a loop plan needs the same shape every iteration)")
+    # A result that is one of the slots itself (a value passed through) is
+    # taken aside first, so no copy reads a slot another copy already wrote.
+    own = {id(s.buf) for s in [it, cond] + slots}
+    staged = [ctx.temp(r.shape, r.dtype) if r.buf is not None and id(r.buf) in own else None for r in results]
+    for tmp, r in zip(staged, results):
+        if tmp is not None:
+            emit_copy(ctx, tmp, r)
+    results = [tmp if tmp is not None else r for tmp, r in zip(staged, results)]
+    cond_out = results[0]
+    emit_copy(ctx, cond, c.op("Cast", c.reshape(cond_out, []), to=9) if cond_out.shape != () or
+              cond_out.dtype != np.bool_ else cond_out)
+    for slot, r in zip(slots, results[1:]):
+        emit_copy(ctx, slot, r)
+    emit_copy(ctx, it, c.add(it, const(np.int64(1))))
+    back = _jump(ctx, Op.JUMP)
+    back.ints[:] = JumpStep(target=top).words()
+    end = len(planner.steps)
+    exit_jump.ints[:] = JumpStep(target=end).words()
+    # Lifetimes are step ranges; with a jump back, whatever the body reads
+    # from before the loop (and the slots) is read again by every
+    # iteration: it lives until the loop ends. Values the body creates are
+    # written before they are read within one iteration.
+    for st in planner.steps[top:end]:
+        for t in st.tensors:
+            if t is not None and t.buf is not None and 0 <= t.buf.first < top:
+                t.buf.last = max(t.buf.last, end - 1)
+    for i, slot in enumerate(slots):
+        ctx.set_out(i, slot)
+
+
 def lower_loop(ctx: LoweringContext) -> None:
     body = ctx.attr("body")
+    if len(body.outputs) == 1 + len(ctx.inputs[2:]):
+        return lower_loop_in_place(ctx)
     trip = ctx.const(0, "M") if ctx.input(0) is not None else None
     cond = ctx.const(1, "cond") if ctx.input(1) is not None else None
     limit = int(trip.reshape(-1)[0]) if trip is not None else None

@@ -80,3 +80,85 @@ def test_loop_with_a_run_time_condition_is_cleanly_unsupported(tmp_path):
         check_op(tmp_path, "Loop", {"M": np.array(8, np.int64), "cond": np.array(True),
                                     "acc0": RNG.standard_normal(2).astype(np.float32)},
                  {"body": _loop_body(True)}, n_outputs=2, opset=16)
+
+
+# -- Loop without scan outputs: a real loop in the plan (engine.ops.loops.lower_loop_in_place) --
+
+def _carried_body(cond_from_data: bool, passthrough: bool = False):
+    # acc' = acc * 0.5 + i; keep going while sum(acc') < limit (or the
+    # incoming condition); `passthrough` also swaps two carried values
+    # (a body output that is a body input: the copies must not interfere).
+    nodes = [helper.make_node("Cast", ["i"], ["i_f"], to=F), helper.make_node("Mul", ["acc", "half"], ["h"]),
+             helper.make_node("Add", ["h", "i_f"], ["acc_out"])]
+    if cond_from_data:
+        nodes += [helper.make_node("ReduceSum", ["acc_out"], ["total"], keepdims=0),
+                  helper.make_node("Less", ["total", "limit"], ["c_out"])]
+    else:
+        nodes.append(helper.make_node("Identity", ["c_in"], ["c_out"]))
+    ins = [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+           helper.make_tensor_value_info("c_in", TensorProto.BOOL, []),
+           helper.make_tensor_value_info("acc", F, [3])]
+    outs = [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("acc_out", F, [3])]
+    if passthrough:
+        ins += [helper.make_tensor_value_info("a", F, [3]), helper.make_tensor_value_info("b", F, [3])]
+        outs += [helper.make_tensor_value_info("b", F, [3]), helper.make_tensor_value_info("a", F, [3])]
+    return helper.make_graph(nodes, "body", ins, outs, [helper.make_tensor("half", F, [], [0.5]),
+                                                        helper.make_tensor("limit", F, [], [40.0])])
+
+
+def _loop_model(body, n_carried, trip=True, cond=True):
+    ins = ([helper.make_tensor_value_info("M", TensorProto.INT64, [])] if trip else []) + \
+          ([helper.make_tensor_value_info("cond", TensorProto.BOOL, [])] if cond else []) + \
+          [helper.make_tensor_value_info(f"v{j}", F, [3]) for j in range(n_carried)]
+    node = helper.make_node("Loop", ["M" if trip else "", "cond" if cond else ""] +
+                            [f"v{j}" for j in range(n_carried)], [f"y{j}" for j in range(n_carried)], body=body)
+    graph = helper.make_graph([node], "loop", ins, [helper.make_tensor_value_info(f"y{j}", F, [3])
+                                                   for j in range(n_carried)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)])
+
+
+def _run_both(tmp_path, model, feeds):
+    import onnx
+
+    from engine.session import InferenceSession
+    from tests.runtime.op_oracle import assert_outputs_match, reference_outputs
+
+    want = reference_outputs(model, feeds, "onnxruntime")
+    onnx.save(model, str(tmp_path / "loop.onnx"))
+    sess = InferenceSession(tmp_path / "loop.onnx", threads=1)
+    assert_outputs_match(sess.run(None, feeds), want, "Loop", 1e-5, 1e-6)
+    return sess
+
+
+def _acc():
+    return RNG.standard_normal(3).astype(np.float32)
+
+
+def test_loop_with_a_run_time_trip_count_is_one_plan_for_every_count(tmp_path):
+    model = _loop_model(_carried_body(False), 1)
+    sizes = set()
+    for m in (0, 1, 5, 200):
+        sess = _run_both(tmp_path, model, {"M": np.array(m, np.int64), "cond": np.array(True), "v0": _acc()})
+        (plan,) = sess.plans()
+        sizes.add((len(plan.steps), plan.arena_bytes))
+    assert len(sizes) == 1, f"plan (steps, arena bytes) by trip count 0/1/5/200: {sizes}"
+
+
+def test_loop_with_a_condition_computed_in_the_body(tmp_path):
+    model = _loop_model(_carried_body(True), 1)
+    for m in (3, 1000):   # stops on the trip count, then on the data
+        _run_both(tmp_path, model, {"M": np.array(m, np.int64), "cond": np.array(True), "v0": _acc()})
+
+
+def test_loop_with_only_a_condition_and_a_false_start(tmp_path):
+    model = _loop_model(_carried_body(True), 1, trip=False)
+    _run_both(tmp_path, model, {"cond": np.array(True), "v0": _acc()})
+    _run_both(tmp_path, model, {"cond": np.array(False), "v0": _acc()})   # zero iterations
+
+
+def test_loop_carried_values_passed_through_and_swapped(tmp_path):
+    model = _loop_model(_carried_body(False, passthrough=True), 3)
+    for m in (0, 3, 4):
+        _run_both(tmp_path, model, {"M": np.array(m, np.int64), "cond": np.array(True), "v0": _acc(),
+                                    "v1": _acc(), "v2": _acc()})
