@@ -8,16 +8,20 @@ are copied into those slots at the end of each iteration. The trip count and
 the condition may be computed at run time, and the plan does not grow with
 the trip count.
 
-Scan, and a Loop with scan outputs, are still unrolled at plan time (the
-iteration count fixed by the static shapes or a plan-time trip count);
-docs/ARCHITECTURE.md "Recurrences and control flow as loops" has the design
-for running them as loops too."""
+Scan runs the same way: each iteration gathers its slice of every scan
+input at the run-time index, and COPY_AT writes its per-step outputs into
+the stacked outputs, which are allocated once, N long.
+
+A Loop with scan outputs is still unrolled at plan time (a plan-time trip
+count and condition): its stacked outputs' length is not known before the
+run; docs/ARCHITECTURE.md "Recurrences and control flow as loops" has the
+design."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from engine.kernels.abi import JumpStep, Op
+from engine.kernels.abi import CopyAtStep, JumpStep, Op
 from engine.lowering import LoweringContext
 from engine.ops.compose import Composer, const, ints
 from engine.ops.data import emit_copy, emit_fill
@@ -42,7 +46,104 @@ def _stack(c: Composer, parts, axis: int):
     return pieces[0] if len(pieces) == 1 else c.op("Concat", *pieces, axis=axis)
 
 
-def lower_scan(ctx: LoweringContext) -> None:
+def _jump(ctx: LoweringContext, op: int, cond=None):
+    ctx.step(op, [cond] if cond is not None else [], JumpStep(target=0).words())
+    return ctx.planner.steps[-1]
+
+
+def _in_place_loop(ctx: LoweringContext, c: Composer, trip, cond_in, carried_in: list, bind, split,
+                   stacked: list) -> list:
+    """The loop skeleton shared by Loop and Scan (see the module docstring).
+    trip: the trip count (a Value, or None); cond_in: the first condition
+    (or None: true); bind(it, cond, slots) -> the body's input Values;
+    split(results) -> (condition Value or None, carried results, per-iteration
+    results); stacked: for each per-iteration result, (output Value
+    [outer, n, inner], axis, reverse) it is copied into at the iteration's
+    index. Returns the slots (the loop-carried values after the loop)."""
+    planner = ctx.planner
+    it = ctx.temp((), np.int64)
+    cond = ctx.temp((), np.bool_)
+    slots = [ctx.temp(v.shape, v.dtype) for v in carried_in]
+    emit_fill(ctx, it, 0)
+    if cond_in is not None:
+        emit_copy(ctx, cond, c.reshape(cond_in, []) if cond_in.shape != () else cond_in)
+    else:
+        emit_fill(ctx, cond, True)
+    for slot, v in zip(slots, carried_in):
+        emit_copy(ctx, slot, v)
+    top = len(planner.steps)
+    go = cond
+    if trip is not None:
+        go = c.op("And", c.op("Less", it, c.reshape(trip, []) if trip.shape != () else trip), cond)
+    exit_jump = _jump(ctx, Op.JUMP_IF_NOT, go)
+    cond_out, carried, per_iter = split(_run_body(ctx, ctx.attr("body"), bind(it, cond, slots)))
+    for slot, r in zip(slots, carried):
+        if r.shape != slot.shape or r.dtype != slot.dtype:
+            raise ctx.unsupported(f"a loop-carried value changes from {slot.dtype.name}{list(slot.shape)} to "
+                                  f"{r.dtype.name}{list(r.shape)} (a loop plan needs the same shape every iteration)")
+    for (out, axis, rev), r in zip(stacked, per_iter):
+        n = out.shape[axis]
+        idx = c.sub(const(np.int64(n - 1)), it) if rev else it
+        outer = int(np.prod(out.shape[:axis], dtype=np.int64))
+        params = CopyAtStep(outer=outer, n=n, inner_bytes=r.nbytes // max(outer, 1))
+        ctx.step(Op.COPY_AT, [out, r, idx], params.words())
+    # A result that is one of the slots itself (a value passed through) is
+    # taken aside first, so no copy reads a slot another copy already wrote.
+    own = {id(v.buf) for v in [it, cond] + slots}
+    results = ([cond_out] if cond_out is not None else []) + list(carried)
+    staged = [ctx.temp(r.shape, r.dtype) if r.buf is not None and id(r.buf) in own else None for r in results]
+    for tmp, r in zip(staged, results):
+        if tmp is not None:
+            emit_copy(ctx, tmp, r)
+    results = [tmp if tmp is not None else r for tmp, r in zip(staged, results)]
+    if cond_out is not None:
+        emit_copy(ctx, cond, c.reshape(results[0], []) if results[0].shape != () else results[0])
+        results = results[1:]
+    for slot, r in zip(slots, results):
+        emit_copy(ctx, slot, r)
+    emit_copy(ctx, it, c.add(it, const(np.int64(1))))
+    back = _jump(ctx, Op.JUMP)
+    back.ints[:] = JumpStep(target=top).words()
+    end = len(planner.steps)
+    exit_jump.ints[:] = JumpStep(target=end).words()
+    # Lifetimes are step ranges; with a jump back, whatever the body reads
+    # from before the loop (the slots, outer values, the stacked outputs) is
+    # touched again by every iteration: it lives until the loop ends. Values
+    # the body creates are written before they are read within an iteration.
+    for st in planner.steps[top:end]:
+        for t in st.tensors:
+            if t is not None and t.buf is not None and 0 <= t.buf.first < top:
+                t.buf.last = max(t.buf.last, end - 1)
+    for out, _, _ in stacked:   # created inside (their shapes come from the body): they span the loop too
+        out.buf.first, out.buf.last = min(out.buf.first, top), max(out.buf.last, end - 1)
+    return slots
+
+
+def lower_loop_in_place(ctx: LoweringContext) -> None:
+    """Loop without scan outputs as a real loop."""
+    m_in, cond_in = ctx.input(0), ctx.input(1)
+    if m_in is None and cond_in is None:
+        raise ctx.unsupported("neither a trip count nor a condition (an endless loop)")
+    carried_in = list(ctx.inputs[2:])
+    if any(v is None for v in carried_in):
+        raise ctx.unsupported("an absent loop-carried input")
+    n = len(carried_in)
+
+    def split(results):
+        if len(results) != 1 + n:
+            raise ctx.unsupported(f"body has {len(results)} outputs for {n} loop-carried values")
+        return results[0], results[1:], []
+
+    slots = _in_place_loop(ctx, Composer(ctx), m_in, cond_in, carried_in, lambda it, cond, sl: [it, cond] + sl,
+                           split, [])
+    for i, slot in enumerate(slots):
+        ctx.set_out(i, slot)
+
+
+def lower_scan_in_place(ctx: LoweringContext) -> None:
+    """Scan as a real loop: each iteration gathers its slice of every scan
+    input at the run-time index and copies its per-step outputs into the
+    stacked outputs (COPY_AT)."""
     body = ctx.attr("body")
     m = ctx.attr("num_scan_inputs")
     n = len(ctx.inputs) - m
@@ -54,91 +155,28 @@ def lower_scan(ctx: LoweringContext) -> None:
     steps = scans[0].shape[in_axes[0]]
     if any(s.shape[a] != steps for s, a in zip(scans, in_axes)):
         raise ctx.unsupported("scan inputs of different lengths")
-    if not 0 < steps <= MAX_UNROLL:
-        raise ctx.unsupported(f"{steps} iterations (unrolled: 1..{MAX_UNROLL})")
     k = len(body.outputs) - n
-    c = Composer(ctx)
-    collected = [[] for _ in range(k)]
-    for t in range(steps):
-        slices = [c.op("Gather", s, const(np.int64(steps - 1 - t if d else t)), axis=a)
-                  for s, a, d in zip(scans, in_axes, in_dirs)]
-        results = _run_body(ctx, body, states + slices)
-        states = results[:n]
-        for j in range(k):
-            collected[j].append(results[n + j])
     out_axes = ctx.attr("scan_output_axes") or [0] * k
     out_dirs = ctx.attr("scan_output_directions") or [0] * k
-    for i, s in enumerate(states):
-        c.out(i, s)
-    for j in range(k):
-        parts = collected[j][::-1] if out_dirs[j] else collected[j]
-        c.out(n + j, _stack(c, parts, out_axes[j] % (parts[0].rank + 1)))
-
-
-def _jump(ctx: LoweringContext, op: int, cond=None):
-    ctx.step(op, [cond] if cond is not None else [], JumpStep(target=0).words())
-    return ctx.planner.steps[-1]
-
-
-def lower_loop_in_place(ctx: LoweringContext) -> None:
-    """Loop without scan outputs as a real loop (see the module docstring)."""
-    body = ctx.attr("body")
-    m_in, cond_in = ctx.input(0), ctx.input(1)
-    if m_in is None and cond_in is None:
-        raise ctx.unsupported("neither a trip count nor a condition (an endless loop)")
-    carried_in = list(ctx.inputs[2:])
-    if any(v is None for v in carried_in):
-        raise ctx.unsupported("an absent loop-carried input")
     c = Composer(ctx)
-    planner = ctx.planner
-    it = ctx.temp((), np.int64)
-    cond = ctx.temp((), np.bool_)
-    slots = [ctx.temp(v.shape, v.dtype) for v in carried_in]
-    emit_fill(ctx, it, 0)
-    if cond_in is not None:
-        emit_copy(ctx, cond, c.op("Cast", c.reshape(cond_in, []), to=9) if cond_in.shape != () else cond_in)
-    else:
-        emit_fill(ctx, cond, True)
-    for slot, v in zip(slots, carried_in):
-        emit_copy(ctx, slot, v)
-    top = len(planner.steps)
-    go = cond
-    if m_in is not None:
-        go = c.op("And", c.op("Less", it, c.reshape(m_in, []) if m_in.shape != () else m_in), cond)
-    exit_jump = _jump(ctx, Op.JUMP_IF_NOT, go)
-    results = _run_body(ctx, body, [it, cond] + slots)
-    if len(results) != 1 + len(slots):
-        raise ctx.unsupported(f"body has {len(results)} outputs for {len(slots)} loop-carried values")
-    for slot, r in zip(slots, results[1:]):
-        if r.shape != slot.shape or r.dtype != slot.dtype:
-            raise ctx.unsupported(f"a loop-carried value changes from {slot.dtype.name}{list(slot.shape)} to "
-                                  f"{r.dtype.name}{list(r.shape)} (a loop plan needs the same shape every iteration)")
-    # A result that is one of the slots itself (a value passed through) is
-    # taken aside first, so no copy reads a slot another copy already wrote.
-    own = {id(s.buf) for s in [it, cond] + slots}
-    staged = [ctx.temp(r.shape, r.dtype) if r.buf is not None and id(r.buf) in own else None for r in results]
-    for tmp, r in zip(staged, results):
-        if tmp is not None:
-            emit_copy(ctx, tmp, r)
-    results = [tmp if tmp is not None else r for tmp, r in zip(staged, results)]
-    cond_out = results[0]
-    emit_copy(ctx, cond, c.op("Cast", c.reshape(cond_out, []), to=9) if cond_out.shape != () or
-              cond_out.dtype != np.bool_ else cond_out)
-    for slot, r in zip(slots, results[1:]):
-        emit_copy(ctx, slot, r)
-    emit_copy(ctx, it, c.add(it, const(np.int64(1))))
-    back = _jump(ctx, Op.JUMP)
-    back.ints[:] = JumpStep(target=top).words()
-    end = len(planner.steps)
-    exit_jump.ints[:] = JumpStep(target=end).words()
-    # Lifetimes are step ranges; with a jump back, whatever the body reads
-    # from before the loop (and the slots) is read again by every
-    # iteration: it lives until the loop ends. Values the body creates are
-    # written before they are read within one iteration.
-    for st in planner.steps[top:end]:
-        for t in st.tensors:
-            if t is not None and t.buf is not None and 0 <= t.buf.first < top:
-                t.buf.last = max(t.buf.last, end - 1)
+    stacked = []
+
+    def bind(it, cond, slots):
+        slices = []
+        for s, a, d in zip(scans, in_axes, in_dirs):
+            idx = c.sub(const(np.int64(steps - 1)), it) if d else it
+            slices.append(c.op("Gather", s, idx, axis=a))
+        return slots + slices
+
+    def split(results):
+        # The stacked outputs' shapes are known once the body has been lowered.
+        for j, r in enumerate(results[n:]):
+            axis = out_axes[j] % (r.rank + 1)
+            shape = (*r.shape[:axis], steps, *r.shape[axis:])
+            stacked.append((ctx.out(n + j, shape, r.dtype), axis, out_dirs[j]))
+        return None, results[:n], results[n:]
+
+    slots = _in_place_loop(ctx, c, const(np.int64(steps)), None, states, bind, split, stacked)
     for i, slot in enumerate(slots):
         ctx.set_out(i, slot)
 
@@ -179,7 +217,7 @@ def lower_loop(ctx: LoweringContext) -> None:
         c.out(n + j, _stack(c, collected[j], 0))
 
 
-RULES = {"Scan": {9: lower_scan}, "Loop": {1: lower_loop}}
+RULES = {"Scan": {9: lower_scan_in_place}, "Loop": {1: lower_loop}}
 ATTRS = {"Scan": {"body", "num_scan_inputs", "scan_input_axes", "scan_input_directions", "scan_output_axes",
                   "scan_output_directions"},
          "Loop": {"body"}}

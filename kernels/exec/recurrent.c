@@ -1,4 +1,4 @@
-/* RECURRENT: one direction of an ONNX RNN, GRU or LSTM over the whole
+/* RNN: one direction of an ONNX RNN, GRU or LSTM over the whole
  * sequence, as a loop of steps whose memory does not depend on the sequence
  * length. Constant weights come packed from the plan (ip packed: t[2] W,
  * t[3] R, t[11] GRU's Rh); others are packed once per call into the scratch
@@ -9,7 +9,9 @@
  * through aie_unary (the ISA-dispatched vector library).
  * sequence_lens: a row past its length keeps its state and writes zeros to
  * y; reverse runs each row from its own last valid step; a row of length 0
- * ends with zero states. */
+ * ends with zero states.
+ * COPY_AT (at the end): a Scan body's per-iteration output into its slot of
+ * the stacked output, at the loop counter's run-time index. */
 #include "nd_iter.h"
 
 #include <string.h>
@@ -180,5 +182,20 @@ int aie_x_rnn(const aie_step_args *a) {
             memset(h + b * hs, 0, (size_t)H * sizeof(float));
             if (c) memset(c + b * hs, 0, (size_t)H * sizeof(float));
         }
+    return AIE_OK;
+}
+
+/* COPY_AT: a loop body's per-iteration result into its slot of the stacked
+ * output; the index comes from the loop's counter at run time. */
+int aie_x_copy_at(const aie_step_args *a) {
+    const aie_copy_at_step *sp = (const aie_copy_at_step *)(const void *)a->ip;
+    char *dst = a->t[0];
+    const char *src = a->t[1];
+    if (!dst || !src || !a->t[2]) return aie_fail(AIE_EINVAL, "copy_at: NULL operand");
+    int64_t idx = *(const int64_t *)a->t[2], n = sp->n;
+    if (idx < 0 || idx >= n) return aie_fail(AIE_EINVAL, "copy_at: index %lld outside 0..%lld", (long long)idx,
+                                             (long long)(n - 1));
+    size_t inner = (size_t)sp->inner_bytes;
+    for (int64_t o = 0; o < sp->outer; o++) memcpy(dst + ((size_t)(o * n + idx)) * inner, src + (size_t)o * inner, inner);
     return AIE_OK;
 }

@@ -76,6 +76,9 @@ extern "C" {
  *             (or NONE), sequence_lens int32 [B] (or NONE), scratch of
  *             aie_rnn_scratch_bytes, GEMM workspace, GRU's packed Rh (ip
  *             packed: w, r are aie_sgemm_pack_b blobs). ip: aie_rnn_step.
+ *   COPY_AT   t: dst, src, index (int64, one element). ip: aie_copy_at_step.
+ *             dst [outer, n, inner] row `index` <- src [outer, inner]: a
+ *             Scan output's iteration slice (kernels/exec/recurrent.c).
  *   ARGMAX    t: out (int64), in. ip: aie_axis_step (select_last, is_min).
  *   GATHER_ELEMENTS t: out, data, indices (int64/int32).
  *             ip: aie_gather_elements_step.

@@ -1,5 +1,8 @@
-"""Scan and Loop unrolled at plan time (engine.ops.loops) against
-onnx.reference; a data-dependent Loop condition is cleanly unsupported."""
+"""Loop and Scan (engine.ops.loops) against onnx.reference / onnxruntime:
+Scan and a Loop without scan outputs run as loops in the plan (run-time trip
+count, data-dependent condition, zero iterations, carried values passed
+through, the plan the same for every length); a Loop with scan outputs is
+unrolled, and with a data-dependent condition cleanly unsupported."""
 
 from __future__ import annotations
 
@@ -162,3 +165,30 @@ def test_loop_carried_values_passed_through_and_swapped(tmp_path):
     for m in (0, 3, 4):
         _run_both(tmp_path, model, {"M": np.array(m, np.int64), "cond": np.array(True), "v0": _acc(),
                                     "v1": _acc(), "v2": _acc()})
+
+
+def test_scan_is_one_loop_whatever_its_length(tmp_path):
+    # Scan runs in place: the plan's steps and arena are the same for 1, 7
+    # and 300 iterations (the stacked output is the caller's memory).
+    import onnx
+
+    from engine.session import InferenceSession
+    from tests.runtime.op_oracle import assert_outputs_match, reference_outputs
+
+    sizes = set()
+    for steps in (1, 7, 300):
+        feeds = {"s0": RNG.standard_normal(3).astype(np.float32),
+                 "xs": RNG.standard_normal((steps, 3)).astype(np.float32)}
+        node = helper.make_node("Scan", ["s0", "xs"], ["s", "ys"], body=_scan_body(), num_scan_inputs=1,
+                                scan_output_directions=[1])
+        graph = helper.make_graph([node], "scan", [helper.make_tensor_value_info("s0", F, [3]),
+                                                   helper.make_tensor_value_info("xs", F, [steps, 3])],
+                                  [helper.make_tensor_value_info("s", F, [3]),
+                                   helper.make_tensor_value_info("ys", F, [steps, 3])])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)])
+        onnx.save(model, str(tmp_path / "scan.onnx"))
+        sess = InferenceSession(tmp_path / "scan.onnx", threads=1)
+        assert_outputs_match(sess.run(None, feeds), reference_outputs(model, feeds, "onnxruntime"), "Scan", 1e-5, 1e-6)
+        (plan,) = sess.plans()
+        sizes.add((len(plan.steps), plan.arena_bytes))
+    assert len(sizes) == 1, f"plan (steps, arena bytes) by length 1/7/300: {sizes}"
