@@ -1,8 +1,8 @@
 /* The RNN step (exec/recurrent.c) against a double-precision reference of
  * the ONNX equations written here: RNN, GRU (both reset forms) and LSTM
  * (with peepholes), forward and reverse, ragged sequence_lens, odd sizes,
- * weights packed by the caller and by the kernel, on every ISA path; and a
- * length past the sequence refused. */
+ * weights packed by the caller and by the kernel, on every ISA path; a
+ * length past the sequence refused; COPY_AT (Scan's stacked outputs). */
 #include "../exec/exec_ops.h"
 #include "kernel_test.h"
 
@@ -129,6 +129,26 @@ static void test_length_past_the_sequence(void) {
     free(ws), free(sc);
 }
 
+/* COPY_AT: rows at an index into [outer, n, inner]; an index outside 0..n-1 refused. */
+static void test_copy_at(void) {
+    enum { O = 3, N = 5, IN = 7 };
+    float dst[O * N * IN], src[O * IN];
+    kt_fill(src, O * IN, 8);
+    memset(dst, 0, sizeof dst);
+    aie_copy_at_step sp = {.outer = O, .n = N, .inner_bytes = IN * sizeof(float)};
+    int64_t idx = 3;
+    void *t[3] = {dst, src, &idx};
+    aie_step_args a = {t, 3, (const int64_t *)(const void *)&sp, sizeof sp / 8, NULL, 0, 1};
+    KT_CHECK(aie_x_copy_at(&a) == AIE_OK, "%s", aie_last_error());
+    for (int o = 0; o < O; o++)
+        for (int n = 0; n < N; n++)
+            for (int i = 0; i < IN; i++)
+                KT_CHECK(dst[(o * N + n) * IN + i] == (n == 3 ? src[o * IN + i] : 0.f), "copy_at [%d, %d, %d]", o, n, i);
+    idx = N;
+    KT_CHECK(aie_x_copy_at(&a) == AIE_EINVAL && strstr(aie_last_error(), "index 5 outside 0..4"), "copy_at index %lld: %s",
+             (long long)idx, aie_last_error());
+}
+
 int main(void) {
     aie_isa best = aie_best_isa();
     for (int isa = AIE_ISA_SCALAR; isa <= (int)best; isa++) {
@@ -143,5 +163,6 @@ int main(void) {
     }
     aie_set_isa(best);
     test_length_past_the_sequence();
+    test_copy_at();
     return kt_report("test_rnn");
 }
