@@ -12,10 +12,12 @@ Scan runs the same way: each iteration gathers its slice of every scan
 input at the run-time index, and COPY_AT writes its per-step outputs into
 the stacked outputs, which are allocated once, N long.
 
-A Loop with scan outputs is still unrolled at plan time (a plan-time trip
-count and condition): its stacked outputs' length is not known before the
-run; docs/ARCHITECTURE.md "Recurrences and control flow as loops" has the
-design."""
+A Loop with scan outputs runs in place too when its trip count is known at
+plan time and its condition stays true (a `for` loop: the stacked outputs
+are trip count long). Otherwise it is unrolled at plan time (a plan-time
+trip count and condition): its stacked outputs' length is not known before
+the run; docs/ARCHITECTURE.md "Recurrences and control flow as loops" has
+the design."""
 
 from __future__ import annotations
 
@@ -181,10 +183,50 @@ def lower_scan_in_place(ctx: LoweringContext) -> None:
         ctx.set_out(i, slot)
 
 
+def _condition_stays_true(body, cond_in) -> bool:
+    """The body passes its condition through unchanged (or makes it a
+    constant true) and the loop starts true: then a Loop with a plan-time
+    trip count runs exactly that many iterations (a `for` loop)."""
+    if cond_in is not None and (cond_in.const is None or not bool(np.asarray(cond_in.const).reshape(-1)[0])):
+        return False
+    out, c_in = body.outputs[0].name, body.inputs[1].name
+    if out == c_in:
+        return True
+    prod = next((n for n in body.nodes if out in n.outputs), None)
+    if prod is not None and prod.op == "Identity" and prod.inputs == [c_in]:
+        return True
+    if out in body.initializers:
+        return bool(np.asarray(body.initializers[out]).reshape(-1)[0])
+    value = prod.attrs.get("value") if prod is not None and prod.op == "Constant" else None
+    return isinstance(value, np.ndarray) and value.size == 1 and bool(value.reshape(-1)[0])
+
+
+def lower_for_loop_in_place(ctx: LoweringContext, trips: int) -> None:
+    """A Loop with scan outputs, a plan-time trip count and a condition that
+    stays true: the in-place loop, scan outputs stacked [trips, ...] by COPY_AT."""
+    carried_in = list(ctx.inputs[2:])
+    n = len(carried_in)
+    stacked = []
+
+    def split(results):
+        for j, r in enumerate(results[1 + n:]):
+            stacked.append((ctx.out(n + j, (trips, *r.shape), r.dtype), 0, 0))
+        return None, results[1:1 + n], results[1 + n:]
+
+    slots = _in_place_loop(ctx, Composer(ctx), const(np.int64(trips)), None, carried_in,
+                           lambda it, cond, sl: [it, cond] + sl, split, stacked)
+    for i, slot in enumerate(slots):
+        ctx.set_out(i, slot)
+
+
 def lower_loop(ctx: LoweringContext) -> None:
     body = ctx.attr("body")
     if len(body.outputs) == 1 + len(ctx.inputs[2:]):
         return lower_loop_in_place(ctx)
+    m_in = ctx.input(0)
+    if m_in is not None and m_in.const is not None and _condition_stays_true(body, ctx.input(1)) \
+            and not any(v is None for v in ctx.inputs[2:]):
+        return lower_for_loop_in_place(ctx, max(int(np.asarray(m_in.const).reshape(-1)[0]), 0))
     trip = ctx.const(0, "M") if ctx.input(0) is not None else None
     cond = ctx.const(1, "cond") if ctx.input(1) is not None else None
     limit = int(trip.reshape(-1)[0]) if trip is not None else None

@@ -192,3 +192,29 @@ def test_scan_is_one_loop_whatever_its_length(tmp_path):
         (plan,) = sess.plans()
         sizes.add((len(plan.steps), plan.arena_bytes))
     assert len(sizes) == 1, f"plan (steps, arena bytes) by length 1/7/300: {sizes}"
+
+
+@pytest.mark.parametrize("trips", [0, 6])
+def test_a_for_loop_with_scan_outputs_runs_in_place(tmp_path, trips):
+    # plan-time trip count, condition passed through: scan outputs stacked by COPY_AT, nothing unrolled
+    import onnx
+
+    from engine.session import InferenceSession
+    from tests.runtime.op_oracle import assert_outputs_match, reference_outputs
+
+    node = helper.make_node("Loop", ["M", "cond", "acc0"], ["acc", "sqs"], body=_loop_body(False))
+    graph = helper.make_graph([node], "for", [helper.make_tensor_value_info("acc0", F, [2])],
+                              [helper.make_tensor_value_info("acc", F, [2]),
+                               helper.make_tensor_value_info("sqs", F, [trips, 2])],
+                              [helper.make_tensor("M", TensorProto.INT64, [], [trips]),
+                               helper.make_tensor("cond", TensorProto.BOOL, [], [True])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)])
+    onnx.save(model, str(tmp_path / "for.onnx"))
+    feeds = {"acc0": RNG.standard_normal(2).astype(np.float32)}
+    sess = InferenceSession(tmp_path / "for.onnx", threads=1)
+    assert_outputs_match(sess.run(None, feeds), reference_outputs(model, feeds, "onnxruntime"), "Loop", 1e-5, 1e-6)
+    from engine.kernels.abi import Op
+
+    (plan,) = sess.plans()
+    ops = list(plan.steps[:, 0])
+    assert ops.count(Op.COPY_AT) == 1 and ops.count(Op.JUMP) == 1, f"not one loop: {ops}"
