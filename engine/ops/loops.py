@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.kernels.abi import CopyAtStep, JumpStep, Op
+from engine.errors import UnsupportedOperatorError
 from engine.lowering import LoweringContext
 from engine.ops.compose import Composer, const, ints
 from engine.ops.data import emit_copy, emit_fill
@@ -46,6 +47,39 @@ def _run_body(ctx: LoweringContext, body, values) -> list:
 def _stack(c: Composer, parts, axis: int):
     pieces = [c.op("Unsqueeze", p, ints([axis])) for p in parts]
     return pieces[0] if len(pieces) == 1 else c.op("Concat", *pieces, axis=axis)
+
+
+def lower_scan_unrolled(ctx: LoweringContext) -> None:
+    body = ctx.attr("body")
+    m = ctx.attr("num_scan_inputs")
+    n = len(ctx.inputs) - m
+    states, scans = list(ctx.inputs[:n]), list(ctx.inputs[n:])
+    if not scans or any(v is None for v in ctx.inputs):
+        raise ctx.unsupported("absent inputs / no scan input")
+    in_axes = [a % s.rank for a, s in zip(ctx.attr("scan_input_axes") or [0] * m, scans)]
+    in_dirs = ctx.attr("scan_input_directions") or [0] * m
+    steps = scans[0].shape[in_axes[0]]
+    if any(s.shape[a] != steps for s, a in zip(scans, in_axes)):
+        raise ctx.unsupported("scan inputs of different lengths")
+    if not 0 < steps <= MAX_UNROLL:
+        raise ctx.unsupported(f"{steps} iterations (unrolled: 1..{MAX_UNROLL})")
+    k = len(body.outputs) - n
+    c = Composer(ctx)
+    collected = [[] for _ in range(k)]
+    for t in range(steps):
+        slices = [c.op("Gather", s, const(np.int64(steps - 1 - t if d else t)), axis=a)
+                  for s, a, d in zip(scans, in_axes, in_dirs)]
+        results = _run_body(ctx, body, states + slices)
+        states = results[:n]
+        for j in range(k):
+            collected[j].append(results[n + j])
+    out_axes = ctx.attr("scan_output_axes") or [0] * k
+    out_dirs = ctx.attr("scan_output_directions") or [0] * k
+    for i, s in enumerate(states):
+        c.out(i, s)
+    for j in range(k):
+        parts = collected[j][::-1] if out_dirs[j] else collected[j]
+        c.out(n + j, _stack(c, parts, out_axes[j] % (parts[0].rank + 1)))
 
 
 def _jump(ctx: LoweringContext, op: int, cond=None):
@@ -219,14 +253,38 @@ def lower_for_loop_in_place(ctx: LoweringContext, trips: int) -> None:
         ctx.set_out(i, slot)
 
 
+def _in_place_or_unrolled(ctx: LoweringContext, in_place, unrolled) -> None:
+    """The in-place loop, else (a body needing per-iteration plan-time
+    values, e.g. a Slice at the iteration number) the unrolled one when
+    that can be built: the in-place attempt's steps are dropped."""
+    planner = ctx.planner
+    n_steps, outputs = len(planner.steps), list(ctx.outputs)
+    try:
+        return in_place(ctx)
+    except UnsupportedOperatorError:
+        del planner.steps[n_steps:]
+        ctx.outputs[:] = outputs
+        return unrolled(ctx)
+
+
+def lower_scan(ctx: LoweringContext) -> None:
+    return _in_place_or_unrolled(ctx, lower_scan_in_place, lower_scan_unrolled)
+
+
 def lower_loop(ctx: LoweringContext) -> None:
     body = ctx.attr("body")
     if len(body.outputs) == 1 + len(ctx.inputs[2:]):
-        return lower_loop_in_place(ctx)
+        return _in_place_or_unrolled(ctx, lower_loop_in_place, lower_loop_unrolled)
     m_in = ctx.input(0)
     if m_in is not None and m_in.const is not None and _condition_stays_true(body, ctx.input(1)) \
             and not any(v is None for v in ctx.inputs[2:]):
-        return lower_for_loop_in_place(ctx, max(int(np.asarray(m_in.const).reshape(-1)[0]), 0))
+        trips = max(int(np.asarray(m_in.const).reshape(-1)[0]), 0)
+        return _in_place_or_unrolled(ctx, lambda cx: lower_for_loop_in_place(cx, trips), lower_loop_unrolled)
+    return lower_loop_unrolled(ctx)
+
+
+def lower_loop_unrolled(ctx: LoweringContext) -> None:
+    body = ctx.attr("body")
     trip = ctx.const(0, "M") if ctx.input(0) is not None else None
     cond = ctx.const(1, "cond") if ctx.input(1) is not None else None
     limit = int(trip.reshape(-1)[0]) if trip is not None else None
@@ -259,7 +317,7 @@ def lower_loop(ctx: LoweringContext) -> None:
         c.out(n + j, _stack(c, collected[j], 0))
 
 
-RULES = {"Scan": {9: lower_scan_in_place}, "Loop": {1: lower_loop}}
+RULES = {"Scan": {9: lower_scan}, "Loop": {1: lower_loop}}
 ATTRS = {"Scan": {"body", "num_scan_inputs", "scan_input_axes", "scan_input_directions", "scan_output_axes",
                   "scan_output_directions"},
          "Loop": {"body"}}

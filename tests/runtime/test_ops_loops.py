@@ -218,3 +218,33 @@ def test_a_for_loop_with_scan_outputs_runs_in_place(tmp_path, trips):
     (plan,) = sess.plans()
     ops = list(plan.steps[:, 0])
     assert ops.count(Op.COPY_AT) == 1 and ops.count(Op.JUMP) == 1, f"not one loop: {ops}"
+
+
+def test_a_body_that_needs_its_iteration_number_at_plan_time_is_unrolled(tmp_path):
+    # Slice starts at the iteration number: fine unrolled (a constant each
+    # time), not in place; the in-place attempt is dropped, the result right.
+    import onnx
+
+    from engine.session import InferenceSession
+    from tests.runtime.op_oracle import assert_outputs_match, reference_outputs
+
+    body = helper.make_graph(
+        [helper.make_node("Unsqueeze", ["i", "ax"], ["st"]), helper.make_node("Add", ["st", "one"], ["en"]),
+         helper.make_node("Slice", ["data", "st", "en"], ["piece"]),
+         helper.make_node("Add", ["acc", "piece"], ["acc_out"]), helper.make_node("Identity", ["c_in"], ["c_out"])],
+        "body", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                 helper.make_tensor_value_info("c_in", TensorProto.BOOL, []),
+                 helper.make_tensor_value_info("acc", F, [1])],
+        [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc_out", F, [1])],
+        [helper.make_tensor("ax", TensorProto.INT64, [1], [0]), helper.make_tensor("one", TensorProto.INT64, [1], [1])])
+    node = helper.make_node("Loop", ["M", "", "acc0"], ["acc"], body=body)
+    graph = helper.make_graph([node], "slices", [helper.make_tensor_value_info("acc0", F, [1]),
+                                                 helper.make_tensor_value_info("data", F, [5])],
+                              [helper.make_tensor_value_info("acc", F, [1])],
+                              [helper.make_tensor("M", TensorProto.INT64, [], [4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)])
+    onnx.save(model, str(tmp_path / "slices.onnx"))
+    feeds = {"acc0": np.zeros(1, np.float32), "data": RNG.standard_normal(5).astype(np.float32)}
+    got = InferenceSession(tmp_path / "slices.onnx", threads=1).run(None, feeds)
+    assert_outputs_match(got, reference_outputs(model, feeds, "onnxruntime"), "Loop", 1e-5, 1e-6)
