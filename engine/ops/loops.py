@@ -49,7 +49,8 @@ def _stack(c: Composer, parts, axis: int):
     return pieces[0] if len(pieces) == 1 else c.op("Concat", *pieces, axis=axis)
 
 
-def lower_scan_unrolled(ctx: LoweringContext) -> None:
+def _scan_operands(ctx: LoweringContext):
+    """body, state count, states, scan inputs, their axes and directions, steps."""
     body = ctx.attr("body")
     m = ctx.attr("num_scan_inputs")
     n = len(ctx.inputs) - m
@@ -61,6 +62,11 @@ def lower_scan_unrolled(ctx: LoweringContext) -> None:
     steps = scans[0].shape[in_axes[0]]
     if any(s.shape[a] != steps for s, a in zip(scans, in_axes)):
         raise ctx.unsupported("scan inputs of different lengths")
+    return body, n, states, scans, in_axes, in_dirs, steps
+
+
+def lower_scan_unrolled(ctx: LoweringContext) -> None:
+    body, n, states, scans, in_axes, in_dirs, steps = _scan_operands(ctx)
     if not 0 < steps <= MAX_UNROLL:
         raise ctx.unsupported(f"{steps} iterations (unrolled: 1..{MAX_UNROLL})")
     k = len(body.outputs) - n
@@ -180,17 +186,7 @@ def lower_scan_in_place(ctx: LoweringContext) -> None:
     """Scan as a real loop: each iteration gathers its slice of every scan
     input at the run-time index and copies its per-step outputs into the
     stacked outputs (COPY_AT)."""
-    body = ctx.attr("body")
-    m = ctx.attr("num_scan_inputs")
-    n = len(ctx.inputs) - m
-    states, scans = list(ctx.inputs[:n]), list(ctx.inputs[n:])
-    if not scans or any(v is None for v in ctx.inputs):
-        raise ctx.unsupported("absent inputs / no scan input")
-    in_axes = [a % s.rank for a, s in zip(ctx.attr("scan_input_axes") or [0] * m, scans)]
-    in_dirs = ctx.attr("scan_input_directions") or [0] * m
-    steps = scans[0].shape[in_axes[0]]
-    if any(s.shape[a] != steps for s, a in zip(scans, in_axes)):
-        raise ctx.unsupported("scan inputs of different lengths")
+    body, n, states, scans, in_axes, in_dirs, steps = _scan_operands(ctx)
     k = len(body.outputs) - n
     out_axes = ctx.attr("scan_output_axes") or [0] * k
     out_dirs = ctx.attr("scan_output_directions") or [0] * k
