@@ -11,6 +11,9 @@ import enum
 import struct
 
 MAX_DIMS = 8
+RNN_RNN = 0
+RNN_GRU = 1
+RNN_LSTM = 2
 
 
 # AIE_DT_*
@@ -23,12 +26,12 @@ Loc = enum.IntEnum('Loc', {'NONE': 0, 'ARENA': 1, 'BLOB': 2, 'INPUT': 3, 'OUTPUT
 # AIE_X_*
 Op = enum.IntEnum('Op', {'COPY': 1, 'FILL': 2, 'UNARY': 3, 'BINARY': 4, 'CAST': 5, 'WHERE': 6, 'GATHER': 7,
     'REDUCE': 8, 'SOFTMAX': 9, 'MATMUL': 10, 'CONV': 11, 'POOL': 12, 'LAYERNORM': 13, 'JUMP_IF_NOT': 14, 'JUMP': 15,
-    'PAD': 16, 'RESIZE': 17, 'LSTM': 18, 'ARGMAX': 19, 'GATHER_ELEMENTS': 20, 'CUMSUM': 21, 'CONV_TRANSPOSE': 22,
+    'PAD': 16, 'RESIZE': 17, 'RNN': 18, 'ARGMAX': 19, 'GATHER_ELEMENTS': 20, 'CUMSUM': 21, 'CONV_TRANSPOSE': 22,
     'CONV_PACK': 23, 'GLOBAL_POOL': 24, 'GEMM_PACKED': 25, 'BITSHIFT': 26, 'CUMPROD': 27, 'TOPK': 28,
     'SCATTER_ELEMENTS': 29, 'SCATTER_ND': 30, 'GATHER_ND': 31, 'GRID_SAMPLE': 32, 'RMS_NORM': 33, 'ATTENTION': 34,
     'GEMM_BF16_PACKED': 35, 'CONV_BF16': 36, 'GEMM_U8S8_PACKED': 37, 'CONV_U8S8': 38, 'QUANTIZE': 39,
     'DEQUANTIZE': 40, 'LUT_U8': 41, 'CONV_U8S8_DW': 42, 'NONZERO': 43, 'COMPRESS': 44, 'UNIQUE': 45, 'NMS': 46,
-    'ATTENTION_BF16': 47, 'QADD_U8': 48, 'CONV_BF16_IO': 54})
+    'ATTENTION_BF16': 47, 'QADD_U8': 48, 'COPY_AT': 49, 'CONV_BF16_IO': 50})
 
 # AIE_U_*
 Unary = enum.IntEnum('Unary', {'IDENTITY': 0, 'RELU': 1, 'CLIP': 2, 'GELU': 3, 'GELU_TANH': 4, 'SIGMOID': 5,
@@ -54,7 +57,7 @@ ScatterReduction = enum.IntEnum('ScatterReduction', {'NONE': 0, 'ADD': 1, 'MUL':
 OP_NAMES = {Op.COPY: 'copy', Op.FILL: 'fill', Op.UNARY: 'unary', Op.BINARY: 'binary', Op.CAST: 'cast',
     Op.WHERE: 'where', Op.GATHER: 'gather', Op.REDUCE: 'reduce', Op.SOFTMAX: 'softmax', Op.MATMUL: 'matmul',
     Op.CONV: 'conv', Op.POOL: 'pool', Op.LAYERNORM: 'layernorm', Op.JUMP_IF_NOT: 'jump_if_not', Op.JUMP: 'jump',
-    Op.PAD: 'pad', Op.RESIZE: 'resize', Op.LSTM: 'lstm', Op.ARGMAX: 'argmax', Op.GATHER_ELEMENTS: 'gather_elements',
+    Op.PAD: 'pad', Op.RESIZE: 'resize', Op.RNN: 'rnn', Op.ARGMAX: 'argmax', Op.GATHER_ELEMENTS: 'gather_elements',
     Op.CUMSUM: 'cumsum', Op.CONV_TRANSPOSE: 'conv_transpose', Op.CONV_PACK: 'conv_pack',
     Op.GLOBAL_POOL: 'global_pool', Op.GEMM_PACKED: 'gemm_packed', Op.BITSHIFT: 'bitshift', Op.CUMPROD: 'cumprod',
     Op.TOPK: 'topk', Op.SCATTER_ELEMENTS: 'scatter_elements', Op.SCATTER_ND: 'scatter_nd', Op.GATHER_ND: 'gather_nd',
@@ -62,7 +65,8 @@ OP_NAMES = {Op.COPY: 'copy', Op.FILL: 'fill', Op.UNARY: 'unary', Op.BINARY: 'bin
     Op.GEMM_BF16_PACKED: 'gemm_bf16_packed', Op.CONV_BF16: 'conv_bf16', Op.GEMM_U8S8_PACKED: 'gemm_u8s8_packed',
     Op.CONV_U8S8: 'conv_u8s8', Op.QUANTIZE: 'quantize', Op.DEQUANTIZE: 'dequantize', Op.LUT_U8: 'lut_u8',
     Op.CONV_U8S8_DW: 'conv_u8s8_dw', Op.NONZERO: 'nonzero', Op.COMPRESS: 'compress', Op.UNIQUE: 'unique',
-    Op.NMS: 'nms', Op.ATTENTION_BF16: 'attention_bf16', Op.QADD_U8: 'qadd_u8', Op.CONV_BF16_IO: 'conv_bf16_io'}
+    Op.NMS: 'nms', Op.ATTENTION_BF16: 'attention_bf16', Op.QADD_U8: 'qadd_u8', Op.COPY_AT: 'copy_at',
+    Op.CONV_BF16_IO: 'conv_bf16_io'}
 # Unary op -> its lower-case name (the aie_unary API's names)
 UNARY_NAMES = {Unary.IDENTITY: 'identity', Unary.RELU: 'relu', Unary.CLIP: 'clip', Unary.GELU: 'gelu',
     Unary.GELU_TANH: 'gelu_tanh', Unary.SIGMOID: 'sigmoid', Unary.SILU: 'silu', Unary.HARDSWISH: 'hardswish',
@@ -251,12 +255,21 @@ class ResizeStep(Int64Struct):
         ('channels', ctypes.c_int64)]
 
 
-class LstmStep(Int64Struct):
-    """aie_lstm_step."""
+class RnnStep(Int64Struct):
+    """aie_rnn_step."""
 
-    _fields_ = [('S', ctypes.c_int64), ('B', ctypes.c_int64), ('I', ctypes.c_int64), ('H', ctypes.c_int64),
-        ('reverse', ctypes.c_int64), ('y_step_stride', ctypes.c_int64), ('y_batch_stride', ctypes.c_int64),
-        ('workspace_bytes', ctypes.c_int64)]
+    _fields_ = [('cell', ctypes.c_int64), ('S', ctypes.c_int64), ('B', ctypes.c_int64), ('I', ctypes.c_int64),
+        ('H', ctypes.c_int64), ('reverse', ctypes.c_int64), ('chunk', ctypes.c_int64), ('lbr', ctypes.c_int64),
+        ('act_f', ctypes.c_int64), ('act_g', ctypes.c_int64), ('act_h', ctypes.c_int64),
+        ('x_step_stride', ctypes.c_int64), ('x_batch_stride', ctypes.c_int64), ('y_step_stride', ctypes.c_int64),
+        ('y_batch_stride', ctypes.c_int64), ('state_batch_stride', ctypes.c_int64),
+        ('workspace_bytes', ctypes.c_int64), ('packed', ctypes.c_int64)]
+
+
+class CopyAtStep(Int64Struct):
+    """aie_copy_at_step."""
+
+    _fields_ = [('outer', ctypes.c_int64), ('n', ctypes.c_int64), ('inner_bytes', ctypes.c_int64)]
 
 
 class AxisStep(Int64Struct):
@@ -439,7 +452,7 @@ class NmsStep(Int64Struct):
 OP_PARAMS = {Op.COPY: CopyStep, Op.FILL: FillStep, Op.UNARY: UnaryStep, Op.BINARY: BinaryStep, Op.CAST: CastStep,
     Op.WHERE: WhereStep, Op.GATHER: GatherStep, Op.REDUCE: ReduceStep, Op.SOFTMAX: SoftmaxStep, Op.MATMUL: MatmulStep,
     Op.CONV: ConvStep, Op.POOL: PoolStep, Op.LAYERNORM: NormStep, Op.JUMP_IF_NOT: JumpStep, Op.JUMP: JumpStep,
-    Op.PAD: PadStep, Op.RESIZE: ResizeStep, Op.LSTM: LstmStep, Op.ARGMAX: AxisStep,
+    Op.PAD: PadStep, Op.RESIZE: ResizeStep, Op.RNN: RnnStep, Op.ARGMAX: AxisStep,
     Op.GATHER_ELEMENTS: GatherElementsStep, Op.CUMSUM: AxisStep, Op.CONV_TRANSPOSE: ConvStep,
     Op.CONV_PACK: ConvPackStep, Op.GLOBAL_POOL: GlobalPoolStep, Op.GEMM_PACKED: GemmPackedStep,
     Op.BITSHIFT: BitshiftStep, Op.CUMPROD: AxisStep, Op.TOPK: AxisStep, Op.SCATTER_ELEMENTS: ScatterElementsStep,
@@ -448,7 +461,7 @@ OP_PARAMS = {Op.COPY: CopyStep, Op.FILL: FillStep, Op.UNARY: UnaryStep, Op.BINAR
     Op.GEMM_U8S8_PACKED: GemmU8s8Step, Op.CONV_U8S8: ConvU8s8Step, Op.QUANTIZE: QcastStep, Op.DEQUANTIZE: QcastStep,
     Op.LUT_U8: LutStep, Op.CONV_U8S8_DW: ConvU8s8Step, Op.NONZERO: NonzeroStep, Op.COMPRESS: CompressStep,
     Op.UNIQUE: UniqueStep, Op.NMS: NmsStep, Op.ATTENTION_BF16: AttentionStep, Op.QADD_U8: QaddU8Step,
-    Op.CONV_BF16_IO: ConvBf16IoStep}
+    Op.COPY_AT: CopyAtStep, Op.CONV_BF16_IO: ConvBf16IoStep}
 
 # C name -> struct class, for the layout test
 STRUCTS = {'aie_exec_plan': ExecPlan, 'aie_step_record': StepRecord, 'aie_tensor_record': TensorRecord,
@@ -458,12 +471,13 @@ STRUCTS = {'aie_exec_plan': ExecPlan, 'aie_step_record': StepRecord, 'aie_tensor
     'aie_conv_bf16_io_step': ConvBf16IoStep, 'aie_gemm_u8s8_step': GemmU8s8Step, 'aie_conv_u8s8_step': ConvU8s8Step,
     'aie_qcast_step': QcastStep, 'aie_qadd_u8_step': QaddU8Step, 'aie_lut_step': LutStep,
     'aie_conv_pack_step': ConvPackStep, 'aie_pool_step': PoolStep, 'aie_resize_step': ResizeStep,
-    'aie_lstm_step': LstmStep, 'aie_axis_step': AxisStep, 'aie_grid_sample_step': GridSampleStep,
-    'aie_attention_step': AttentionStep, 'aie_fill_step': FillStep, 'aie_unary_step': UnaryStep,
-    'aie_cast_step': CastStep, 'aie_gather_step': GatherStep, 'aie_softmax_step': SoftmaxStep,
-    'aie_norm_step': NormStep, 'aie_jump_step': JumpStep, 'aie_global_pool_step': GlobalPoolStep,
-    'aie_copy_step': CopyStep, 'aie_binary_step': BinaryStep, 'aie_where_step': WhereStep,
-    'aie_reduce_step': ReduceStep, 'aie_pad_step': PadStep, 'aie_bitshift_step': BitshiftStep,
-    'aie_gather_elements_step': GatherElementsStep, 'aie_scatter_elements_step': ScatterElementsStep,
-    'aie_scatter_nd_step': ScatterNdStep, 'aie_gather_nd_step': GatherNdStep, 'aie_nonzero_step': NonzeroStep,
-    'aie_compress_step': CompressStep, 'aie_unique_step': UniqueStep, 'aie_nms_step': NmsStep}
+    'aie_rnn_step': RnnStep, 'aie_copy_at_step': CopyAtStep, 'aie_axis_step': AxisStep,
+    'aie_grid_sample_step': GridSampleStep, 'aie_attention_step': AttentionStep, 'aie_fill_step': FillStep,
+    'aie_unary_step': UnaryStep, 'aie_cast_step': CastStep, 'aie_gather_step': GatherStep,
+    'aie_softmax_step': SoftmaxStep, 'aie_norm_step': NormStep, 'aie_jump_step': JumpStep,
+    'aie_global_pool_step': GlobalPoolStep, 'aie_copy_step': CopyStep, 'aie_binary_step': BinaryStep,
+    'aie_where_step': WhereStep, 'aie_reduce_step': ReduceStep, 'aie_pad_step': PadStep,
+    'aie_bitshift_step': BitshiftStep, 'aie_gather_elements_step': GatherElementsStep,
+    'aie_scatter_elements_step': ScatterElementsStep, 'aie_scatter_nd_step': ScatterNdStep,
+    'aie_gather_nd_step': GatherNdStep, 'aie_nonzero_step': NonzeroStep, 'aie_compress_step': CompressStep,
+    'aie_unique_step': UniqueStep, 'aie_nms_step': NmsStep}

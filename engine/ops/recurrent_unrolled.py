@@ -1,12 +1,8 @@
-"""Recurrent and stateful sequence ops composed at plan time.
+"""Stateful sequence ops composed at plan time.
 
-RNN and GRU are unrolled over the (static) sequence: the input projection of
-every step is one GEMM, then each step is a small GEMM on the hidden state
-plus element-wise gate math (the ONNX equations, default activations).
-LinearAttention is unrolled the same way over its state update.
-CausalConvWithState is a depthwise 1-D convolution over [state, input].
-Plans grow with the sequence length; LSTM has a fused executor step
-(engine.ops.recurrent) instead."""
+LinearAttention is unrolled over its state update (its plan grows with the
+sequence length). CausalConvWithState is a depthwise 1-D convolution over
+[state, input]. RNN, GRU and LSTM run as loops in C (engine.ops.recurrent)."""
 
 from __future__ import annotations
 
@@ -15,105 +11,8 @@ import numpy as np
 from engine.lowering import LoweringContext
 from engine.ops.compose import Composer, const, ints, wanted
 
-_DEFAULT_ACTS = {"RNN": ["tanh"], "GRU": ["sigmoid", "tanh"]}
-_GATES = {"RNN": 1, "GRU": 3}
-
-
-def _check(ctx: LoweringContext, x, seq_len: int) -> None:
-    op = ctx.node.op
-    acts = ctx.attr("activations")
-    default = _DEFAULT_ACTS[op]
-    if acts is not None and [a.lower() for a in acts] != default * (len(acts) // len(default)):
-        raise ctx.unsupported(f"activations {acts} (only the defaults {default})")
-    if ctx.attr("clip") is not None:
-        raise ctx.unsupported("clip")
-    if ctx.input(4) is not None:
-        lens = ctx.const(4, "sequence_lens")
-        if not np.all(lens == seq_len):
-            raise ctx.unsupported("sequence_lens shorter than the sequence")
-
-
 def _slice(c: Composer, v, start: int, stop: int, axis: int):
     return c.op("Slice", v, ints([start]), ints([stop]), ints([axis]))
-
-
-def lower_rnn_gru(ctx: LoweringContext) -> None:
-    op = ctx.node.op
-    x, w, r, b, h0 = (ctx.input(i) for i in (0, 1, 2, 3, 5))
-    for v in (x, w, r):
-        ctx.require_dtype(v, (np.float32,))
-    layout = ctx.attr("layout", 0)
-    if layout not in (0, 1) or x.rank != 3:
-        raise ctx.unsupported(f"layout={layout} / input of rank {x.rank}")
-    c = Composer(ctx)
-    if layout:
-        x = c.transpose(x, (1, 0, 2))
-        if h0 is not None:
-            h0 = c.transpose(h0, (1, 0, 2))
-    S, B, I = x.shape
-    _check(ctx, x, S)
-    G = _GATES[op]
-    D, GH, I2 = w.shape
-    H = GH // G
-    direction = ctx.attr("direction", "forward")
-    if direction not in ("forward", "reverse", "bidirectional") or D != (2 if direction == "bidirectional" else 1) \
-            or I2 != I or GH != G * H or ctx.attr("hidden_size", H) != H or r.shape != (D, GH, H):
-        raise ctx.unsupported(f"W {w.shape} / R {r.shape} / direction {direction!r} inconsistent with X {x.shape}")
-    lbr = ctx.attr("linear_before_reset", 0) if op == "GRU" else 0
-    zero_state = const(np.zeros((B, H), np.float32))
-    per_dir_y, per_dir_h = [], []
-    for d in range(D):
-        wd = c.op("Gather", w, const(np.int64(d)), axis=0)
-        rt = c.transpose(c.op("Gather", r, const(np.int64(d)), axis=0), (1, 0))  # [H, G*H]
-        xw = c.op("MatMul", x, c.transpose(wd, (1, 0)))  # [S, B, G*H]
-        rb = None
-        if b is not None:
-            bd = c.op("Gather", b, const(np.int64(d)), axis=0)
-            wb, rb = _slice(c, bd, 0, GH, 0), _slice(c, bd, GH, 2 * GH, 0)
-            if op == "RNN":
-                xw, rb = c.add(xw, c.add(wb, rb)), None
-            else:
-                xw = c.add(xw, wb)
-        h = zero_state if h0 is None else c.op("Gather", h0, const(np.int64(d)), axis=0)
-        steps = range(S - 1, -1, -1) if direction == "reverse" or d == 1 else range(S)
-        ys = {}
-        for t in steps:
-            xt = c.op("Gather", xw, const(np.int64(t)), axis=0)  # [B, G*H]
-            if op == "RNN":
-                h = c.op("Tanh", c.add(xt, c.op("MatMul", h, rt)))
-            else:
-                h = _gru_step(c, xt, h, rt, rb, H, lbr)
-            ys[t] = h
-        per_dir_y.append([ys[t] for t in range(S)])
-        per_dir_h.append(h)
-    if wanted(ctx, 0):
-        # Y [S, D, B, H]: each step's state as [1, 1, B, H] pieces.
-        rows = [c.op("Concat", *[c.op("Unsqueeze", per_dir_y[d][t], ints([0, 1])) for d in range(D)], axis=1)
-                for t in range(S)]
-        y = rows[0] if S == 1 else c.op("Concat", *rows, axis=0)
-        c.out(0, c.transpose(y, (2, 0, 1, 3)) if layout else y)
-    if wanted(ctx, 1):
-        yh = c.op("Concat", *[c.op("Unsqueeze", hd, ints([0])) for hd in per_dir_h], axis=0)
-        c.out(1, c.transpose(yh, (1, 0, 2)) if layout else yh)
-
-
-def _gru_step(c: Composer, xt, h, rt, rb, H: int, lbr: int):
-    """One GRU step (gate order z, r, h) from xt = X W^T + Wb."""
-    hr = c.op("MatMul", h, rt)  # [B, 3H] = H R^T
-    if rb is not None:
-        hr = c.add(hr, rb)
-    z = c.op("Sigmoid", c.add(_slice(c, xt, 0, H, 1), _slice(c, hr, 0, H, 1)))
-    rg = c.op("Sigmoid", c.add(_slice(c, xt, H, 2 * H, 1), _slice(c, hr, H, 2 * H, 1)))
-    if lbr:
-        cand = c.mul(rg, _slice(c, hr, 2 * H, 3 * H, 1))
-    else:
-        rh = _slice(c, rt, 2 * H, 3 * H, 1)  # [H, H]
-        cand = c.op("MatMul", c.mul(rg, h), rh)
-        if rb is not None:
-            cand = c.add(cand, _slice(c, rb, 2 * H, 3 * H, 0))
-    hh = c.op("Tanh", c.add(_slice(c, xt, 2 * H, 3 * H, 1), cand))
-    # H = (1 - z) * hh + z * h = hh + z * (h - hh)
-    return c.add(hh, c.mul(z, c.sub(h, hh)))
 
 
 def lower_causal_conv_with_state(ctx: LoweringContext) -> None:
@@ -199,8 +98,6 @@ def lower_linear_attention(ctx: LoweringContext) -> None:
         c.out(1, state)
 
 
-RULES = {"RNN": {7: lower_rnn_gru}, "GRU": {7: lower_rnn_gru},
-         "CausalConvWithState": {27: lower_causal_conv_with_state}, "LinearAttention": {27: lower_linear_attention}}
-_COMMON = {"activations", "activation_alpha", "activation_beta", "clip", "direction", "hidden_size", "layout"}
-ATTRS = {"RNN": _COMMON, "GRU": _COMMON | {"linear_before_reset"}, "CausalConvWithState": {"activation"},
+RULES = {"CausalConvWithState": {27: lower_causal_conv_with_state}, "LinearAttention": {27: lower_linear_attention}}
+ATTRS = {"CausalConvWithState": {"activation"},
          "LinearAttention": {"chunk_size", "kv_num_heads", "q_num_heads", "scale", "update_rule"}}

@@ -14,6 +14,7 @@ from engine.passes.folding import fold_batchnorm, fold_constants
 from engine.passes.fusion import (fuse_bias_activation, fuse_conv_residual, fuse_gelu, fuse_layernorm,
                                   fuse_matmul_scale, fuse_silu)
 from engine.passes.fuse_attention import fuse_attention
+from engine.passes.fuse_recurrent import fuse_recurrent_input
 from engine.passes.fuse_rmsnorm import fuse_rmsnorm
 from engine.passes.gemm_conv import gemm_as_pointwise_conv
 from engine.passes.layout import to_kernel_layout
@@ -26,7 +27,7 @@ DEFAULT_PASSES: tuple[Callable[[Graph], Graph], ...] = (
     qdq_fuse, fold_constants, eliminate_dead_nodes, fold_batchnorm, fuse_layernorm, fuse_rmsnorm, fuse_matmul_scale,
     # After fuse_matmul_scale (the 1/sqrt(d) is then the GEMM's alpha), before
     # fuse_bias_activation (which would take a constant mask for a bias).
-    fuse_attention, fuse_silu, fuse_bias_activation, fuse_gelu,
+    fuse_attention, fuse_silu, fuse_bias_activation, fuse_gelu, fuse_recurrent_input,
     to_kernel_layout, gemm_as_pointwise_conv, fuse_conv_residual, prepack_weights, eliminate_dead_nodes,
 )
 

@@ -46,9 +46,10 @@ int aie_exec_run(const aie_exec_plan *p, void *arena, const void *const *blobs,
     if (rc != AIE_OK) return rc;
     void *t[MAX_STEP_TENSORS];
     int64_t pc = 0, executed = 0;
-    /* Jumps only go forward in plans the converter emits; the bound keeps a
-     * corrupted plan from looping forever. */
-    const int64_t max_executed = p->n_steps * 4 + 16;
+    /* A Loop's jump back (engine/ops/loops.py) repeats its body at most
+     * 2^32 times per step of the plan; the bound keeps a corrupted plan, or
+     * a model's endless loop, from running forever. */
+    const int64_t max_executed = (p->n_steps + 16) << 32;
     while (pc < p->n_steps) {
         if (++executed > max_executed) return aie_fail(AIE_EINVAL, "plan does not terminate (step %lld)", (long long)pc);
         const aie_step_record *s = (const aie_step_record *)(const void *)p->steps + pc;

@@ -1,8 +1,8 @@
 /* Neural-network executor ops built on the library's SGEMM: batched MatMul /
- * Gemm (B pre-packed at conversion where it is a constant), Resize and the
- * LSTM recurrence. Convolution and pooling are in conv.c. Scratch (GEMM
- * packing, LSTM gates) comes from the step's workspace operand, carved out of
- * the arena at plan time, so nothing here allocates. */
+ * Gemm (B pre-packed at conversion where it is a constant) and Resize.
+ * Convolution and pooling are in conv.c, the recurrences in recurrent.c.
+ * Scratch (GEMM packing) comes from the step's workspace operand, carved out
+ * of the arena at plan time, so nothing here allocates. */
 #include "nd_iter.h"
 
 #include <math.h>
@@ -117,40 +117,3 @@ int aie_x_resize(const aie_step_args *a) {
     return AIE_OK;
 }
 
-/* ---- LSTM ------------------------------------------------------------- */
-
-static float sigm(float v) { return 1.f / (1.f + expf(-v)); }
-
-int aie_x_lstm(const aie_step_args *a) {
-    const aie_lstm_step *sp = (const aie_lstm_step *)(const void *)a->ip;
-    int64_t S = sp->S, B = sp->B, I = sp->I, H = sp->H, rev = sp->reverse, ys = sp->y_step_stride,
-            yb = sp->y_batch_stride;
-    size_t wss = (size_t)sp->workspace_bytes;
-    float *y = a->t[0], *h = a->t[5], *c = a->t[6], *g = a->t[7];
-    const float *x = a->t[1], *w = a->t[2], *r = a->t[3], *bias = a->t[4];
-    void *gws = a->t[8];
-    for (int64_t k = 0; k < S; k++) {
-        int64_t t = rev ? S - 1 - k : k;
-        /* gates = x_t W^T + h R^T (+ Wb + Rb) */
-        int rc = gemm(0, 1, B, 4 * H, I, 1.f, x + t * B * I, I, w, I, 0.f, g, 4 * H, NULL, gws, wss, a->nthreads);
-        if (rc == AIE_OK) rc = gemm(0, 1, B, 4 * H, H, 1.f, h, H, r, H, 1.f, g, 4 * H, NULL, gws, wss, a->nthreads);
-        if (rc != AIE_OK) return rc;
-        for (int64_t b = 0; b < B; b++) {
-            float *gb = g + b * 4 * H;
-            for (int64_t j = 0; j < H; j++) {
-                float gi = gb[j], go = gb[H + j], gf = gb[2 * H + j], gc = gb[3 * H + j];
-                if (bias) {
-                    gi += bias[j] + bias[4 * H + j];
-                    go += bias[H + j] + bias[5 * H + j];
-                    gf += bias[2 * H + j] + bias[6 * H + j];
-                    gc += bias[3 * H + j] + bias[7 * H + j];
-                }
-                float cn = sigm(gf) * c[b * H + j] + sigm(gi) * tanhf(gc);
-                c[b * H + j] = cn;
-                h[b * H + j] = sigm(go) * tanhf(cn);
-            }
-            if (y) memcpy(y + t * ys + b * yb, h + b * H, (size_t)H * sizeof(float));
-        }
-    }
-    return AIE_OK;
-}

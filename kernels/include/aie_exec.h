@@ -69,11 +69,16 @@ extern "C" {
  *             channels (> 0: NHWC with that many channels, outer = N; 0: NCHW,
  *             outer = N*C). fp: scale_h, scale_w, resized length h, w (in *
  *             scale when scales were given, else the size). float32.
- *   LSTM      One direction over the whole sequence (ONNX gate order i, o, f,
- *             c). t: y (or NONE) [S, B, H] strided by ip y_stride, x [S, B, I],
- *             w [4H, I], r [4H, H], bias [8H] (or NONE), h [B, H] state in/out,
- *             c [B, H] state in/out, gates [B, 4H], GEMM workspace.
- *             ip: aie_lstm_step.
+ *   RNN       One direction of an ONNX RNN, GRU or LSTM over the whole
+ *             sequence (kernels/exec/recurrent.c). t: y (or NONE) strided by
+ *             ip, x strided by ip, w [G*H, I], r [G*H, H], bias [2*G*H] (or
+ *             NONE), h state in/out, c state in/out (LSTM), peepholes [3H]
+ *             (or NONE), sequence_lens int32 [B] (or NONE), scratch of
+ *             aie_rnn_scratch_bytes, GEMM workspace, GRU's packed Rh (ip
+ *             packed: w, r are aie_sgemm_pack_b blobs). ip: aie_rnn_step.
+ *   COPY_AT   t: dst, src, index (int64, one element). ip: aie_copy_at_step.
+ *             dst [outer, n, inner] row `index` <- src [outer, inner]: a
+ *             Scan output's iteration slice (kernels/exec/recurrent.c).
  *   ARGMAX    t: out (int64), in. ip: aie_axis_step (select_last, is_min).
  *   GATHER_ELEMENTS t: out, data, indices (int64/int32).
  *             ip: aie_gather_elements_step.
@@ -144,6 +149,11 @@ int aie_exec_runner_submit(aie_exec_runner *r, const aie_exec_plan *plan, void *
                            const void *const *inputs, void *const *outputs, int nthreads);
 int aie_exec_runner_collect(aie_exec_runner *r, char *msg, size_t cap);
 void aie_exec_runner_free(aie_exec_runner *r);
+
+/* Bytes of the RNN step's scratch operand (packed weights, a chunk's
+ * input rows and projections, one step's gates): independent of S. */
+size_t aie_rnn_scratch_bytes(int64_t cell, int64_t B, int64_t I, int64_t H, int64_t chunk, int64_t lbr,
+                             int64_t packed);
 
 /* Name of an opcode (for errors and profiles); "?" when unknown. */
 const char *aie_exec_op_name(int64_t op);

@@ -16,7 +16,7 @@ from engine.session import InferenceSession
 from models import zoo as model_zoo
 from tests.runtime.op_oracle import assert_matches_ort
 
-SMALL = ["digits", "mlp", "cnn_bn", "detector", "bert_mini"]
+SMALL = ["digits", "mlp", "cnn_bn", "detector", "lstm", "bert_mini"]
 LARGE = ["mobilenetv2", "resnet18"]
 
 

@@ -1,4 +1,4 @@
-"""Plan-time compositions against onnx.reference: RNN, GRU,
+"""Against onnx.reference: RNN, GRU (the RNN step, engine.ops.recurrent),
 CausalConvWithState, LinearAttention (engine.ops.recurrent_unrolled), Einsum
 (engine.ops.einsum), LpPool (engine.ops.lp_pool)."""
 
