@@ -33,6 +33,7 @@ import numpy as np
 from engine.lowering import LoweringContext
 from engine.ops.compose import Composer, ints
 from engine.ops.nn import _spatial
+from engine.ops.qlinear import emit_qadd_u8, emit_qsoftmax_u8
 
 _EXACT = 258  # products per float32 partial sum: 258 * 255**2 < 2**24
 _INT8 = (np.uint8, np.int8)
@@ -246,12 +247,13 @@ def lower_qlinear_conv(ctx: LoweringContext) -> None:
 
 
 def _lower_qlinear_binary(ctx: LoweringContext, op: str) -> None:
-    """com.microsoft QLinearAdd / QLinearMul in float32:
+    """com.microsoft QLinearAdd / QLinearMul. A uint8 QLinearAdd with constant scales and zero
+    points whose broadcast QADD_U8 reads: one pass in onnxruntime's arithmetic (MLAS: ratios
+    s_a / s_c and s_b / s_c in fused multiply-adds, one rounding; kernels/exec/qadd_u8.c),
+    byte for byte. Otherwise in float32:
     Add: rint((s_a * (a - z_a) + s_b * (b - z_b)) / s_c) + z_c (the DequantizeLinear -> Add ->
     QuantizeLinear it stands for); Mul: rint((a - z_a) * (b - z_b) * (s_a * s_b / s_c)) + z_c;
-    saturated. onnxruntime (MLAS) scales by s_a / s_c and s_b / s_c with fused multiply-adds,
-    so an Add lands one step away where the two roundings straddle a tie (~0.1% of
-    elements; this form keeps MobileNetV2 within one output step, the ratio form did not)."""
+    saturated, one step from onnxruntime where the two roundings straddle a tie."""
     c = Composer(ctx)
     a, a_s, a_zp, b, b_s, b_zp, y_s, y_zp = (ctx.input(i) for i in range(8))
     for v, what in ((a, "A"), (b, "B")):
@@ -261,6 +263,14 @@ def _lower_qlinear_binary(ctx: LoweringContext, op: str) -> None:
     for s, z, what in ((a_s, a_zp, "A"), (b_s, b_zp, "B"), (y_s, y_zp, "C")):
         if s is None or s.size != 1 or (z is not None and z.size != 1):
             raise ctx.unsupported(f"{what} scale and zero point must be per-tensor scalars")
+    if op == "Add" and a.dtype == np.uint8:
+        params = [(p.const, None if z is None else z.const) for p, z in ((a_s, a_zp), (b_s, b_zp), (y_s, y_zp))]
+        if all(s.dtype == np.float32 and sc is not None and (z is None or zc is not None)
+               for s, (sc, zc) in zip((a_s, b_s, y_s), params)):
+            q = [(float(sc.reshape(())), 0 if zc is None else int(zc.reshape(()))) for sc, zc in params]
+            y = ctx.out(0, tuple(np.broadcast_shapes(a.shape, b.shape)), np.uint8)
+            if y.size == 0 or emit_qadd_u8(ctx, y, a, b, q[0], q[1], q[2], relu=0, form=1):
+                return
     sa, sb, sy = (_scale(c, s, w) for s, w in ((a_s, "A"), (b_s, "B"), (y_s, "C")))
     da, db = _shifted(c, a, a_zp, "A"), _shifted(c, b, b_zp, "B")
     zc = c.reshape(c.cast(y_zp, np.float32), []) if y_zp is not None else c.scalar(0, np.float32)
@@ -274,8 +284,10 @@ def _lower_qlinear_binary(ctx: LoweringContext, op: str) -> None:
 
 
 def lower_qlinear_softmax(ctx: LoweringContext) -> None:
-    """com.microsoft QLinearSoftmax: dequantise, Softmax along axis, quantise (onnxruntime
-    uses a 256-entry exp table in float32: the same values up to float32 rounding)."""
+    """com.microsoft QLinearSoftmax. uint8 with constant scales: one QSOFTMAX_U8 pass, onnxruntime's
+    arithmetic byte for byte (its 256-entry exp table, float32 row sums, floor(1 / y_scale); the
+    operator has no definition but that implementation). Otherwise dequantise, Softmax along axis,
+    quantise: the same values up to float32 rounding and that floor."""
     c = Composer(ctx)
     x, x_s, x_zp, y_s, y_zp = (ctx.input(i) for i in range(5))
     ctx.require_dtype(x, _INT8, "X")
@@ -285,6 +297,14 @@ def lower_qlinear_softmax(ctx: LoweringContext) -> None:
     for s, what in ((x_s, "X"), (y_s, "Y")):
         if s is None or s.size != 1:
             raise ctx.unsupported(f"{what} scale must be a per-tensor scalar")
+    if x.dtype == np.uint8 and x.rank and axis % x.rank == x.rank - 1 and x_s.const is not None \
+            and y_s.const is not None and x_s.dtype == y_s.dtype == np.float32 \
+            and (y_zp is None or y_zp.const is not None):
+        y = ctx.out(0, x.shape, np.uint8)
+        if y.size:
+            zy = 0 if y_zp is None else int(y_zp.const.reshape(()))
+            emit_qsoftmax_u8(ctx, y, x, float(x_s.const.reshape(())), float(y_s.const.reshape(())), zy, x.shape[-1])
+        return
     dx = c.op("DequantizeLinear", x, c.reshape(x_s, []), None if x_zp is None else c.reshape(x_zp, []))
     y = c.op("Softmax", dx, axis=axis)
     zp = c.reshape(y_zp, []) if y_zp is not None else c.scalar(0, x.dtype)
