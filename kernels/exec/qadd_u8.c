@@ -30,7 +30,7 @@ typedef struct {
     int form;
 } qadd_job;
 
-static inline float qadd_steps(const qadd_job *j, float a, float b) {
+__attribute__((always_inline)) static inline float qadd_steps(const qadd_job *j, float a, float b) {
     float v = (a - j->za) * j->sa + (b - j->zb) * j->sb;
     v = v > j->lo ? v : j->lo; /* Relu: max(v, 0); without one, a no-op (v is finite) */
     float q = v / j->sy;
@@ -40,35 +40,71 @@ static inline float qadd_steps(const qadd_job *j, float a, float b) {
     return ((q + QROUND_MAGIC) - QROUND_MAGIC) + j->zy;
 }
 
-static inline float qadd_ort(const qadd_job *j, float a, float b) {
-    if (j->pa == 1) /* onnxruntime's scalar A: fixed + a * rac was formed once (below) */
-        return nearbyintf(fmaf(b, j->rbc, j->fixed));
-    if (j->pb == 1)
-        return nearbyintf(fmaf(a, j->rac, j->fixed));
-    return nearbyintf(fmaf(a, j->rac, fmaf(b, j->rbc, j->fixed)));
+/* One rounding, half to even, of |v| < 2^22 (v is clamped to +-512 first, where every zero point
+ * saturates): the magic-number add is nearbyintf without a libm call. */
+static inline float qround(float v) {
+    v = v > 512.0f ? 512.0f : v;
+    v = v < -512.0f ? -512.0f : v;
+    return (v + QROUND_MAGIC) - QROUND_MAGIC;
+}
+
+static inline uint8_t qsat(float r) {
+    r = r >= 0.0f ? r : 0.0f;
+    return (uint8_t)(r > 255.0f ? 255.0f : r);
+}
+
+/* One run of len outputs whose operands advance together (an operand of one byte stays put): straight
+ * loops the compiler vectorises. `always_inline` so that the fma-target copy below gets vfmadd for
+ * fmaf (the generic copy calls libm's: the same correctly rounded result). */
+__attribute__((always_inline)) static inline void qadd_run(const qadd_job *j, uint8_t *restrict y,
+                                                           const uint8_t *restrict xa, const uint8_t *restrict xb,
+                                                           int64_t len) {
+    if (j->form == 0)
+        for (int64_t i = 0; i < len; i++)
+            y[i] = qsat(qadd_steps(j, (float)xa[j->pa == 1 ? 0 : i], (float)xb[j->pb == 1 ? 0 : i]));
+    else if (j->pa == 1) /* onnxruntime's one-element A: fixed + a * rac was formed once (below) */
+        for (int64_t i = 0; i < len; i++)
+            y[i] = qsat(qround(fmaf((float)xb[i], j->rbc, j->fixed)));
+    else if (j->pb == 1)
+        for (int64_t i = 0; i < len; i++)
+            y[i] = qsat(qround(fmaf((float)xa[i], j->rac, j->fixed)));
+    else
+        for (int64_t i = 0; i < len; i++)
+            y[i] = qsat(qround(fmaf((float)xa[i], j->rac, fmaf((float)xb[i], j->rbc, j->fixed))));
+}
+
+/* Elements i0..i1 as runs that end where a repeated operand wraps. */
+__attribute__((always_inline)) static inline void qadd_body(const qadd_job *j, int64_t i0, int64_t i1) {
+    int64_t ia = i0 % j->pa, ib = i0 % j->pb;
+    for (int64_t i = i0; i < i1;) {
+        int64_t len = i1 - i;
+        if (j->pa > 1 && j->pa - ia < len)
+            len = j->pa - ia;
+        if (j->pb > 1 && j->pb - ib < len)
+            len = j->pb - ib;
+        qadd_run(j, j->y + i, j->a + ia, j->b + ib, len);
+        i += len;
+        ia = j->pa == 1 ? 0 : (ia + len) % j->pa;
+        ib = j->pb == 1 ? 0 : (ib + len) % j->pb;
+    }
 }
 
 __attribute__((optimize("no-trapping-math"))) static void qadd_chunk(void *ctx, int64_t t, int worker) {
     (void)worker;
     const qadd_job *j = ctx;
     const int64_t i0 = t * CHUNK, i1 = i0 + CHUNK < j->n ? i0 + CHUNK : j->n;
-    uint8_t *restrict y = j->y;
-    const uint8_t *restrict xa = j->a, *restrict xb = j->b;
-    if (j->form == 0 && j->pa == j->n && j->pb == j->n) { /* the common residual Add: straight loop */
-        for (int64_t i = i0; i < i1; i++) {
-            float r = qadd_steps(j, (float)xa[i], (float)xb[i]);
-            r = r >= 0.0f ? r : 0.0f;
-            y[i] = (uint8_t)(r > 255.0f ? 255.0f : r);
-        }
-        return;
-    }
-    for (int64_t i = i0; i < i1; i++) {
-        const float a = (float)xa[i % j->pa], b = (float)xb[i % j->pb];
-        float r = j->form ? qadd_ort(j, a, b) : qadd_steps(j, a, b);
-        r = r >= 0.0f ? r : 0.0f;
-        y[i] = (uint8_t)(r > 255.0f ? 255.0f : r);
-    }
+    qadd_body(j, i0, i1);
 }
+
+#if defined(__x86_64__)
+__attribute__((target("fma"), optimize("no-trapping-math"))) static void qadd_chunk_fma(void *ctx, int64_t t,
+                                                                                         int worker) {
+    (void)worker;
+    const qadd_job *j = ctx;
+    const int64_t i0 = t * CHUNK, i1 = i0 + CHUNK < j->n ? i0 + CHUNK : j->n;
+    qadd_body(j, i0, i1);
+}
+#endif
 
 int aie_x_qadd_u8(const aie_step_args *a) {
     const aie_qadd_u8_step *sp = (const aie_qadd_u8_step *)(const void *)a->ip;
@@ -92,6 +128,11 @@ int aie_x_qadd_u8(const aie_step_args *a) {
             j.fixed = j.fixed + tb;
         }
     }
-    aie_parallel_dynamic((sp->n + CHUNK - 1) / CHUNK, a->nthreads, qadd_chunk, &j);
+    void (*chunk)(void *, int64_t, int) = qadd_chunk;
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("fma"))
+        chunk = qadd_chunk_fma;
+#endif
+    aie_parallel_dynamic((sp->n + CHUNK - 1) / CHUNK, a->nthreads, chunk, &j);
     return AIE_OK;
 }
