@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.kernels.abi import Op, QmatmulU8Step
 from engine.lowering import LoweringContext
 from engine.ops.compose import Composer, ints
 from engine.ops.nn import _spatial
@@ -129,9 +130,45 @@ def lower_matmul_integer(ctx: LoweringContext) -> None:
     c.out(0, _int_matmul(c, af, bf))
 
 
+def _scalar_const(v, dtype):
+    """A per-tensor constant of dtype as a Python number; None when v is not one (absent: 0)."""
+    if v is None:
+        return 0
+    if v.const is None or v.size != 1 or v.dtype != dtype:
+        return None
+    return v.const.reshape(()).item()
+
+
+def _qmatmul_u8(ctx: LoweringContext, a, a_s, a_zp, b, b_s, b_zp, y_s, y_zp) -> bool:
+    """uint8 x uint8 -> uint8 with per-tensor constant parameters, B 2-D or with A's batch: one
+    QMATMUL_U8 step (exact int32 sums, the requantisation below); False for anything else."""
+    if a.dtype != np.uint8 or b.dtype != np.uint8 or a.rank < 2 or b.rank < 2 \
+            or (b.rank > 2 and b.shape[:-2] != a.shape[:-2]) or a.shape[-1] != b.shape[-2] or a.shape[-1] > 33025:
+        return False
+    sa, sb, sy = (_scalar_const(v, np.float32) for v in (a_s, b_s, y_s))
+    za, zb, zy = (_scalar_const(v, np.uint8) for v in (a_zp, b_zp, y_zp))
+    if None in (sa, sb, sy, za, zb, zy):
+        return False
+    (m, k), n = a.shape[-2:], b.shape[-1]
+    batch = int(np.prod(a.shape[:-2], dtype=np.int64))
+    y = ctx.out(0, a.shape[:-1] + (n,), np.uint8)
+    if y.size:
+        ws = 4 * n * max(ctx.planner.nthreads, 1)
+        mult = np.float32(np.float32(sa) * np.float32(sb)) / np.float32(sy)
+        ctx.step(Op.QMATMUL_U8, [y, a, b, ctx.scratch(ws)],
+                 QmatmulU8Step(batch=batch, m=m, n=n, k=k, a_zero=za, b_zero=zb, y_zero=zy,
+                               b_stride=k * n if b.rank > 2 else 0, workspace_bytes=ws).words(), [float(mult)])
+    return True
+
+
 def lower_qlinear_matmul(ctx: LoweringContext) -> None:
+    """QLinearMatMul: two uint8 run-time tensors (attention's products) in one QMATMUL_U8 step;
+    otherwise composed (see the module's docstring). Both: exact int32 sums, then
+    rint(float32(acc) * float32(s_a * s_b) / s_y) + z_y, saturated (onnxruntime's requantisation)."""
     c = Composer(ctx)
     a, a_s, a_zp, b, b_s, b_zp, y_s, y_zp = (ctx.input(i) for i in range(8))
+    if _qmatmul_u8(ctx, a, a_s, a_zp, b, b_s, b_zp, y_s, y_zp):
+        return
     af, bf, m, n = _matmul_operands(c, a, a_zp, b, b_zp)
     out_dtype = y_zp.dtype if y_zp is not None else a.dtype
     ctx.require_dtype(y_zp if y_zp is not None else a, _INT8, "y zero point")

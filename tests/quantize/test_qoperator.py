@@ -266,3 +266,34 @@ def test_microsoft_qlinear_softmax_is_onnxruntimes(tmp_path, shape, x_scale, y_s
     assert _plan_steps(path, {"X": x}) == ["QSOFTMAX_U8"]
     np.testing.assert_array_equal(qsoftmax_reference(x, x_scale, y_scale, y_zero), want)
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.op_test("QLinearMatMul")
+@pytest.mark.parametrize("a_shape,b_shape,y_scale", [((2, 3, 13, 37), (2, 3, 37, 19), 0.17), ((5, 70, 9), (9, 33), 0.02)])
+def test_qlinear_matmul_of_two_uint8_tensors_is_one_step(tmp_path, a_shape, b_shape, y_scale):
+    """uint8 x uint8 run-time operands with constant per-tensor parameters (attention's products in
+    a quantised transformer): one QMATMUL_U8 step, rows across its tasks of 8, B batched or 2-D,
+    both saturations; byte for byte onnx.reference and onnxruntime."""
+    from onnx.reference import ReferenceEvaluator
+
+    a, b = _q(np.uint8, a_shape), _q(np.uint8, b_shape)
+    params = {"a_scale": np.float32(0.021), "a_zero_point": np.uint8(131), "b_scale": np.float32(0.013),
+              "b_zero_point": np.uint8(97), "y_scale": np.float32(y_scale), "y_zero_point": np.uint8(121)}
+    names = ["a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "y_scale", "y_zero_point"]
+    out_shape = a_shape[:-1] + b_shape[-1:]
+    graph = helper.make_graph([helper.make_node("QLinearMatMul", names, ["y"])], "qmm",
+                              [helper.make_tensor_value_info("a", onnx.TensorProto.UINT8, a_shape),
+                               helper.make_tensor_value_info("b", onnx.TensorProto.UINT8, b_shape)],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.UINT8, out_shape)],
+                              [onnx.numpy_helper.from_array(np.asarray(v), k) for k, v in params.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    path = tmp_path / "qmm.onnx"
+    onnx.save(model, str(path))
+    feeds = {"a": a, "b": b}
+    got = InferenceSession(path, threads=2).run(None, feeds)[0]
+    assert _plan_steps(path, feeds) == ["QMATMUL_U8"]
+    want = ReferenceEvaluator(model).run(None, feeds)[0]
+    assert {0, 255} <= set(np.unique(want))
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got, ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+                                  .run(None, feeds)[0])
