@@ -273,3 +273,28 @@ def test_a_table_after_a_uint8_conv_joins_the_conv_with_the_unfused_bytes(tmp_pa
     feeds = _feeds(X4["x"])
     ours, _ = _run_both(m, g, tmp_path, feeds)
     assert np.array_equal(ours[0], _unfused(m, tmp_path, feeds)[0])
+
+
+@pytest.mark.op_test("QSoftmaxU8")
+@pytest.mark.parametrize("y_scale", [1 / 255, 1 / 256])
+def test_quantised_softmax_is_onnxruntimes_qlinear_softmax(tmp_path, y_scale):
+    """DQ(uint8) -> Softmax -> Q(uint8) becomes QSoftmaxU8, one pass, byte for byte what onnxruntime
+    runs for the group (QLinearSoftmax). With y_scale float32(1/255) onnxruntime multiplies by 254,
+    not 255: the unfused steps (the ONNX definition) are then up to one step higher."""
+    inits = {"xs": np.float32(0.06), "xz": np.uint8(131), "ys": np.float32(y_scale), "yz": np.uint8(0)}
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
+             helper.make_node("Softmax", ["xd"], ["p"], axis=-1),
+             helper.make_node("QuantizeLinear", ["p", "ys", "yz"], ["yq"]),
+             helper.make_node("DequantizeLinear", ["yq", "ys", "yz"], ["y"])]
+    shape = [2, 3, 37, 41]
+    m = model(nodes, {"x": shape}, {"y": shape}, inits)
+    g = qdq_fuse(graph_of(m))
+    assert ops(g)["QSoftmaxU8"] == 1 and "Softmax" not in ops(g)
+    feeds = {"x": RNG.uniform(-8, 8, shape).astype(np.float32)}
+    ours, theirs = _run_both(m, g, tmp_path, feeds)
+    np.testing.assert_array_equal(ours[0], theirs[0])
+    unfused = _unfused(m, tmp_path, feeds)[0]
+    assert np.abs(ours[0] - unfused).max() <= y_scale * 1.001
+    if y_scale == 1 / 255:
+        assert not np.array_equal(ours[0], unfused)  # the floor shows
