@@ -216,16 +216,17 @@ def _unfused(m, tmp_path, feeds):
 
 
 @pytest.mark.op_test("QAddU8")
-@pytest.mark.parametrize("relu,b_shape", [(True, [2, 6, 61, 53]), (False, [2, 6, 61, 53]), (False, [53]),
-                                          (True, [1, 6, 1, 1])])
-def test_quantised_residual_add_is_onnxruntimes_qlinear_add(tmp_path, relu, b_shape):
+@pytest.mark.parametrize("relu,b_shape,y_zero", [(True, [2, 6, 61, 53], 0), (False, [2, 6, 61, 53], 131),
+                                                 (False, [53], 131), (True, [1, 6, 1, 1], 0), (True, [2, 6, 61, 53], 9)])
+def test_quantised_residual_add_is_onnxruntimes_qlinear_add(tmp_path, relu, b_shape, y_zero):
     """DQ(a) + DQ(b) [-> Relu] -> Q, all uint8 per tensor, becomes QAddU8. Where QADD_U8 reads the
     broadcast (same shapes, a trailing block) it is onnxruntime's QLinearAdd byte for byte (what
     onnxruntime runs for the group; the Relu before a zero point of 0 is the saturation), within one
     step of the unfused engine steps; another broadcast runs the unfused steps' bytes, within one step
-    of onnxruntime."""
+    of onnxruntime. A Relu before a zero point other than 0 keeps the steps' arithmetic, in one
+    QADD_U8 pass (onnxruntime runs those steps unfused)."""
     inits = {"as": np.float32(0.03), "az": np.uint8(118), "bs": np.float32(0.045), "bz": np.uint8(7),
-             "ys": np.float32(0.05), "yz": np.uint8(0 if relu else 131)}
+             "ys": np.float32(0.05), "yz": np.uint8(y_zero)}
     nodes = [helper.make_node("QuantizeLinear", ["a", "as", "az"], ["aq"]),
              helper.make_node("DequantizeLinear", ["aq", "as", "az"], ["ad"]),
              helper.make_node("QuantizeLinear", ["b", "bs", "bz"], ["bq"]),
@@ -245,7 +246,8 @@ def test_quantised_residual_add_is_onnxruntimes_qlinear_add(tmp_path, relu, b_sh
     ours, theirs = _run_both(m, g, tmp_path, feeds)
     unfused = _unfused(m, tmp_path, feeds)[0]
     step = float(inits["ys"]) * 1.001
-    same, other = (theirs[0], unfused) if b_shape[0] != 1 else (unfused, theirs[0])
+    steps = b_shape[0] == 1 or (relu and y_zero)
+    same, other = (unfused, theirs[0]) if steps else (theirs[0], unfused)
     assert np.array_equal(ours[0], same)
     assert np.abs(ours[0] - other).max() <= step
     q = np.rint(ours[0] / inits["ys"]) + float(inits["yz"])
