@@ -130,7 +130,7 @@ def _period(shape: tuple, out: tuple) -> int | None:
 
 
 def emit_qadd_u8(ctx: LoweringContext, y: Value, a: Value, b: Value, qa, qb, qy, relu: int, form: int) -> bool:
-    """One QADD_U8 pass (form 0: the steps' arithmetic, 1: onnxruntime's QLinearAdd); False
+    """One QADD_U8 pass (form 0: the steps' arithmetic, 1: onnxruntime's QLinearAdd, 2: QLinearMul); False
     when the broadcast is not one it reads."""
     pa, pb = _period(a.shape, y.shape), _period(b.shape, y.shape)
     if pa is None or pb is None or (form == 0 and (pa, pb) != (y.size, y.size)) or (form and relu):

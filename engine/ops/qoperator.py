@@ -287,7 +287,8 @@ def _lower_qlinear_binary(ctx: LoweringContext, op: str) -> None:
     """com.microsoft QLinearAdd / QLinearMul. A uint8 QLinearAdd with constant scales and zero
     points whose broadcast QADD_U8 reads: one pass in onnxruntime's arithmetic (MLAS: ratios
     s_a / s_c and s_b / s_c in fused multiply-adds, one rounding; kernels/exec/qadd_u8.c),
-    byte for byte. Otherwise in float32:
+    byte for byte; a uint8 QLinearMul likewise, in the float32 operations below (QADD_U8 form 2).
+    Otherwise in float32:
     Add: rint((s_a * (a - z_a) + s_b * (b - z_b)) / s_c) + z_c (the DequantizeLinear -> Add ->
     QuantizeLinear it stands for); Mul: rint((a - z_a) * (b - z_b) * (s_a * s_b / s_c)) + z_c;
     saturated, one step from onnxruntime where the two roundings straddle a tie."""
@@ -300,13 +301,13 @@ def _lower_qlinear_binary(ctx: LoweringContext, op: str) -> None:
     for s, z, what in ((a_s, a_zp, "A"), (b_s, b_zp, "B"), (y_s, y_zp, "C")):
         if s is None or s.size != 1 or (z is not None and z.size != 1):
             raise ctx.unsupported(f"{what} scale and zero point must be per-tensor scalars")
-    if op == "Add" and a.dtype == np.uint8:
+    if a.dtype == np.uint8:
         params = [(p.const, None if z is None else z.const) for p, z in ((a_s, a_zp), (b_s, b_zp), (y_s, y_zp))]
         if all(s.dtype == np.float32 and sc is not None and (z is None or zc is not None)
                for s, (sc, zc) in zip((a_s, b_s, y_s), params)):
             q = [(float(sc.reshape(())), 0 if zc is None else int(zc.reshape(()))) for sc, zc in params]
             y = ctx.out(0, tuple(np.broadcast_shapes(a.shape, b.shape)), np.uint8)
-            if y.size == 0 or emit_qadd_u8(ctx, y, a, b, q[0], q[1], q[2], relu=0, form=1):
+            if y.size == 0 or emit_qadd_u8(ctx, y, a, b, q[0], q[1], q[2], relu=0, form=1 if op == "Add" else 2):
                 return
     sa, sb, sy = (_scale(c, s, w) for s, w in ((a_s, "A"), (b_s, "B"), (y_s, "C")))
     da, db = _shifted(c, a, a_zp, "A"), _shifted(c, b, b_zp, "B")

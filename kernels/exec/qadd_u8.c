@@ -62,6 +62,11 @@ __attribute__((always_inline)) static inline void qadd_run(const qadd_job *j, ui
     if (j->form == 0)
         for (int64_t i = 0; i < len; i++)
             y[i] = qsat(qadd_steps(j, (float)xa[j->pa == 1 ? 0 : i], (float)xb[j->pb == 1 ? 0 : i]));
+    else if (j->form == 2) /* QLinearMul: (a - za)(b - zb), exact, times m, plus zy: two roundings */
+        for (int64_t i = 0; i < len; i++) {
+            const float p = ((float)xa[j->pa == 1 ? 0 : i] - j->za) * ((float)xb[j->pb == 1 ? 0 : i] - j->zb);
+            y[i] = qsat(qround(p * j->rac + j->zy));
+        }
     else if (j->pa == 1) /* onnxruntime's one-element A: fixed + a * rac was formed once (below) */
         for (int64_t i = 0; i < len; i++)
             y[i] = qsat(qround(fmaf((float)xb[i], j->rbc, j->fixed)));
@@ -109,12 +114,15 @@ __attribute__((target("fma"), optimize("no-trapping-math"))) static void qadd_ch
 int aie_x_qadd_u8(const aie_step_args *a) {
     const aie_qadd_u8_step *sp = (const aie_qadd_u8_step *)(const void *)a->ip;
     if (sp->a_period < 1 || sp->b_period < 1 || sp->n % sp->a_period || sp->n % sp->b_period ||
-        (sp->form && sp->relu))
+        (sp->form && sp->relu) || sp->form < 0 || sp->form > 2)
         return AIE_EINVAL;
     qadd_job j = {a->t[0], a->t[1], a->t[2], (float)a->fp[0], (float)a->fp[1], (float)a->fp[2],
                   (float)sp->a_zero, (float)sp->b_zero, (float)sp->y_zero, sp->relu ? 0.0f : -3.0e38f,
                   0.0f, 0.0f, 0.0f, sp->n, sp->a_period, sp->b_period, (int)sp->form};
-    if (sp->form) {
+    if (sp->form == 2) {
+        volatile float sab = j.sa * j.sb;
+        j.rac = sab / j.sy;
+    } else if (sp->form) {
         volatile float rac = j.sa / j.sy, rbc = j.sb / j.sy; /* volatile: no contraction into an fma */
         j.rac = rac;
         j.rbc = rbc;

@@ -242,7 +242,10 @@ def test_quantised_residual_add_is_onnxruntimes_qlinear_add(tmp_path, relu, b_sh
     m = model(nodes, {"a": shape, "b": b_shape}, {"y": shape}, inits)
     g = qdq_fuse(graph_of(m))
     assert ops(g)["QAddU8"] == 1 and "Add" not in ops(g) and "Relu" not in ops(g)
-    feeds = {"a": RNG.uniform(-6, 6, shape).astype(np.float32), "b": RNG.uniform(-6, 14, b_shape).astype(np.float32)}
+    # inputs on the quantisation grids: the input QuantizeLinears have no tie to round differently
+    feeds = {"a": ((RNG.integers(0, 256, shape) - 118) * inits["as"]).astype(np.float32),
+             "b": ((RNG.integers(0, 256, b_shape) - 7) * inits["bs"]).astype(np.float32)}
+    feeds["b"].flat[0] = (255 - 7) * inits["bs"]  # with a's top values: past 255, saturated
     ours, theirs = _run_both(m, g, tmp_path, feeds)
     unfused = _unfused(m, tmp_path, feeds)[0]
     step = float(inits["ys"]) * 1.001
@@ -293,7 +296,8 @@ def test_quantised_softmax_is_onnxruntimes_qlinear_softmax(tmp_path, y_scale):
     m = model(nodes, {"x": shape}, {"y": shape}, inits)
     g = qdq_fuse(graph_of(m))
     assert ops(g)["QSoftmaxU8"] == 1 and "Softmax" not in ops(g)
-    feeds = {"x": RNG.uniform(-8, 8, shape).astype(np.float32)}
+    # inputs on the quantisation grid: the input QuantizeLinear has no tie to round differently
+    feeds = {"x": ((RNG.integers(0, 256, shape) - 131) * inits["xs"]).astype(np.float32)}
     ours, theirs = _run_both(m, g, tmp_path, feeds)
     np.testing.assert_array_equal(ours[0], theirs[0])
     unfused = _unfused(m, tmp_path, feeds)[0]

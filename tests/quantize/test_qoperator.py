@@ -154,14 +154,17 @@ ort = pytest.importorskip("onnxruntime", reason="onnxruntime (the oracle of the 
                                                 ("QLinearAdd", (2, 3, 17, 19), (2, 3, 17, 19)),
                                                 ("QLinearAdd", (2, 3, 17, 19), ()),
                                                 ("QLinearAdd", (), (5, 7)),
-                                                ("QLinearMul", (2, 3, 17, 19), (1, 3, 1, 19))])
+                                                ("QLinearMul", (2, 3, 17, 19), (1, 3, 1, 19)),
+                                                ("QLinearMul", (2, 3, 17, 19), (2, 3, 17, 19)),
+                                                ("QLinearMul", (2, 3, 17, 19), (19,))])
 def test_microsoft_qlinear_binary_matches_onnxruntime(tmp_path, op, a_shape, b_shape):
-    """A uint8 QLinearAdd whose broadcast QADD_U8 reads (same shapes, a trailing block, one element)
-    is onnxruntime's byte for byte (saturating at both ends); others, and QLinearMul, are composed in
-    float32: one step from onnxruntime where MLAS's fused multiply-adds round a tie differently."""
+    """A uint8 QLinearAdd / QLinearMul whose broadcast QADD_U8 reads (same shapes, a trailing block,
+    one element) is one pass, onnxruntime's bytes (saturating at both ends); other broadcasts are
+    composed in float32: one step from onnxruntime where MLAS's fused multiply-adds round a tie
+    differently."""
     names = ["A", "A_scale", "A_zero_point", "B", "B_scale", "B_zero_point", "C_scale", "C_zero_point"]
     a, b = _q(np.uint8, a_shape), _q(np.uint8, b_shape)
-    one_pass = op == "QLinearAdd" and b_shape != (1, 3, 1, 19)
+    one_pass = b_shape != (1, 3, 1, 19)
     params = {"A_scale": np.float32(0.031), "A_zero_point": np.uint8(120), "B_scale": np.float32(0.017),
               "B_zero_point": np.uint8(3), "C_scale": np.float32(0.02 if one_pass or op == "QLinearMul" else 0.05),
               "C_zero_point": np.uint8(100)}
