@@ -59,23 +59,26 @@ static inline uint8_t qsat(float r) {
 __attribute__((always_inline)) static inline void qadd_run(const qadd_job *j, uint8_t *restrict y,
                                                            const uint8_t *restrict xa, const uint8_t *restrict xb,
                                                            int64_t len) {
+    /* locals: y's bytes may alias *j, which would reload every field per element and stop vectorising */
+    const float rac = j->rac, rbc = j->rbc, fixed = j->fixed, za = j->za, zb = j->zb, zy = j->zy;
+    const int64_t sa = j->pa == 1 ? 0 : 1, sb = j->pb == 1 ? 0 : 1;
     if (j->form == 0)
         for (int64_t i = 0; i < len; i++)
-            y[i] = qsat(qadd_steps(j, (float)xa[j->pa == 1 ? 0 : i], (float)xb[j->pb == 1 ? 0 : i]));
+            y[i] = qsat(qadd_steps(j, (float)xa[i * sa], (float)xb[i * sb]));
     else if (j->form == 2) /* QLinearMul: (a - za)(b - zb), exact, times m, plus zy: two roundings */
         for (int64_t i = 0; i < len; i++) {
-            const float p = ((float)xa[j->pa == 1 ? 0 : i] - j->za) * ((float)xb[j->pb == 1 ? 0 : i] - j->zb);
-            y[i] = qsat(qround(p * j->rac + j->zy));
+            const float p = ((float)xa[i * sa] - za) * ((float)xb[i * sb] - zb);
+            y[i] = qsat(qround(p * rac + zy));
         }
     else if (j->pa == 1) /* onnxruntime's one-element A: fixed + a * rac was formed once (below) */
         for (int64_t i = 0; i < len; i++)
-            y[i] = qsat(qround(fmaf((float)xb[i], j->rbc, j->fixed)));
+            y[i] = qsat(qround(fmaf((float)xb[i], rbc, fixed)));
     else if (j->pb == 1)
         for (int64_t i = 0; i < len; i++)
-            y[i] = qsat(qround(fmaf((float)xa[i], j->rac, j->fixed)));
+            y[i] = qsat(qround(fmaf((float)xa[i], rac, fixed)));
     else
         for (int64_t i = 0; i < len; i++)
-            y[i] = qsat(qround(fmaf((float)xa[i], j->rac, fmaf((float)xb[i], j->rbc, j->fixed))));
+            y[i] = qsat(qround(fmaf((float)xa[i], rac, fmaf((float)xb[i], rbc, fixed))));
 }
 
 /* Elements i0..i1 as runs that end where a repeated operand wraps. */

@@ -26,22 +26,25 @@ __attribute__((always_inline)) static inline void qmm_rows(const qmm_job *j, int
     const int64_t r1 = r0 + ROWS < j->m ? r0 + ROWS : j->m, n = j->n, k = j->k;
     const uint8_t *b = j->b + mat * j->b_stride;
     int32_t *restrict acc = j->ws + (int64_t)worker * n;
+    /* locals: stores to acc (int32) and y (bytes) may alias *j, which would reload its fields per element */
+    const int32_t za = j->za, zb = j->zb;
+    const float mult = j->mult, zy = (float)j->zy;
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *a = j->a + (mat * j->m + r) * k;
         for (int64_t c = 0; c < n; c++)
             acc[c] = 0;
         for (int64_t p = 0; p < k; p++) {
-            const int32_t av = (int32_t)a[p] - j->za;
+            const int32_t av = (int32_t)a[p] - za;
             const uint8_t *restrict brow = b + p * n;
             for (int64_t c = 0; c < n; c++)
-                acc[c] += av * ((int32_t)brow[c] - j->zb);
+                acc[c] += av * ((int32_t)brow[c] - zb);
         }
         uint8_t *restrict y = j->y + (mat * j->m + r) * n;
         for (int64_t c = 0; c < n; c++) {
-            float v = (float)acc[c] * j->mult;
+            float v = (float)acc[c] * mult;
             v = v > 512.0f ? 512.0f : v; /* past +-512 every zero point saturates */
             v = v < -512.0f ? -512.0f : v;
-            v = ((v + QROUND_MAGIC) - QROUND_MAGIC) + (float)j->zy;
+            v = ((v + QROUND_MAGIC) - QROUND_MAGIC) + zy;
             v = v >= 0.0f ? v : 0.0f;
             y[c] = (uint8_t)(v > 255.0f ? 255.0f : v);
         }
