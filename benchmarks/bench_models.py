@@ -29,8 +29,8 @@ puts our fp32 beside it in the same run.
 onnxruntime.quantization.quantize_static (uint8 activations per tensor,
 int8 weights per channel, 4 random calibration inputs) run by ai-engine
 (the int8 kernels, engine/passes/qdq_fuse.py) against onnxruntime's int8
-execution of the same file, with the max difference of the outputs in
-steps of the output's scale, and against ai-engine's bf16 of the same fp32
+execution of the same file (--int8-formats QDQ,QOperator: both of
+quantize_static's formats), with the max difference of the outputs, and against ai-engine's bf16 of the same fp32
 model in the same blocks (`aie bf16` column).
 
 onnxruntime runs with session.intra_op.allow_spinning = 0 unless
@@ -118,8 +118,9 @@ def ov_runner(src: Path, threads: int, feeds: dict[str, np.ndarray], fp32: bool)
     return run, compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()
 
 
-def ort_quantized(name: str, src: Path, dst: Path) -> Path:
-    """src quantised by onnxruntime.quantization.quantize_static (QDQ, per channel), as users bring them."""
+def ort_quantized(name: str, src: Path, dst: Path, fmt: str = "QDQ") -> Path:
+    """src quantised by onnxruntime.quantization.quantize_static (fmt: QDQ or QOperator, per channel),
+    as users bring them."""
     from onnxruntime import quantization
 
     from models import zoo
@@ -130,7 +131,7 @@ def ort_quantized(name: str, src: Path, dst: Path) -> Path:
         def get_next(self):
             return next(samples, None)
 
-    quantization.quantize_static(str(src), str(dst), Reader(), quant_format=quantization.QuantFormat.QDQ,
+    quantization.quantize_static(str(src), str(dst), Reader(), quant_format=getattr(quantization.QuantFormat, fmt),
                                  per_channel=True, activation_type=quantization.QuantType.QUInt8,
                                  weight_type=quantization.QuantType.QInt8)
     return dst
@@ -147,8 +148,8 @@ def int8_rows(names: list[str], threads_list, batches, args, tmp: Path) -> None:
     logging.getLogger().setLevel(logging.ERROR)  # quantize_static's advice on pre-processing
     print(f"{'int8 model':<12} {'batch':>5} {'thr':>3} {'aie ms':>9} {'aie p99':>9} {'ort int8 ms':>12} {'ratio':>6} "
           f"{'aie bf16 ms':>12} {'ratio':>6}  notes")
-    for name in names:
-        q = ort_quantized(name, zoo.ensure(name, tmp), tmp / f"{name}.qdq.onnx")
+    for name, fmt in ((n, f) for n in names for f in args.int8_formats.split(",")):
+        q = ort_quantized(name, zoo.ensure(name, tmp), tmp / f"{name}.{fmt.lower()}.onnx", fmt)
         convert_file(q, tmp / f"{name}.int8.aie")
         # our bf16 of the same fp32 model in the same blocks: int8 should beat it (twice the AMX throughput)
         convert_file(zoo.ensure(name, tmp), tmp / f"{name}.bf16.aie", precision=PrecisionOptions("bf16"))
@@ -164,7 +165,7 @@ def int8_rows(names: list[str], threads_list, batches, args, tmp: Path) -> None:
                               "bf16": lambda: bf16.run(None, feeds)},
                              max(3, args.runs // (4 if batch > 8 else 1)), args.blocks, args.pause)
                 (a50, a99), (o50, _), (b50, _) = res["aie"], res["ort"], res["bf16"]
-                print(f"{name:<12} {batch:>5} {threads:>3} {a50:>9.3f} {a99:>9.3f} {o50:>12.3f} {a50 / o50:>6.2f} "
+                print(f"{name + ('' if fmt == 'QDQ' else ' QOp'):<12} {batch:>5} {threads:>3} {a50:>9.3f} {a99:>9.3f} {o50:>12.3f} {a50 / o50:>6.2f} "
                       f"{b50:>12.3f} {a50 / b50:>6.2f}  max |aie - ort| {diff:.3g}", flush=True)
 
 
@@ -190,6 +191,8 @@ def main(argv=None) -> int:
     p.add_argument("--steady-state", action="store_true")
     p.add_argument("--int8", default="", help="models to also run quantised (QDQ from onnxruntime.quantization), "
                                               "against onnxruntime int8, e.g. resnet18")
+    p.add_argument("--int8-formats", default="QDQ", help="quantize_static's formats for --int8: QDQ, QOperator "
+                                                         "or both (QDQ,QOperator)")
     p.add_argument("--ort-spinning", action="store_true",
                    help="leave onnxruntime's intra-op spinning on (it then holds a CPU between its runs)")
     p.add_argument("--conv-algo", choices=("auto", "gemm", "direct"), default="auto",
@@ -217,7 +220,7 @@ def main(argv=None) -> int:
           f"{args.blocks} x {args.runs} calls, {args.pause} s pause before each block")
     cols = "".join(f" {peer + ' ms':>12} {'ratio':>6}" for peer in peers)
     print(f"{'model':<12} {'batch':>5} {'thr':>3} {'aie ms':>9} {'aie p99':>9}{cols}  notes")
-    for name in args.models.split(","):
+    for name in (n for n in args.models.split(",") if n):
         src = zoo.ensure(name, tmp)
         t = time.perf_counter()
         convert_file(src, tmp / f"{name}.aie", precision=PrecisionOptions(args.precision))

@@ -12,17 +12,20 @@ Attributes: `_out` ("uint8" | "float32" | "int32": the sums, for ConvInteger / M
 `_w_shape` (OIHW for the conv, [K, N] for the GEMM), the conv's window.
 QConvU8S8 is NCHW like Conv unless the layout pass made it NHWC (`_nhwc`).
 QAddU8 (QADD_U8): the QDQ residual Add of two uint8 tensors, element-wise.
+QSoftmaxU8 (QSOFTMAX_U8): uint8 softmax over the last axis, onnxruntime's
+QLinearSoftmax arithmetic (see emit_qsoftmax_u8).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from engine.kernels.abi import Binary, ConvU8s8Step, GemmU8s8Step, LutStep, Op, QaddU8Step, Unary
+from engine.kernels.abi import Binary, ConvU8s8Step, GemmU8s8Step, LutStep, Op, QaddU8Step, QsoftmaxU8Step, Unary
 from engine.kernels.conv_int8 import workspace_size as conv_workspace_size
 from engine.kernels.conv_int8_depthwise import workspace_size as dw_workspace_size
 from engine.kernels.gemm_lowp import OUT_KINDS, u8s8_workspace_size
 from engine.lowering import LoweringContext, Value
+from engine.ops.compose import const as const_value
 from engine.ops.data import emit_copy
 from engine.ops.elementwise import emit_binary, emit_unary
 from engine.ops.nn import _image, _spatial
@@ -114,10 +117,39 @@ def lower_qlut(ctx: LoweringContext) -> None:
         ctx.step(Op.LUT_U8, [y, x, lut], LutStep(n=y.size, channels=lut.shape[0], inner=inner).words())
 
 
+def _period(shape: tuple, out: tuple) -> int | None:
+    """How QADD_U8 reads an operand of `shape` broadcast to `out`: every element (the size),
+    a trailing block repeated (its size), one byte (1); None for any other broadcast."""
+    size = int(np.prod(shape, dtype=np.int64))
+    core = tuple(shape)
+    while core and core[0] == 1:
+        core = core[1:]
+    if size in (1, int(np.prod(out, dtype=np.int64))) or core == tuple(out[len(out) - len(core):]):
+        return size
+    return None
+
+
+def emit_qadd_u8(ctx: LoweringContext, y: Value, a: Value, b: Value, qa, qb, qy, relu: int, form: int) -> bool:
+    """One QADD_U8 pass (form 0: the steps' arithmetic, 1: onnxruntime's QLinearAdd, 2: QLinearMul); False
+    when the broadcast is not one it reads."""
+    pa, pb = _period(a.shape, y.shape), _period(b.shape, y.shape)
+    if pa is None or pb is None or (form == 0 and (pa, pb) != (y.size, y.size)) or (form and relu):
+        return False
+    (sa, za), (sb, zb), (sy, zy) = qa, qb, qy
+    ctx.step(Op.QADD_U8, [y, a, b], QaddU8Step(n=y.size, a_zero=int(za), b_zero=int(zb), y_zero=int(zy), relu=relu,
+                                               form=form, a_period=pa, b_period=pb).words(),
+             [float(sa), float(sb), float(sy)])
+    return True
+
+
 def lower_qadd(ctx: LoweringContext) -> None:
-    """QAddU8 (a, b uint8; `_a`, `_b`, `_y`: [scale, zero point]; `_relu`): QuantizeLinear(Relu?(
-    DequantizeLinear(a) + DequantizeLinear(b))). Same shapes: one QADD_U8 pass; broadcasting: the
-    steps it stands for (DEQUANTIZE, BINARY, UNARY, QUANTIZE), the same values."""
+    """QAddU8 (a, b uint8; `_a`, `_b`, `_y`: [scale, zero point]; `_relu`; `_form`): QuantizeLinear(
+    Relu?(DequantizeLinear(a) + DequantizeLinear(b))). `_form` 1 (what engine.passes.qdq_fuse
+    writes without a Relu): onnxruntime's QLinearAdd arithmetic, which onnxruntime runs for this
+    group and which rounds once where the steps round three times (one step apart on ties; see
+    kernels/exec/qadd_u8.c). `_form` 0 (with a Relu): the steps' arithmetic, one QADD_U8 pass for
+    same shapes; broadcasts QADD_U8 does not read (neither whole, a trailing block nor one
+    element): the steps (DEQUANTIZE, BINARY, UNARY, QUANTIZE), whatever the form."""
     a, b = ctx.input(0), ctx.input(1)
     ctx.require_dtype(a, (np.uint8,))
     ctx.require_dtype(b, (np.uint8,))
@@ -127,9 +159,8 @@ def lower_qadd(ctx: LoweringContext) -> None:
     y = ctx.out(0, shape, np.uint8)
     if y.size == 0:
         return
-    if a.shape == b.shape:
-        ctx.step(Op.QADD_U8, [y, a, b], QaddU8Step(n=y.size, a_zero=int(za), b_zero=int(zb), y_zero=int(zy),
-                                                   relu=relu).words(), [float(sa), float(sb), float(sy)])
+    form = int(ctx.attr("_form", 0))
+    if emit_qadd_u8(ctx, y, a, b, (sa, za), (sb, zb), (sy, zy), relu, form):
         return
     da, db = ctx.temp(a.shape, np.float32), ctx.temp(b.shape, np.float32)
     _qcast(ctx, Op.DEQUANTIZE, da, a, np.uint8, float(sa), int(za))
@@ -141,8 +172,51 @@ def lower_qadd(ctx: LoweringContext) -> None:
     _qcast(ctx, Op.QUANTIZE, y, s, np.uint8, float(sy), int(zy))
 
 
+def qsoftmax_table(x_scale: float, d: int) -> np.ndarray:
+    """onnxruntime's QLinearSoftmax table: float32(exp((i - 255 + shift) * x_scale)), i = 0..255, in
+    float64, where shift (in input steps) keeps a row's sum of d entries below float32's max."""
+    xs = float(np.float32(x_scale))
+    shift = max(0.0, float(np.log(np.float64(np.finfo(np.float32).max) / d)) - 5.0) / xs
+    return np.exp((np.arange(256, dtype=np.float64) - 255.0 + shift) * xs).astype(np.float32)
+
+
+def emit_qsoftmax_u8(ctx: LoweringContext, y: Value, x: Value, x_scale: float, y_scale: float, y_zero: int,
+                     d: int) -> None:
+    """One QSOFTMAX_U8 pass over rows of d bytes. The output multiplier is float32 floor(1 / y_scale),
+    not 1 / y_scale: onnxruntime's, which differs from QuantizeLinear's division when 1 / y_scale is
+    not an integer (y_scale = float32(1/255): 254 instead of 255, every probability 0.4% low; a
+    quantize_static QDQ softmax has that scale). onnxruntime runs a QDQ softmax this way too, so
+    following it keeps a quantised transformer within one output step of onnxruntime int8; the
+    DequantizeLinear -> Softmax -> QuantizeLinear steps (the ONNX definition) differ from it in
+    about 1% of the bytes, by one step, at that scale (engine/passes/qdq_fuse.py)."""
+    if not 0 <= y_zero <= 255 or d < 1 or x.size % d:
+        raise ctx.unsupported(f"softmax rows of {d} in {x.shape}, output zero point {y_zero}")
+    table = qsoftmax_table(x_scale, d)
+    m = float(np.floor(np.float32(1.0) / np.float32(y_scale)))
+    ctx.step(Op.QSOFTMAX_U8, [y, x, const_value(table)],
+             QsoftmaxU8Step(rows=x.size // d, d=d, y_zero=int(y_zero)).words(), [m])
+
+
+def lower_qsoftmax(ctx: LoweringContext) -> None:
+    """QSoftmaxU8 (x uint8; `_x`, `_y`: [scale, zero point]; `_flatten`: rows flattened from `axis`
+    (Softmax before opset 13), else the last axis)."""
+    x = ctx.input(0)
+    ctx.require_dtype(x, (np.uint8,))
+    (sx, _), (sy, zy) = ctx.attr("_x"), ctx.attr("_y")
+    axis = int(ctx.attr("axis", -1))
+    if not -x.rank <= axis < max(x.rank, 1):
+        raise ctx.unsupported(f"axis {axis} of an input of rank {x.rank}")
+    axis %= max(x.rank, 1)
+    if not ctx.attr("_flatten", 0) and axis != x.rank - 1:
+        raise ctx.unsupported(f"axis {axis} is not the last of {x.shape}")
+    y = ctx.out(0, x.shape, np.uint8)
+    if y.size:
+        emit_qsoftmax_u8(ctx, y, x, float(sx), float(sy), int(zy), int(np.prod(x.shape[axis:], dtype=np.int64)))
+
+
 RULES = {"QConvU8S8": {1: lower_qconv}, "QGemmU8S8": {1: lower_qgemm}, "QLutU8": {1: lower_qlut},
-         "QAddU8": {1: lower_qadd}}
+         "QAddU8": {1: lower_qadd}, "QSoftmaxU8": {1: lower_qsoftmax}}
 _COMMON = {"_out", "_act", "_w_shape"}
 ATTRS = {"QConvU8S8": _COMMON | {"auto_pad", "pads", "strides", "dilations", "group"}, "QGemmU8S8": _COMMON,
-         "QLutU8": set(), "QAddU8": {"_a", "_b", "_y", "_relu"}}
+         "QLutU8": set(), "QAddU8": {"_a", "_b", "_y", "_relu", "_form"},
+         "QSoftmaxU8": {"_x", "_y", "axis", "_flatten"}}

@@ -30,9 +30,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.kernels.abi import Op, QmatmulU8Step
 from engine.lowering import LoweringContext
 from engine.ops.compose import Composer, ints
 from engine.ops.nn import _spatial
+from engine.ops.qlinear import emit_qadd_u8, emit_qsoftmax_u8
 
 _EXACT = 258  # products per float32 partial sum: 258 * 255**2 < 2**24
 _INT8 = (np.uint8, np.int8)
@@ -128,9 +130,45 @@ def lower_matmul_integer(ctx: LoweringContext) -> None:
     c.out(0, _int_matmul(c, af, bf))
 
 
+def _scalar_const(v, dtype):
+    """A per-tensor constant of dtype as a Python number; None when v is not one (absent: 0)."""
+    if v is None:
+        return 0
+    if v.const is None or v.size != 1 or v.dtype != dtype:
+        return None
+    return v.const.reshape(()).item()
+
+
+def _qmatmul_u8(ctx: LoweringContext, a, a_s, a_zp, b, b_s, b_zp, y_s, y_zp) -> bool:
+    """uint8 x uint8 -> uint8 with per-tensor constant parameters, B 2-D or with A's batch: one
+    QMATMUL_U8 step (exact int32 sums, the requantisation below); False for anything else."""
+    if a.dtype != np.uint8 or b.dtype != np.uint8 or a.rank < 2 or b.rank < 2 \
+            or (b.rank > 2 and b.shape[:-2] != a.shape[:-2]) or a.shape[-1] != b.shape[-2] or a.shape[-1] > 33025:
+        return False
+    sa, sb, sy = (_scalar_const(v, np.float32) for v in (a_s, b_s, y_s))
+    za, zb, zy = (_scalar_const(v, np.uint8) for v in (a_zp, b_zp, y_zp))
+    if None in (sa, sb, sy, za, zb, zy):
+        return False
+    (m, k), n = a.shape[-2:], b.shape[-1]
+    batch = int(np.prod(a.shape[:-2], dtype=np.int64))
+    y = ctx.out(0, a.shape[:-1] + (n,), np.uint8)
+    if y.size:
+        ws = 4 * n * max(ctx.planner.nthreads, 1)
+        mult = np.float32(np.float32(sa) * np.float32(sb)) / np.float32(sy)
+        ctx.step(Op.QMATMUL_U8, [y, a, b, ctx.scratch(ws)],
+                 QmatmulU8Step(batch=batch, m=m, n=n, k=k, a_zero=za, b_zero=zb, y_zero=zy,
+                               b_stride=k * n if b.rank > 2 else 0, workspace_bytes=ws).words(), [float(mult)])
+    return True
+
+
 def lower_qlinear_matmul(ctx: LoweringContext) -> None:
+    """QLinearMatMul: two uint8 run-time tensors (attention's products) in one QMATMUL_U8 step;
+    otherwise composed (see the module's docstring). Both: exact int32 sums, then
+    rint(float32(acc) * float32(s_a * s_b) / s_y) + z_y, saturated (onnxruntime's requantisation)."""
     c = Composer(ctx)
     a, a_s, a_zp, b, b_s, b_zp, y_s, y_zp = (ctx.input(i) for i in range(8))
+    if _qmatmul_u8(ctx, a, a_s, a_zp, b, b_s, b_zp, y_s, y_zp):
+        return
     af, bf, m, n = _matmul_operands(c, a, a_zp, b, b_zp)
     out_dtype = y_zp.dtype if y_zp is not None else a.dtype
     ctx.require_dtype(y_zp if y_zp is not None else a, _INT8, "y zero point")
@@ -246,12 +284,14 @@ def lower_qlinear_conv(ctx: LoweringContext) -> None:
 
 
 def _lower_qlinear_binary(ctx: LoweringContext, op: str) -> None:
-    """com.microsoft QLinearAdd / QLinearMul in float32:
+    """com.microsoft QLinearAdd / QLinearMul. A uint8 QLinearAdd with constant scales and zero
+    points whose broadcast QADD_U8 reads: one pass in onnxruntime's arithmetic (MLAS: ratios
+    s_a / s_c and s_b / s_c in fused multiply-adds, one rounding; kernels/exec/qadd_u8.c),
+    byte for byte; a uint8 QLinearMul likewise, in the float32 operations below (QADD_U8 form 2).
+    Otherwise in float32:
     Add: rint((s_a * (a - z_a) + s_b * (b - z_b)) / s_c) + z_c (the DequantizeLinear -> Add ->
     QuantizeLinear it stands for); Mul: rint((a - z_a) * (b - z_b) * (s_a * s_b / s_c)) + z_c;
-    saturated. onnxruntime (MLAS) scales by s_a / s_c and s_b / s_c with fused multiply-adds,
-    so an Add lands one step away where the two roundings straddle a tie (~0.1% of
-    elements; this form keeps MobileNetV2 within one output step, the ratio form did not)."""
+    saturated, one step from onnxruntime where the two roundings straddle a tie."""
     c = Composer(ctx)
     a, a_s, a_zp, b, b_s, b_zp, y_s, y_zp = (ctx.input(i) for i in range(8))
     for v, what in ((a, "A"), (b, "B")):
@@ -261,6 +301,14 @@ def _lower_qlinear_binary(ctx: LoweringContext, op: str) -> None:
     for s, z, what in ((a_s, a_zp, "A"), (b_s, b_zp, "B"), (y_s, y_zp, "C")):
         if s is None or s.size != 1 or (z is not None and z.size != 1):
             raise ctx.unsupported(f"{what} scale and zero point must be per-tensor scalars")
+    if a.dtype == np.uint8:
+        params = [(p.const, None if z is None else z.const) for p, z in ((a_s, a_zp), (b_s, b_zp), (y_s, y_zp))]
+        if all(s.dtype == np.float32 and sc is not None and (z is None or zc is not None)
+               for s, (sc, zc) in zip((a_s, b_s, y_s), params)):
+            q = [(float(sc.reshape(())), 0 if zc is None else int(zc.reshape(()))) for sc, zc in params]
+            y = ctx.out(0, tuple(np.broadcast_shapes(a.shape, b.shape)), np.uint8)
+            if y.size == 0 or emit_qadd_u8(ctx, y, a, b, q[0], q[1], q[2], relu=0, form=1 if op == "Add" else 2):
+                return
     sa, sb, sy = (_scale(c, s, w) for s, w in ((a_s, "A"), (b_s, "B"), (y_s, "C")))
     da, db = _shifted(c, a, a_zp, "A"), _shifted(c, b, b_zp, "B")
     zc = c.reshape(c.cast(y_zp, np.float32), []) if y_zp is not None else c.scalar(0, np.float32)
@@ -274,8 +322,10 @@ def _lower_qlinear_binary(ctx: LoweringContext, op: str) -> None:
 
 
 def lower_qlinear_softmax(ctx: LoweringContext) -> None:
-    """com.microsoft QLinearSoftmax: dequantise, Softmax along axis, quantise (onnxruntime
-    uses a 256-entry exp table in float32: the same values up to float32 rounding)."""
+    """com.microsoft QLinearSoftmax. uint8 with constant scales: one QSOFTMAX_U8 pass, onnxruntime's
+    arithmetic byte for byte (its 256-entry exp table, float32 row sums, floor(1 / y_scale); the
+    operator has no definition but that implementation). Otherwise dequantise, Softmax along axis,
+    quantise: the same values up to float32 rounding and that floor."""
     c = Composer(ctx)
     x, x_s, x_zp, y_s, y_zp = (ctx.input(i) for i in range(5))
     ctx.require_dtype(x, _INT8, "X")
@@ -285,6 +335,14 @@ def lower_qlinear_softmax(ctx: LoweringContext) -> None:
     for s, what in ((x_s, "X"), (y_s, "Y")):
         if s is None or s.size != 1:
             raise ctx.unsupported(f"{what} scale must be a per-tensor scalar")
+    if x.dtype == np.uint8 and x.rank and axis % x.rank == x.rank - 1 and x_s.const is not None \
+            and y_s.const is not None and x_s.dtype == y_s.dtype == np.float32 \
+            and (y_zp is None or y_zp.const is not None):
+        y = ctx.out(0, x.shape, np.uint8)
+        if y.size:
+            zy = 0 if y_zp is None else int(y_zp.const.reshape(()))
+            emit_qsoftmax_u8(ctx, y, x, float(x_s.const.reshape(())), float(y_s.const.reshape(())), zy, x.shape[-1])
+        return
     dx = c.op("DequantizeLinear", x, c.reshape(x_s, []), None if x_zp is None else c.reshape(x_zp, []))
     y = c.op("Softmax", dx, axis=axis)
     zp = c.reshape(y_zp, []) if y_zp is not None else c.scalar(0, x.dtype)

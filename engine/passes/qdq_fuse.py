@@ -17,7 +17,9 @@ table per channel holding what the fp32 steps would compute; a QLutU8 that
 is the only reader of a uint8 QConvU8S8 output then joins the conv, which
 applies the table in its output stage (input 8, `lut`). DQ(uint8) + DQ(uint8)
 [-> Relu] -> Q(uint8) (a residual Add) becomes QAddU8, one pass over the
-uint8 tensors.
+uint8 tensors. DQ(uint8) -> Softmax -> Q(uint8) becomes QSoftmaxU8, one
+pass in onnxruntime's QLinearSoftmax arithmetic (what onnxruntime fuses the
+group into; engine/ops/qlinear.py says where it differs from the steps).
 
 - with the trailing QuantizeLinear the node writes its uint8 output directly
   (`_out` "uint8"): (acc + bias_int32) * (x_scale * w_scale / y_scale),
@@ -241,6 +243,26 @@ class _Fuser:
         attrs = {"_w_shape": [int(w.shape[trans_b]), int(n)]}  # K, N
         return self.fuse(node, "QGemmU8S8", x, w_scale, np.ascontiguousarray(packed.buffer), biases, attrs)
 
+    def activation_matmul(self, node: Node) -> bool:
+        """DQ(uint8) x DQ(uint8) -> MatMul -> Q(uint8), both run-time tensors (attention's products):
+        QLinearMatMul, the int32 product requantised once (engine/ops/qoperator.py), which is what
+        onnxruntime fuses the group into; the steps' float32 product rounds differently on ties."""
+        a, b = self.activation(node.inputs[0]), self.activation(node.inputs[1])
+        if a is None or b is None:
+            return False
+        readers = self.consumers.get(node.outputs[0], [])
+        if len(readers) != 1 or node.outputs[0] in self.outputs or readers[0].op != "QuantizeLinear" \
+                or readers[0].domain != "" or readers[0].attrs.get("saturate", 1) == 0 \
+                or self.per_tensor(readers[0], np.uint8) is None:
+            return False
+        q = readers[0]
+        zq = q.inputs[2] if len(q.inputs) > 2 else ""
+        node.op, node.domain, node.attrs = "QLinearMatMul", "", {}
+        node.inputs = [*(list(a[0].inputs) + [""])[:3], *(list(b[0].inputs) + [""])[:3], q.inputs[1], zq]
+        node.outputs = [q.outputs[0]]
+        self.drop.add(id(q))
+        return True
+
 
     def vector(self, name: str) -> np.ndarray | None:
         """A 1-D float32 constant, or the DequantizeLinear of one (quantize_static quantises a
@@ -290,9 +312,13 @@ class _Fuser:
 
 
     def add(self, node: Node) -> bool:
-        """DQ(uint8) + DQ(uint8) [-> Relu] -> Q(uint8), all per tensor: QAddU8 on the uint8 tensors."""
-        a, b = self.activation(node.inputs[0]), self.activation(node.inputs[1])
-        if a is None or b is None:
+        """DQ(uint8) + DQ(uint8) [-> Relu] -> Q(uint8), all per tensor (either operand may be a
+        constant): QAddU8 on the uint8 tensors, in onnxruntime's QLinearAdd arithmetic (`_form` 1:
+        onnxruntime fuses the group into QLinearAdd, and drops a Relu before a zero point of 0,
+        where the saturation is the Relu); a Relu before another zero point keeps the steps'
+        arithmetic (`_form` 0)."""
+        a, b = self.operand(node.inputs[0]), self.operand(node.inputs[1])
+        if a is None or b is None or (a[0].inputs[0] in self.inits and b[0].inputs[0] in self.inits):
             return False
         out, tail, relu = node.outputs[0], [], 0
         readers = self.consumers.get(out, [])
@@ -306,11 +332,47 @@ class _Fuser:
         yq = self.per_tensor(q, np.uint8)
         if yq is None:
             return False
+        if relu and yq[1] == 0:
+            relu = 0
         node.op, node.domain = "QAddU8", ""
         node.inputs = [a[0].inputs[0], b[0].inputs[0]]
         node.outputs = [q.outputs[0]]
-        node.attrs = {"_a": [a[1], a[2]], "_b": [b[1], b[2]], "_y": [yq[0], yq[1]], "_relu": relu}
+        node.attrs = {"_a": [a[1], a[2]], "_b": [b[1], b[2]], "_y": [yq[0], yq[1]], "_relu": relu,
+                      "_form": 0 if relu else 1}
         self.drop.update(id(n) for n in tail + [q])
+        return True
+
+    def operand(self, name: str) -> tuple[Node, float, int] | None:
+        """activation(name), or the same of a DequantizeLinear of a uint8 constant."""
+        node = self.dq(name)
+        if node is None:
+            return None
+        if node.inputs[0] in self.inits and self.inits[node.inputs[0]].dtype != np.uint8:
+            return None
+        qp = self.per_tensor(node, np.uint8)
+        return None if qp is None else (node, *qp)
+
+    def softmax(self, node: Node, opset: int) -> bool:
+        """DQ(uint8) -> Softmax -> Q(uint8), per tensor, over the last axis (or rows flattened from
+        axis before opset 13): QSoftmaxU8, onnxruntime's QLinearSoftmax, which is what onnxruntime
+        runs for this group (see engine/ops/qlinear.py emit_qsoftmax_u8 for where the two differ)."""
+        x = self.activation(node.inputs[0])
+        if x is None:
+            return False
+        axis = node.attrs.get("axis", -1 if opset >= 13 else 1)
+        if opset >= 13 and axis != -1:
+            return False  # another axis needs the rank, unknown here; the steps stay
+        readers = self.consumers.get(node.outputs[0], [])
+        if len(readers) != 1 or node.outputs[0] in self.outputs or readers[0].op != "QuantizeLinear" \
+                or readers[0].domain != "" or readers[0].attrs.get("saturate", 1) == 0:
+            return False
+        q = readers[0]
+        yq = self.per_tensor(q, np.uint8)
+        if yq is None:
+            return False
+        node.op, node.domain, node.inputs, node.outputs = "QSoftmaxU8", "", [x[0].inputs[0]], [q.outputs[0]]
+        node.attrs = {"_x": [x[1], x[2]], "_y": [yq[0], yq[1]], "axis": axis, "_flatten": int(opset < 13)}
+        self.drop.add(id(q))
         return True
 
 
@@ -480,7 +542,7 @@ def qdq_fuse(graph: Graph) -> Graph:
         if node.op == "Conv":
             f.conv(node)
         elif node.op in ("MatMul", "Gemm") and len(node.inputs) >= 2:
-            f.gemm(node)
+            _ = f.gemm(node) or (node.op == "MatMul" and f.activation_matmul(node))
         elif node.op == "BatchNormalization" and len(node.inputs) == 5:
             f.batchnorm(node)
         elif node.op in ("QLinearConv", "ConvInteger") and len(node.inputs) >= (8 if node.op[0] == "Q" else 2):
@@ -489,6 +551,8 @@ def qdq_fuse(graph: Graph) -> Graph:
             qop.matmul(node)
         elif node.op == "Add" and len(node.inputs) == 2:
             f.add(node)
+        elif node.op == "Softmax" and node.inputs:
+            f.softmax(node, graph.opset)
     graph.nodes = [n for n in graph.nodes if id(n) not in f.drop]
     _lut_into_conv(graph)
     return graph

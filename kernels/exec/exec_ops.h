@@ -51,6 +51,8 @@ int aie_x_lut_u8(const aie_step_args *a);
 int aie_x_qadd_u8(const aie_step_args *a);
 int aie_x_rnn(const aie_step_args *a);
 int aie_x_copy_at(const aie_step_args *a);
+int aie_x_qsoftmax_u8(const aie_step_args *a);
+int aie_x_qmatmul_u8(const aie_step_args *a);
 int aie_x_bitshift(const aie_step_args *a);
 int aie_x_cumprod(const aie_step_args *a);
 int aie_x_topk(const aie_step_args *a);

@@ -216,13 +216,17 @@ def _unfused(m, tmp_path, feeds):
 
 
 @pytest.mark.op_test("QAddU8")
-@pytest.mark.parametrize("relu,b_shape", [(True, [2, 6, 61, 53]), (False, [2, 6, 61, 53]), (True, [1, 6, 1, 1])])
-def test_quantised_residual_add_is_one_step_with_the_unfused_bytes(tmp_path, relu, b_shape):
-    """DQ(a) + DQ(b) [-> Relu] -> Q, all uint8 per tensor, becomes QAddU8: byte-identical to the unfused
-    engine steps (one QADD_U8 pass for equal shapes, the same steps for broadcasting), within one step of
-    onnxruntime."""
+@pytest.mark.parametrize("relu,b_shape,y_zero", [(True, [2, 6, 61, 53], 0), (False, [2, 6, 61, 53], 131),
+                                                 (False, [53], 131), (True, [1, 6, 1, 1], 0), (True, [2, 6, 61, 53], 9)])
+def test_quantised_residual_add_is_onnxruntimes_qlinear_add(tmp_path, relu, b_shape, y_zero):
+    """DQ(a) + DQ(b) [-> Relu] -> Q, all uint8 per tensor, becomes QAddU8. Where QADD_U8 reads the
+    broadcast (same shapes, a trailing block) it is onnxruntime's QLinearAdd byte for byte (what
+    onnxruntime runs for the group; the Relu before a zero point of 0 is the saturation), within one
+    step of the unfused engine steps; another broadcast runs the unfused steps' bytes, within one step
+    of onnxruntime. A Relu before a zero point other than 0 keeps the steps' arithmetic, in one
+    QADD_U8 pass (onnxruntime runs those steps unfused)."""
     inits = {"as": np.float32(0.03), "az": np.uint8(118), "bs": np.float32(0.045), "bz": np.uint8(7),
-             "ys": np.float32(0.05), "yz": np.uint8(0 if relu else 131)}
+             "ys": np.float32(0.05), "yz": np.uint8(y_zero)}
     nodes = [helper.make_node("QuantizeLinear", ["a", "as", "az"], ["aq"]),
              helper.make_node("DequantizeLinear", ["aq", "as", "az"], ["ad"]),
              helper.make_node("QuantizeLinear", ["b", "bs", "bz"], ["bq"]),
@@ -238,12 +242,19 @@ def test_quantised_residual_add_is_one_step_with_the_unfused_bytes(tmp_path, rel
     m = model(nodes, {"a": shape, "b": b_shape}, {"y": shape}, inits)
     g = qdq_fuse(graph_of(m))
     assert ops(g)["QAddU8"] == 1 and "Add" not in ops(g) and "Relu" not in ops(g)
-    feeds = {"a": RNG.uniform(-6, 6, shape).astype(np.float32), "b": RNG.uniform(-6, 14, b_shape).astype(np.float32)}
+    # inputs on the quantisation grids: the input QuantizeLinears have no tie to round differently
+    feeds = {"a": ((RNG.integers(0, 256, shape) - 118) * inits["as"]).astype(np.float32),
+             "b": ((RNG.integers(0, 256, b_shape) - 7) * inits["bs"]).astype(np.float32)}
+    feeds["b"].flat[0] = (255 - 7) * inits["bs"]  # with a's top values: past 255, saturated
     ours, theirs = _run_both(m, g, tmp_path, feeds)
-    assert np.array_equal(ours[0], _unfused(m, tmp_path, feeds)[0])
+    unfused = _unfused(m, tmp_path, feeds)[0]
+    step = float(inits["ys"]) * 1.001
+    steps = b_shape[0] == 1 or (relu and y_zero)
+    same, other = (unfused, theirs[0]) if steps else (theirs[0], unfused)
+    assert np.array_equal(ours[0], same)
+    assert np.abs(ours[0] - other).max() <= step
     q = np.rint(ours[0] / inits["ys"]) + float(inits["yz"])
     assert q.max() == 255  # saturated
-    assert np.abs(ours[0] - theirs[0]).max() <= float(inits["ys"]) * 1.001
 
 
 @pytest.mark.op_test("QConvU8S8")
@@ -267,3 +278,29 @@ def test_a_table_after_a_uint8_conv_joins_the_conv_with_the_unfused_bytes(tmp_pa
     feeds = _feeds(X4["x"])
     ours, _ = _run_both(m, g, tmp_path, feeds)
     assert np.array_equal(ours[0], _unfused(m, tmp_path, feeds)[0])
+
+
+@pytest.mark.op_test("QSoftmaxU8")
+@pytest.mark.parametrize("y_scale", [1 / 255, 1 / 256])
+def test_quantised_softmax_is_onnxruntimes_qlinear_softmax(tmp_path, y_scale):
+    """DQ(uint8) -> Softmax -> Q(uint8) becomes QSoftmaxU8, one pass, byte for byte what onnxruntime
+    runs for the group (QLinearSoftmax). With y_scale float32(1/255) onnxruntime multiplies by 254,
+    not 255: the unfused steps (the ONNX definition) are then up to one step higher."""
+    inits = {"xs": np.float32(0.06), "xz": np.uint8(131), "ys": np.float32(y_scale), "yz": np.uint8(0)}
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
+             helper.make_node("Softmax", ["xd"], ["p"], axis=-1),
+             helper.make_node("QuantizeLinear", ["p", "ys", "yz"], ["yq"]),
+             helper.make_node("DequantizeLinear", ["yq", "ys", "yz"], ["y"])]
+    shape = [2, 3, 37, 41]
+    m = model(nodes, {"x": shape}, {"y": shape}, inits)
+    g = qdq_fuse(graph_of(m))
+    assert ops(g)["QSoftmaxU8"] == 1 and "Softmax" not in ops(g)
+    # inputs on the quantisation grid: the input QuantizeLinear has no tie to round differently
+    feeds = {"x": ((RNG.integers(0, 256, shape) - 131) * inits["xs"]).astype(np.float32)}
+    ours, theirs = _run_both(m, g, tmp_path, feeds)
+    np.testing.assert_array_equal(ours[0], theirs[0])
+    unfused = _unfused(m, tmp_path, feeds)[0]
+    assert np.abs(ours[0] - unfused).max() <= y_scale * 1.001
+    if y_scale == 1 / 255:
+        assert not np.array_equal(ours[0], unfused)  # the floor shows
