@@ -228,7 +228,7 @@ static void test_determinism(void) {
 }
 
 /* Small M with B too large for the flops rule to thread (batch-1 MLP
- * layers): the columns are cut statically across threads by B's bytes.
+ * layers): threaded by B's bytes, one column range per thread.
  * Every variant of the small path (packed, plain, streaming, B transposed,
  * A transposed), odd N and K, a fused epilogue; against float64 and bitwise
  * equal to one thread for 2-4 threads. */
