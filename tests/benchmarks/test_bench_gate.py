@@ -150,9 +150,22 @@ def test_server_cpu_cost_is_cpu_seconds_per_call_of_the_process_threads():
         while time.thread_time() - t < 0.002:
             pass
 
-    def call():  # in another thread: every thread of the process counts
-        th = threading.Thread(target=burn)
-        th.start()
+    import queue
+    jobs, done = queue.Queue(), queue.Queue()
+
+    def worker():  # a live thread, as a server's are (an ended thread's schedstat is gone)
+        while jobs.get():
+            burn()
+            done.put(True)
+    th = threading.Thread(target=worker)
+    th.start()
+
+    def call():
+        jobs.put(True)
+        done.get()
+    try:
+        per_call = gate.server_cpu_cost(os.getpid())(call, 20)
+    finally:
+        jobs.put(False)
         th.join()
-    per_call = gate.server_cpu_cost(os.getpid())(call, 20)
     assert 0.002 <= per_call < 0.004
