@@ -437,14 +437,10 @@ def _commit() -> str:
 
 
 def _machine() -> str:
+    from bench_serve import _cpu_model
     from engine.kernels import levels
 
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "cpu")
-    except OSError:
-        cpu = "cpu"
-    return f"{cpu} x{os.cpu_count()}, kernel level {levels.level()}"
+    return f"{_cpu_model()}, kernel level {levels.level()}"
 
 
 def write_baseline(path: Path, samples: dict[str, list[float]], blocks: int, block_s: float) -> None:
