@@ -33,10 +33,12 @@ standard error from a seeded bootstrap of the pairs (`se`, relative); the
 table also shows the spread of one pair (robust sigma: 1.4826 x median
 absolute deviation / median), which says how loaded the host was.
 
-Verdict: with r_b, se_b the baseline's ratio and standard error and r, se
-this run's, an item regresses when
+Verdict: with r_b, se_b the baseline's ratio and standard error, r, se
+this run's, and drift the baseline's run-to-run spread of the ratio (what
+one run's pairs cannot show: the host's state shifting between runs; set by
+--drift-from from a record of runs of unchanged code), an item regresses when
 
-    r / r_b - 1 > margin = max(K * sqrt(se_b^2 + se^2), FLOOR),  K = 3, FLOOR = 0.08
+    r / r_b - 1 > margin = max(K * sqrt(se_b^2 + se^2 + drift^2), FLOOR),  K = 3, FLOOR = 0.08
 
 A regressed item is measured once more; the gate fails only if it regresses
 again. Exit status: 0 pass, 1 regression, 2 the benchmark itself is broken
@@ -90,7 +92,7 @@ FLOOR = 0.08     # never fail on less than 8%, however quiet both runs were
 QUANTILE = 0.25  # of the calls in a block, and of the pair ratios: the least disturbed ones
 BOOTSTRAP = 2000
 BASELINE_BLOCKS = 3  # --update-baseline takes this many times --blocks pairs
-MARGIN_FORMULA = f"max({K:g} * sqrt(se_base^2 + se_now^2), {FLOOR:g})"
+MARGIN_FORMULA = f"max({K:g} * sqrt(se_base^2 + se_now^2 + drift^2), {FLOOR:g})"
 EXIT_PASS, EXIT_REGRESSION, EXIT_BROKEN = 0, 1, 2
 
 
@@ -105,6 +107,7 @@ class Stat:
     se: float      # its standard error (bootstrap), relative to it
     noise: float   # robust relative standard deviation of one pair ratio (how loaded the host was)
     n: int         # pairs
+    drift: float = 0.0  # baseline only: run-to-run relative sigma of the ratio (drift_from_record)
 
 
 def summarize(samples: list[float]) -> Stat:
@@ -121,7 +124,7 @@ def summarize(samples: list[float]) -> Stat:
 
 def margin(base: Stat, now: Stat) -> float:
     """The relative worsening of a ratio that counts as a regression (see the module doc)."""
-    return max(K * math.hypot(base.se, now.se), FLOOR)
+    return max(K * math.sqrt(base.se ** 2 + now.se ** 2 + base.drift ** 2), FLOOR)
 
 
 def excess(base: Stat, now: Stat) -> float:
@@ -190,8 +193,8 @@ def table(rows: list[Row]) -> str:
 def load_baseline(path: Path) -> dict[str, Stat]:
     try:
         doc = json.loads(path.read_text())
-        return {name: Stat(float(e["ratio"]), float(e["se"]), float(e["noise"]), int(e["pairs"]))
-                for name, e in doc["items"].items()}
+        return {name: Stat(float(e["ratio"]), float(e["se"]), float(e["noise"]), int(e["pairs"]),
+                           float(e.get("drift", 0.0))) for name, e in doc["items"].items()}
     except FileNotFoundError:
         raise GateError(f"{path}: no baseline (run `invoke bench-gate --update-baseline` and commit the file)") from None
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -443,16 +446,54 @@ def _machine() -> str:
     return f"{_cpu_model()}, kernel level {levels.level()}"
 
 
-def write_baseline(path: Path, samples: dict[str, list[float]], blocks: int, block_s: float) -> None:
+def write_baseline(path: Path, samples: dict[str, list[float]], blocks: int, block_s: float,
+                   drift: dict[str, float] | None = None) -> None:
     items = {}
     for name, s in samples.items():
         st = summarize(s)
         items[name] = {"ratio": round(st.ratio, 4), "se": round(st.se, 4), "noise": round(st.noise, 4), "pairs": st.n,
-                       "pair_ratios": [round(x, 4) for x in s]}
+                       "drift": round((drift or {}).get(name, 0.0), 4), "pair_ratios": [round(x, 4) for x in s]}
     doc = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": _commit(), "machine": _machine(),
            "load_average": round(os.getloadavg()[0], 2), "blocks": blocks, "block_s": block_s,
            "margin": MARGIN_FORMULA,
            "items": items}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, indent=2) + "\n")
+    tmp.replace(path)
+
+
+def drift_from_record(path: Path) -> dict[str, float]:
+    """Per item, the run-to-run spread of the ratio over the unchanged runs
+    (AIE_GATE_SLOWDOWN 0) of a --record file: 1.4826 x median absolute
+    deviation / median of each run's first ratio. What a run's own pairs
+    cannot show: a host whose state shifts between runs (another job pinned
+    to the servers' core moved serve-mlp by +20% in the first series)."""
+    try:
+        lines = [line.rstrip("\n").split("\t") for line in path.read_text().splitlines()]
+    except OSError as exc:
+        raise GateError(f"{path}: cannot read the record ({exc.strerror})") from None
+    head, runs = lines[0], [dict(zip(lines[0], r)) for r in lines[1:] if len(r) == len(lines[0])]
+    runs = [r for r in runs if float(r.get("slowdown", "nan")) == 0]
+    if len(runs) < 5:
+        raise GateError(f"{path}: {len(runs)} unchanged runs (slowdown 0); expected >= 5 to measure a spread")
+    drift = {}
+    for col in head:
+        if col.endswith(" ratio"):
+            a = np.asarray([float(r[col].split("/")[0]) for r in runs])
+            med = float(np.median(a))
+            drift[col[: -len(" ratio")]] = float(1.4826 * np.median(np.abs(a - med)) / med)
+    return drift
+
+
+def set_drift(path: Path, drift: dict[str, float]) -> None:
+    """The baseline's drift fields replaced (nothing measured: the diff shows only them)."""
+    try:
+        doc = json.loads(path.read_text())
+        for name, entry in doc["items"].items():
+            entry["drift"] = round(drift.get(name, 0.0), 4)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise GateError(f"{path}: not a gate baseline ({type(exc).__name__}: {exc})") from None
+    doc["margin"] = MARGIN_FORMULA
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(doc, indent=2) + "\n")
     tmp.replace(path)
@@ -485,6 +526,8 @@ def main(argv=None) -> int:
     ap.add_argument("--update-baseline", action="store_true",
                     help=f"measure ({BASELINE_BLOCKS} x --blocks pairs) and write the baseline; no verdict")
     ap.add_argument("--record", type=Path, help="append this run's ratios and verdicts to a TSV file")
+    ap.add_argument("--drift-from", type=Path, metavar="RECORD",
+                    help="measure nothing: set the baseline's run-to-run drift from a --record file of unchanged runs")
     ap.add_argument("--note", default="", help="a word for the --record line (e.g. busy-core)")
     args = ap.parse_args(argv)
     items = [i for i in args.items.split(",") if i]
@@ -492,6 +535,12 @@ def main(argv=None) -> int:
     work = Path(tempfile.mkdtemp(prefix="aie-gate-"))
     bench = None
     try:
+        if args.drift_from:
+            drift = drift_from_record(args.drift_from)
+            set_drift(args.baseline, drift)
+            print(f"{args.baseline}: drift {', '.join(f'{k} {v:.1%}' for k, v in drift.items())} "
+                  f"from {args.drift_from}: review its diff and commit it")
+            return EXIT_PASS
         if args.blocks < 3:
             raise GateError(f"--blocks {args.blocks}: expected >= 3 (the noise needs a spread)")
         baseline = None if args.update_baseline else load_baseline(args.baseline)
@@ -504,7 +553,11 @@ def main(argv=None) -> int:
         bench = Bench(items, work, blocks, args.block_s, args.pause)
         if args.update_baseline:
             samples = bench.measure(items)
-            write_baseline(args.baseline, samples, blocks, args.block_s)
+            try:  # the run-to-run drift is the host's, not this measurement's: kept
+                drift = {k: st.drift for k, st in load_baseline(args.baseline).items()}
+            except GateError:
+                drift = {}
+            write_baseline(args.baseline, samples, blocks, args.block_s, drift)
             for name, s in samples.items():
                 st = summarize(s)
                 print(f"{name:<12} ratio {st.ratio:.3f} ± {st.se:.1%} (spread of one pair {st.noise:.1%}, {st.n} pairs)")
