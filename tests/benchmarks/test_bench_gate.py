@@ -15,8 +15,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 import bench_gate as gate  # noqa: E402
 
-# Pair ratios recorded by gate runs on the 2-core development VM
-# (benchmarks/results/gate_runs.tsv has the series): a quiet-ish item, and a
+# Pair ratios recorded by development gate runs on the 2-core VM before the
+# series of benchmarks/results/gate_runs.tsv: a quiet-ish item, and a
 # loaded one whose pairs split into an undisturbed and a disturbed mode.
 MLP = [0.894, 0.877, 0.946, 0.936, 0.757, 0.879, 1.061, 0.894, 0.914]
 MOBILENET_LOADED = [4.482, 3.098, 4.008, 3.079, 2.734, 4.006, 3.404, 1.816, 0.774]
@@ -125,8 +125,11 @@ def test_a_real_reduced_gate_passes_as_measured_and_fails_when_slowed(tmp_path, 
     code (pass), a run with our calls slowed by 60% (regression, twice).
     ~5 s on a quiet 2-core machine, ~20 s at load average 13."""
     baseline = tmp_path / "baseline.json"
-    quick = ["--items", "mlp", "--blocks", "3", "--block-s", "0.02", "--pause", "0.02", "--baseline", str(baseline)]
-    assert gate.main([*quick, "--update-baseline"]) == gate.EXIT_PASS
+    quick = ["--items", "mlp", "--blocks", "3", "--block-s", "0.05", "--pause", "0.02", "--baseline", str(baseline)]
+    # twice: on a quiet machine the first gate run of this process once measured our MLP at
+    # 1.4x onnxruntime and the next ones at 0.8-1.1x (the gate's own runs are each a first)
+    for _ in range(2):
+        assert gate.main([*quick, "--update-baseline"]) == gate.EXIT_PASS
     doc = json.loads(baseline.read_text())
     assert doc["items"]["mlp"]["pairs"] == 9 and doc["margin"] == gate.MARGIN_FORMULA
     assert gate.main([*quick, "--record", str(tmp_path / "runs.tsv")]) == gate.EXIT_PASS
