@@ -334,9 +334,34 @@ def bench(c, spec=None, host=None, rate=200.0, warmup_s=5.0, steady_s=20.0, spik
                          max_error_rate=float(max_error_rate)))
 
 
+@task(
+    help={
+        "update-baseline": "measure (three times the pairs) and write benchmarks/gate_baseline.json instead of "
+                           "comparing; commit the file, its diff is the review",
+        "items": "comma-separated subset of mlp,mobilenetv2,resnet18,serve-mlp (default: all)",
+        "record": "append this run's ratios and verdicts to this TSV file",
+        "drift-from": "measure nothing: set the baseline's run-to-run drift from a --record file of unchanged runs",
+    }
+)
+def bench_gate(c, update_baseline=False, items="", record="", drift_from=""):
+    """Latency gate: ai-engine/onnxruntime ratios vs the committed baseline (~80 s). Exit 0 pass, 1 regression, 2 broken.
+
+    A ratio fails when it is worse than the baseline by more than max(3 x its standard error, 8%) twice
+    in a row (one automatic re-measure). See benchmarks/bench_gate.py and README "Latency gate".
+    """
+    import shlex
+
+    argv = [sys.executable, str(ROOT / "benchmarks" / "bench_gate.py")]
+    argv += ["--update-baseline"] if update_baseline else []
+    argv += ["--items", items] if items else []
+    argv += ["--record", record] if record else []
+    argv += ["--drift-from", drift_from] if drift_from else []
+    _exit_with(c.run(" ".join(shlex.quote(a) for a in argv), pty=False, warn=True).exited)
+
+
 # --- tasks added by later work go above this line ---------------------------
 
 ns = Collection(test, build_kernels, render, provision, zoo, convert, quantize, deploy, bundle, stop, status, logs, rollback,
-                drain, undrain, bench)
+                drain, undrain, bench, bench_gate)
 # Piped (CI logs, files), the echoed command carries no ANSI escape codes.
 ns.configure({"run": {"echo": True, **({} if sys.stdout.isatty() else {"echo_format": "{command}"})}})

@@ -282,3 +282,20 @@ def test_quantize_refuses_a_missing_calibration_set_in_one_line(tmp_path):
     with pytest.raises(Exit) as exc:
         invoke_tasks(["quantize", "--model", str(tmp_path / "m.onnx"), "--calibration", str(tmp_path / "none")])
     assert exc.value.code == 1 and exc.value.message.startswith("quantize: ") and "\n" not in exc.value.message
+
+
+@pytest.mark.parametrize("argv, extra, rc", [
+    (["bench-gate"], "", 0),
+    (["bench-gate"], "", 1),
+    (["bench-gate", "--update-baseline", "--items", "mlp,serve-mlp", "--record", "runs.tsv"],
+     " --update-baseline --items mlp,serve-mlp --record runs.tsv", 0),
+    (["bench-gate", "--drift-from", "runs.tsv"], " --drift-from runs.tsv", 0),
+])
+def test_bench_gate_runs_the_gate_program_and_exits_with_its_status(argv, extra, rc):
+    command = f"{sys.executable} {ROOT / 'benchmarks' / 'bench_gate.py'}{extra}"
+    if rc:
+        with pytest.raises(Exit) as exc:
+            invoke_tasks(argv, run={command: Result(exited=rc)})
+        assert exc.value.code == rc
+    else:
+        invoke_tasks(argv, run={command: Result(exited=rc)})
