@@ -112,7 +112,9 @@ def test_bench_three_phases_against_the_deployed_engine(local_site, tmp_path, ca
 
 
 def _report_table(report: str) -> list[dict]:
-    lines = [line for line in report.splitlines() if line.startswith("| ")]
+    """The report's first table (the phases; the per-layer tables follow it)."""
+    block = "| " + report.split("\n| ", 1)[1].split("\n\n", 1)[0]
+    lines = [line for line in block.splitlines() if line.startswith("| ")]   # not the |---| row
     header = [c.strip() for c in lines[0].strip("|").split("|")]
     return [dict(zip(header, (c.strip() for c in line.strip("|").split("|")))) for line in lines[1:]]
 
