@@ -114,7 +114,7 @@ def attribute_value(attr: onnx.AttributeProto, opset: int, where: str) -> Any:
 
 # The com.microsoft ops onnxruntime.quantization writes in QOperator format
 # that engine/ops/qoperator.py runs; any other contrib op is refused here.
-MICROSOFT_OPS = frozenset({"QGemm", "QLinearAdd", "QLinearMul", "QLinearSoftmax"})
+MICROSOFT_OPS = frozenset({"QGemm", "QLinearAdd", "QLinearMul", "QLinearSoftmax", "QLinearGlobalAveragePool"})
 
 
 def import_graph(g: onnx.GraphProto, opset: int, where: str) -> Graph:

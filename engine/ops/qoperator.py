@@ -1,7 +1,7 @@
 """The QOperator-format integer ops (what onnxruntime.quantization writes with
 QuantFormat.QOperator and quantize_dynamic): QLinearConv, QLinearMatMul,
 ConvInteger, MatMulInteger, and QLinearAdd / QLinearMul / QGemm /
-QLinearSoftmax (com.microsoft).
+QLinearSoftmax / QLinearGlobalAveragePool (com.microsoft).
 
 Where the weights are int8 constants with zero point 0 and the activation is
 uint8 per tensor, engine.passes.qdq_fuse has already turned QLinearConv /
@@ -357,10 +357,37 @@ def lower_qlinear_mul(ctx: LoweringContext) -> None:
     _lower_qlinear_binary(ctx, "Mul")
 
 
+def lower_qlinear_global_average_pool(ctx: LoweringContext) -> None:
+    """com.microsoft QLinearGlobalAveragePool (onnxruntime's quantiser writes it for a
+    GlobalAveragePool between quantised tensors): onnxruntime's arithmetic (MLAS
+    qlgavgpool): the window's integer sum, less x_zp * size, times float32
+    x_scale / (y_scale * size), rounded half to even, plus y_zp, saturated. The sum is
+    an exact integer in float32 while size * 255 < 2**24 (larger windows are refused,
+    as onnxruntime refuses sizes >= 2**24)."""
+    c = Composer(ctx)
+    x, x_s, x_zp, y_s, y_zp = (ctx.input(i) for i in range(5))
+    ctx.require_dtype(x, _INT8, "X")
+    for s, z, what in ((x_s, x_zp, "X"), (y_s, y_zp, "Y")):
+        if s is None or s.size != 1 or (z is not None and z.size != 1):
+            raise ctx.unsupported(f"{what} scale and zero point must be per-tensor scalars")
+    if x.rank < 3:
+        raise ctx.unsupported(f"input of rank {x.rank}: expected [N, C, spatial...] (or channels last)")
+    axes = list(range(1, x.rank - 1)) if ctx.attr("channels_last", 0) else list(range(2, x.rank))
+    size = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+    if size == 0 or size * 255 >= 1 << 24:
+        raise ctx.unsupported(f"a window of {size} elements (1 to {((1 << 24) - 1) // 255} are exact)")
+    acc = c.reduce("ReduceSum", c.cast(x, np.float32), axes)
+    if x_zp is not None:
+        acc = c.sub(acc, c.mul(c.reshape(c.cast(x_zp, np.float32), []), c.scalar(size, np.float32)))
+    scale = c.div(_scale(c, x_s, "X"), c.mul(_scale(c, y_s, "Y"), c.scalar(size, np.float32)))
+    c.out(0, _requant(c, acc, scale, y_zp, x.dtype))
+
+
 _WINDOW = {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}
 RULES = {"QLinearConv": {10: lower_qlinear_conv}, "QLinearMatMul": {10: lower_qlinear_matmul},
          "ConvInteger": {10: lower_conv_integer}, "MatMulInteger": {10: lower_matmul_integer},
          "QLinearAdd": {1: lower_qlinear_add}, "QLinearMul": {1: lower_qlinear_mul}, "QGemm": {1: lower_qgemm},
-         "QLinearSoftmax": {1: lower_qlinear_softmax}}
+         "QLinearSoftmax": {1: lower_qlinear_softmax},
+         "QLinearGlobalAveragePool": {1: lower_qlinear_global_average_pool}}
 ATTRS = {"QLinearConv": _WINDOW, "ConvInteger": _WINDOW, "QGemm": {"alpha", "transA", "transB"},
-         "QLinearSoftmax": {"axis", "opset"}}
+         "QLinearSoftmax": {"axis", "opset"}, "QLinearGlobalAveragePool": {"channels_last"}}

@@ -88,6 +88,25 @@ def test_an_onnxruntime_quantised_model_matches_onnxruntime_int8(zoo, name):
         assert diff <= step * 1.001, f"{out.name}: max |aie - ort| {diff} > one step {step}"
 
 
+def test_onnxruntime_quantised_resnet18_in_qoperator_format_matches_onnxruntime_int8(zoo):
+    """ResNet-18 in QOperator format: QLinearConv, QLinearAdd and com.microsoft
+    QLinearGlobalAveragePool (which only this format writes) on the int8 kernels,
+    within one output step of onnxruntime int8."""
+    from models import zoo as model_zoo
+
+    dst = quantised(zoo, "resnet18", "QOperator")
+    model = onnx.load(str(dst))
+    assert "QLinearGlobalAveragePool" in {n.op_type for n in model.graph.node}
+    theirs = ort.InferenceSession(str(dst), providers=["CPUExecutionProvider"])
+    ours = InferenceSession(dst, threads=2)
+    assert ours.precision == "int8" and "conv_u8s8" in ours.kernel_paths, (ours.precision, ours.kernel_paths)
+    feeds = model_zoo.random_inputs("resnet18", batch=2, seed=7)
+    for out, a, r in zip(model.graph.output, ours.run(None, feeds), theirs.run(None, feeds)):
+        step = output_step(model, out.name)
+        diff = float(np.abs(np.asarray(a, np.float64) - r).max())
+        assert diff <= step * 1.001, f"{out.name}: max |aie - ort| {diff} > one step {step}"
+
+
 @pytest.mark.parametrize("name,fmt", [("mobilenetv2", "QDQ"), ("mobilenetv2", "QOperator")])
 def test_onnxruntime_quantised_mobilenetv2_matches_onnxruntime_int8(zoo, name, fmt):
     """Both formats: every convolution on the int8 kernels (the depthwise ones on

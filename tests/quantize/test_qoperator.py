@@ -300,3 +300,30 @@ def test_qlinear_matmul_of_two_uint8_tensors_is_one_step(tmp_path, a_shape, b_sh
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(got, ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
                                   .run(None, feeds)[0])
+
+
+@pytest.mark.op_test("QLinearGlobalAveragePool")
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("shape,channels_last", [((2, 5, 7, 9), 0), ((1, 512, 7, 7), 0), ((3, 4, 6, 11), 1),
+                                                 ((2, 3, 13), 0)])
+def test_microsoft_qlinear_global_average_pool_is_onnxruntimes(tmp_path, dtype, shape, channels_last):
+    """What onnxruntime's quantiser writes for ResNet's GlobalAveragePool (QOperator format):
+    byte for byte onnxruntime's, NCHW and channels last, 1-D and 2-D windows."""
+    x = _q(dtype, shape)
+    zero = np.uint8(131) if dtype == np.uint8 else np.int8(-7)
+    params = {"x_scale": np.float32(0.043), "x_zero_point": zero, "y_scale": np.float32(0.0171),
+              "y_zero_point": np.asarray(zero + 3 if dtype == np.uint8 else zero - 5, dtype)}
+    out_shape = (shape[0], 1, 1, shape[-1]) if channels_last else (*shape[:2], *[1] * (len(shape) - 2))
+    elem = onnx.TensorProto.UINT8 if dtype == np.uint8 else onnx.TensorProto.INT8
+    node = helper.make_node("QLinearGlobalAveragePool", ["X", *params], ["Y"], domain="com.microsoft",
+                            channels_last=channels_last)
+    graph = helper.make_graph([node], "qgap", [helper.make_tensor_value_info("X", elem, x.shape)],
+                              [helper.make_tensor_value_info("Y", elem, out_shape)],
+                              [onnx.numpy_helper.from_array(np.asarray(v), k) for k, v in params.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    path = tmp_path / "qgap.onnx"
+    onnx.save(model, str(path))
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"X": x})[0]
+    got = InferenceSession(path, threads=2).run(None, {"X": x})[0]
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
