@@ -120,25 +120,36 @@ def test_bad_arguments_exit_2(tmp_path, capsys, monkeypatch):
     assert "AIE_GATE_SLOWDOWN='a lot': expected a fraction" in capsys.readouterr().err
 
 
-def test_a_real_reduced_gate_passes_as_measured_and_fails_when_slowed(tmp_path, monkeypatch, capsys):
+def test_a_real_reduced_gate_judges_what_it_measured_and_fails_when_slowed(tmp_path, monkeypatch, capsys):
     """The MLP in short blocks (~3 s a run): a baseline, a run of the same
-    code (pass), a run with our calls slowed by 60% (regression, twice).
-    ~5 s on a quiet 2-core machine, ~20 s at load average 13."""
+    code, a run with our calls made 5x as slow (regression, twice).
+
+    Whether an unchanged run passes is the gate's false-failure rate, a
+    statistical property measured by benchmark series (docs/PERFORMANCE.md),
+    not something one 0.4 s run can assert: CI once measured a 55% "slowdown"
+    of unchanged code in 3 pairs at load 2.7. So the unchanged run must only
+    be judged by the rule on its own figures; the slowed run must fail: +400%
+    is beyond any margin three pairs can produce (they stay under ~100%)."""
     baseline = tmp_path / "baseline.json"
+    record = tmp_path / "runs.tsv"
     quick = ["--items", "mlp", "--blocks", "3", "--block-s", "0.05", "--pause", "0.02", "--baseline", str(baseline)]
-    # twice: on a quiet machine the first gate run of this process once measured our MLP at
-    # 1.4x onnxruntime and the next ones at 0.8-1.1x (the gate's own runs are each a first)
-    for _ in range(2):
-        assert gate.main([*quick, "--update-baseline"]) == gate.EXIT_PASS
+    assert gate.main([*quick, "--update-baseline"]) == gate.EXIT_PASS
     doc = json.loads(baseline.read_text())
     assert doc["items"]["mlp"]["pairs"] == 9 and doc["margin"] == gate.MARGIN_FORMULA
-    assert gate.main([*quick, "--record", str(tmp_path / "runs.tsv")]) == gate.EXIT_PASS
-    monkeypatch.setenv("AIE_GATE_SLOWDOWN", "0.6")
-    assert gate.main([*quick, "--record", str(tmp_path / "runs.tsv")]) == gate.EXIT_REGRESSION
+    status = gate.main([*quick, "--record", str(record)])
+    row = record.read_text().splitlines()[1].split("\t")
+    cells = dict(zip(record.read_text().splitlines()[0].split("\t"), row))
+    worse, allowed = float(cells["mlp worse by"]), float(cells["mlp margin"])
+    assert status == (gate.EXIT_REGRESSION if cells["mlp verdict"] == "REGRESSION" else gate.EXIT_PASS)
+    assert cells["mlp verdict"] in ("pass", "pass on re-measure", "REGRESSION")
+    assert (cells["mlp verdict"] == "REGRESSION") == (worse > allowed)   # the last measurement decides
+    capsys.readouterr()
+    monkeypatch.setenv("AIE_GATE_SLOWDOWN", "4")
+    assert gate.main([*quick, "--record", str(record)]) == gate.EXIT_REGRESSION
     out = capsys.readouterr().out
     assert "REGRESSION" in out and "re-measure" in out
-    lines = (tmp_path / "runs.tsv").read_text().splitlines()
-    assert len(lines) == 3 and lines[1].split("\t")[5] == "0" and lines[2].split("\t")[5] == "1"
+    lines = record.read_text().splitlines()
+    assert len(lines) == 3 and lines[2].split("\t")[5] == "1"
 
 
 def test_server_cpu_cost_is_cpu_seconds_per_call_of_the_process_threads():
