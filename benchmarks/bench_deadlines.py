@@ -431,8 +431,6 @@ def timer_accuracy(rounds: int = 200) -> None:
     """The batch window's wait (engine.server.scheduler.wait_until) against a
     bare event-loop timer, on the loop the server runs (uvloop when installed):
     median and p90 of |end - target| for 300, 500 and 800 us targets."""
-    import asyncio
-
     from engine.server.scheduler import wait_until
     try:
         import uvloop
