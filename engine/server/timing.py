@@ -50,17 +50,22 @@ clock = time.monotonic   # engine.server.scheduler.clock: one clock for every st
 PHASES = ("network", "decode", "queue", "compute", "encode_write")
 
 
-def phases(t: dict) -> tuple[float, float, float, float, float] | None:
-    """The five phases in seconds from the stamps in `t` (the request's
-    log/info dict: keys t_first, t_read, t_admitted, t_started, t_done,
-    t_written), or None when the request did not reach all of them (refused,
-    failed, expired). Spelt out, not looped: it runs once per request."""
+def _spans(t: dict, end: str) -> tuple[float, float, float, float, float] | None:
+    """The five spans between the stamps in `t` (the request's log/info dict:
+    t_first, t_read, t_admitted, t_started, t_done and `end`), or None when
+    the request did not reach all of them (refused, failed, expired). Spelt
+    out, not looped: it runs once per request."""
     try:
         first, read, admitted, started = t["t_first"], t["t_read"], t["t_admitted"], t["t_started"]
-        done, written = t["t_done"], t["t_written"]
+        done, last = t["t_done"], t[end]
     except KeyError:
         return None
-    return read - first, admitted - read, started - admitted, done - started, written - done
+    return read - first, admitted - read, started - admitted, done - started, last - done
+
+
+def phases(t: dict) -> tuple[float, float, float, float, float] | None:
+    """The five phases in seconds, the last one ending when the answer is written."""
+    return _spans(t, "t_written")
 
 
 _NO_PHASES = dict.fromkeys(("network_us", "decode_us", "queue_us", "compute_us", "encode_write_us"))
@@ -79,11 +84,9 @@ def server_timing(t: dict) -> str | None:
     """The Server-Timing header value (W3C: durations in ms): network,
     decode, queue, compute and encode (done -> encoded; the write is not over
     when the header is built). None when the request did not run."""
-    try:
-        first, read, admitted, started = t["t_first"], t["t_read"], t["t_admitted"], t["t_started"]
-        done, encoded = t["t_done"], t["t_encoded"]
-    except KeyError:
+    spans = _spans(t, "t_encoded")
+    if spans is None:
         return None
-    return (f"network;dur={(read - first) * 1e3:.3f}, decode;dur={(admitted - read) * 1e3:.3f}, "
-            f"queue;dur={(started - admitted) * 1e3:.3f}, compute;dur={(done - started) * 1e3:.3f}, "
-            f"encode;dur={(encoded - done) * 1e3:.3f}")
+    network, decode, queue, compute, encode = spans
+    return (f"network;dur={network * 1e3:.3f}, decode;dur={decode * 1e3:.3f}, queue;dur={queue * 1e3:.3f}, "
+            f"compute;dur={compute * 1e3:.3f}, encode;dur={encode * 1e3:.3f}")
