@@ -7,6 +7,8 @@ onnxruntime, their only oracle."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 import pytest
@@ -148,6 +150,18 @@ def test_a_non_integer_operand_is_one_clear_line(tmp_path):
 ort = pytest.importorskip("onnxruntime", reason="onnxruntime (the oracle of the com.microsoft ops) is not installed")
 
 
+def _one_node(path: Path, node, inputs: list, outputs: list, inits: dict, opsets=(("", 17), ("com.microsoft", 1))) -> Path:
+    """Save a model of one node: `inputs`/`outputs` are value infos, `inits` {name: array} its initializers."""
+    graph = helper.make_graph([node], node.op_type, inputs, outputs,
+                              [onnx.numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets]), str(path))
+    return path
+
+
+def _ort(path: Path, feeds: dict) -> np.ndarray:
+    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+
+
 @pytest.mark.op_test("QLinearAdd", "QLinearMul")
 @pytest.mark.parametrize("op,a_shape,b_shape", [("QLinearAdd", (2, 3, 17, 19), (1, 3, 1, 19)),
                                                 ("QLinearAdd", (2, 3, 17, 19), (19,)),
@@ -169,16 +183,11 @@ def test_microsoft_qlinear_binary_matches_onnxruntime(tmp_path, op, a_shape, b_s
               "B_zero_point": np.uint8(3), "C_scale": np.float32(0.02 if one_pass or op == "QLinearMul" else 0.05),
               "C_zero_point": np.uint8(100)}
     out_shape = np.broadcast_shapes(a_shape, b_shape)
-    node = helper.make_node(op, names, ["C"], domain="com.microsoft")
-    graph = helper.make_graph(
-        [node], op, [helper.make_tensor_value_info("A", onnx.TensorProto.UINT8, a.shape),
-                     helper.make_tensor_value_info("B", onnx.TensorProto.UINT8, b.shape)],
-        [helper.make_tensor_value_info("C", onnx.TensorProto.UINT8, out_shape)],
-        [onnx.numpy_helper.from_array(np.asarray(v), k) for k, v in params.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
-    path = tmp_path / f"{op}.onnx"
-    onnx.save(model, str(path))
-    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"A": a, "B": b})[0]
+    path = _one_node(tmp_path / f"{op}.onnx", helper.make_node(op, names, ["C"], domain="com.microsoft"),
+                     [helper.make_tensor_value_info("A", onnx.TensorProto.UINT8, a.shape),
+                      helper.make_tensor_value_info("B", onnx.TensorProto.UINT8, b.shape)],
+                     [helper.make_tensor_value_info("C", onnx.TensorProto.UINT8, out_shape)], params)
+    want = _ort(path, {"A": a, "B": b})
     got = InferenceSession(path, threads=1).run(None, {"A": a, "B": b})[0]
     assert got.dtype == np.uint8 and got.shape == want.shape
     assert ("QADD_U8" in _plan_steps(path, {"A": a, "B": b})) == one_pass
@@ -210,14 +219,10 @@ def test_microsoft_qgemm_matches_onnxruntime(tmp_path, quantised_out, constant_b
     if not constant_b:
         inputs.append(helper.make_tensor_value_info("B", onnx.TensorProto.INT8, b.shape))
     out_type = onnx.TensorProto.UINT8 if quantised_out else onnx.TensorProto.FLOAT
-    graph = helper.make_graph([helper.make_node("QGemm", names, ["Y"], domain="com.microsoft", transB=1)], "qgemm",
-                              inputs, [helper.make_tensor_value_info("Y", out_type, (m, n))],
-                              [onnx.numpy_helper.from_array(np.asarray(v), k_) for k_, v in inits.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
-    path = tmp_path / "qgemm.onnx"
-    onnx.save(model, str(path))
+    path = _one_node(tmp_path / "qgemm.onnx", helper.make_node("QGemm", names, ["Y"], domain="com.microsoft", transB=1),
+                     inputs, [helper.make_tensor_value_info("Y", out_type, (m, n))], inits)
     feeds = {"A": a} if constant_b else {"A": a, "B": b}
-    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    want = _ort(path, feeds)
     got = InferenceSession(path, threads=1).run(None, feeds)[0]
     assert got.dtype == want.dtype and got.shape == want.shape
     assert ("QGemmU8S8" in _plan_ops(path)) == constant_b
@@ -258,13 +263,9 @@ def test_microsoft_qlinear_softmax_is_onnxruntimes(tmp_path, shape, x_scale, y_s
     params = {"X_scale": np.float32(x_scale), "X_zero_point": np.uint8(140), "Y_scale": np.float32(y_scale),
               "Y_zero_point": np.uint8(y_zero)}
     node = helper.make_node("QLinearSoftmax", ["X", *params], ["Y"], domain="com.microsoft", axis=-1, opset=17)
-    graph = helper.make_graph([node], "qsoftmax", [helper.make_tensor_value_info("X", onnx.TensorProto.UINT8, x.shape)],
-                              [helper.make_tensor_value_info("Y", onnx.TensorProto.UINT8, x.shape)],
-                              [onnx.numpy_helper.from_array(np.asarray(v), k) for k, v in params.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
-    path = tmp_path / "qsoftmax.onnx"
-    onnx.save(model, str(path))
-    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"X": x})[0]
+    path = _one_node(tmp_path / "qsoftmax.onnx", node, [helper.make_tensor_value_info("X", onnx.TensorProto.UINT8, x.shape)],
+                     [helper.make_tensor_value_info("Y", onnx.TensorProto.UINT8, x.shape)], params)
+    want = _ort(path, {"X": x})
     got = InferenceSession(path, threads=2).run(None, {"X": x})[0]
     assert _plan_steps(path, {"X": x}) == ["QSOFTMAX_U8"]
     np.testing.assert_array_equal(qsoftmax_reference(x, x_scale, y_scale, y_zero), want)
@@ -284,22 +285,17 @@ def test_qlinear_matmul_of_two_uint8_tensors_is_one_step(tmp_path, a_shape, b_sh
               "b_zero_point": np.uint8(97), "y_scale": np.float32(y_scale), "y_zero_point": np.uint8(121)}
     names = ["a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "y_scale", "y_zero_point"]
     out_shape = a_shape[:-1] + b_shape[-1:]
-    graph = helper.make_graph([helper.make_node("QLinearMatMul", names, ["y"])], "qmm",
-                              [helper.make_tensor_value_info("a", onnx.TensorProto.UINT8, a_shape),
-                               helper.make_tensor_value_info("b", onnx.TensorProto.UINT8, b_shape)],
-                              [helper.make_tensor_value_info("y", onnx.TensorProto.UINT8, out_shape)],
-                              [onnx.numpy_helper.from_array(np.asarray(v), k) for k, v in params.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
-    path = tmp_path / "qmm.onnx"
-    onnx.save(model, str(path))
+    path = _one_node(tmp_path / "qmm.onnx", helper.make_node("QLinearMatMul", names, ["y"]),
+                     [helper.make_tensor_value_info("a", onnx.TensorProto.UINT8, a_shape),
+                      helper.make_tensor_value_info("b", onnx.TensorProto.UINT8, b_shape)],
+                     [helper.make_tensor_value_info("y", onnx.TensorProto.UINT8, out_shape)], params, opsets=(("", 21),))
     feeds = {"a": a, "b": b}
     got = InferenceSession(path, threads=2).run(None, feeds)[0]
     assert _plan_steps(path, feeds) == ["QMATMUL_U8"]
-    want = ReferenceEvaluator(model).run(None, feeds)[0]
+    want = ReferenceEvaluator(str(path)).run(None, feeds)[0]
     assert {0, 255} <= set(np.unique(want))
     np.testing.assert_array_equal(got, want)
-    np.testing.assert_array_equal(got, ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-                                  .run(None, feeds)[0])
+    np.testing.assert_array_equal(got, _ort(path, feeds))
 
 
 @pytest.mark.op_test("QLinearGlobalAveragePool")
@@ -317,13 +313,9 @@ def test_microsoft_qlinear_global_average_pool_is_onnxruntimes(tmp_path, dtype, 
     elem = onnx.TensorProto.UINT8 if dtype == np.uint8 else onnx.TensorProto.INT8
     node = helper.make_node("QLinearGlobalAveragePool", ["X", *params], ["Y"], domain="com.microsoft",
                             channels_last=channels_last)
-    graph = helper.make_graph([node], "qgap", [helper.make_tensor_value_info("X", elem, x.shape)],
-                              [helper.make_tensor_value_info("Y", elem, out_shape)],
-                              [onnx.numpy_helper.from_array(np.asarray(v), k) for k, v in params.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
-    path = tmp_path / "qgap.onnx"
-    onnx.save(model, str(path))
-    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"X": x})[0]
+    path = _one_node(tmp_path / "qgap.onnx", node, [helper.make_tensor_value_info("X", elem, x.shape)],
+                     [helper.make_tensor_value_info("Y", elem, out_shape)], params)
+    want = _ort(path, {"X": x})
     got = InferenceSession(path, threads=2).run(None, {"X": x})[0]
     assert got.dtype == want.dtype and got.shape == want.shape
     np.testing.assert_array_equal(got, want)
