@@ -8,8 +8,8 @@ order) or as the typed `contents` field of their datatype. Outputs always go
 out raw, as Triton sends them: a typed output list would cost a Python
 object per value.
 
-The raw tensors bypass protobuf both ways (InferRequest.parse,
-InferResponse.serialize): protobuf would copy a raw input into its arena on
+The raw tensors bypass protobuf both ways (InferRequest.parser,
+InferResponse.serializer): protobuf would copy a raw input into its arena on
 parsing and again into a new bytes object on every access, and a raw output
 from the array into bytes, into the message and into the serialised message.
 Here an input is a view of the bytes grpc hands over, and an output is
@@ -149,22 +149,23 @@ class InferResponse:
     serialised."""
 
     __slots__ = ("message", "raw")
-    _number = None
 
     def __init__(self, message, raw: list):
         self.message, self.raw = message, raw
 
-    def serialize(self) -> bytes:
-        """grpc's response_serializer: the message, then each raw output as a raw_output_contents entry."""
-        number = type(self)._number
-        if number is None:
-            number = type(self)._number = self.message.DESCRIPTOR.fields_by_name["raw_output_contents"].number
-        tag = _encode_varint(number << 3 | 2)
-        parts = [self.message.SerializeToString()]
-        for arr in self.raw:
-            nbytes = arr.nbytes if isinstance(arr, np.ndarray) else len(arr)
-            parts += (tag, _encode_varint(nbytes), arr.data if isinstance(arr, np.ndarray) else arr)
-        return b"".join(parts)
+    @staticmethod
+    def serializer(message_type):
+        """grpc's response_serializer for `message_type` (ModelInferResponse):
+        the message, then each raw output as a raw_output_contents entry."""
+        tag = _encode_varint(message_type.DESCRIPTOR.fields_by_name["raw_output_contents"].number << 3 | 2)
+
+        def serialize(resp: InferResponse) -> bytes:
+            parts = [resp.message.SerializeToString()]
+            for arr in resp.raw:
+                nbytes = arr.nbytes if isinstance(arr, np.ndarray) else len(arr)
+                parts += (tag, _encode_varint(nbytes), arr.data if isinstance(arr, np.ndarray) else arr)
+            return b"".join(parts)
+        return serialize
 
     def materialize(self):
         """The whole ModelInferResponse (for ModelStreamInfer, which nests it)."""

@@ -229,7 +229,8 @@ def _add_servicer(pb2, pb2_grpc, servicer, server) -> None:
     handlers = dict(got.handlers)
     parse = InferRequest.parser(pb2.ModelInferRequest)
     handlers["ModelInfer"] = grpc.unary_unary_rpc_method_handler(
-        servicer.ModelInfer, request_deserializer=parse, response_serializer=InferResponse.serialize)
+        servicer.ModelInfer, request_deserializer=parse,
+        response_serializer=InferResponse.serializer(pb2.ModelInferResponse))
     handlers["ModelStreamInfer"] = grpc.stream_stream_rpc_method_handler(
         servicer.ModelStreamInfer, request_deserializer=parse,
         response_serializer=pb2.ModelStreamInferResponse.SerializeToString)

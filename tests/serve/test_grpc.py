@@ -400,7 +400,8 @@ def test_raw_contents_bypass_protobuf():
         name, version = "m", "1"
     y, z = np.linspace(-1, 1, 7, dtype=np.float32).reshape(7, 1), np.zeros((0, 2), np.int32)
     resp = encode_response(service_pb2, Model(), {"y": y[::2], "z": z}, {"y": None, "z": None}, "r1")
-    parsed = service_pb2.ModelInferResponse.FromString(resp.serialize())
+    parsed = service_pb2.ModelInferResponse.FromString(
+        InferResponse.serializer(service_pb2.ModelInferResponse)(resp))
     assert [bytes(r) for r in parsed.raw_output_contents] == [y[::2].tobytes(), b""]
     assert [list(t.shape) for t in parsed.outputs] == [[4, 1], [0, 2]] and parsed.id == "r1"
     assert resp.materialize() == parsed
