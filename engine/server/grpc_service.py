@@ -4,7 +4,7 @@ it) on engine.grpc_port, so tritonclient.grpc and other gRPC clients work.
 It runs on the server's own event loop (grpc.aio works with uvloop), and
 every RPC goes through what HTTP uses: state.authenticate with the
 `authorization` metadata (Bearer; its rate limits), state.infer (scheduler,
-priorities, deadlines), the same ServeError messages (their code from
+priorities, deadlines; the client's gRPC deadline bounds the request's), the same ServeError messages (their code from
 errors.GRPC_CODES), `traceparent` metadata for the log's trace ids (ours go
 back as trailing metadata, with `server-timing` after an inference), the
 request log line, aie_requests_total and the phase histograms with
