@@ -12,7 +12,10 @@ generator pinned to its own core.
 Cells are measured in --slices round-robin slices (bench_serve.py says why),
 with --pause seconds of idle between blocks, so one cell's queue never spills
 into the next. Each server's first answer is checked against onnxruntime.
-Prints a markdown table for docs/PERFORMANCE.md and the gRPC/peer ratios.
+Prints a markdown table for docs/PERFORMANCE.md and the gRPC/peer ratios,
+by throughput and by the serving process's CPU per request (all its threads,
+from schedstat, over the slices without warm-up): on a loaded host the
+throughput ratio follows the scheduler, the CPU ratio what the code costs.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
+from bench_gate import _cpu_s  # noqa: E402
 from bench_serve import (_commit, _cpu_model, _isa, free_port, measure, start_engine, stop_processes,  # noqa: E402
                          summarize, wait_http)
 from engine.server.grpc_stubs import load  # noqa: E402
@@ -145,28 +149,37 @@ def main(argv=None) -> int:
                      [("ai-engine", "grpc", grpc_port), ("ai-engine", "http-binary", http_port),
                       ("ort+grpcio", "grpc", peer_port)] for c in concs]
             slices: dict[tuple, list] = {cell: [] for cell in cells}
+            cpu: dict[tuple, list] = {cell: [0.0, 0] for cell in cells}   # CPU seconds, requests
+            pid = {grpc_port: procs[0].pid, http_port: procs[0].pid, peer_port: procs[1].pid}
             for i in range(max(1, args.slices)):
                 for cell in cells:
                     server, kind, port, c = cell
                     per = args.duration / max(1, args.slices)
                     warm = args.warmup if i == 0 else 0.0
+                    c0 = _cpu_s(pid[port])
                     if kind == "grpc":
                         slices[cell].append(measure_grpc(port, m, x_name, x, c, per, warm))
                     else:
                         slices[cell].append(measure(kind, port, m, x_name, x, c, per, warm))
+                    if not warm:
+                        # requests still in flight when the slice ends finish inside the pause below
+                        cpu[cell][0] += _cpu_s(pid[port]) - c0
+                        cpu[cell][1] += len(slices[cell][-1]["lat"])
                     time.sleep(args.pause)  # a benchmark's idle gap between blocks, not synchronisation
             for cell in cells:
                 server, kind, port, c = cell
                 r = summarize(slices[cell])
+                r["cpu_ms"] = cpu[cell][0] / cpu[cell][1] * 1e3 if cpu[cell][1] else float("nan")
                 ok = r["first"] is not None and np.allclose(r["first"], want, rtol=1e-3, atol=1e-3)
                 rows.append((m, batch, server, kind, c, r, ok))
                 print(f"{m:11s} b={batch} {server:10s} {kind:11s} c={c:3d} {r['rps']:8.1f} req/s  "
-                      f"p50 {r['p50']:7.2f}  p99 {r['p99']:7.2f} ms  errors {r['errors']}  "
+                      f"p50 {r['p50']:7.2f}  p99 {r['p99']:7.2f} ms  CPU/req {r['cpu_ms']:7.2f} ms  errors {r['errors']}  "
                       f"{'ok' if ok else 'WRONG ANSWER'}", flush=True)
-        print("\n| model | batch | server | protocol | conc. | req/s | p50 ms | p99 ms | errors |")
-        print("|---|---:|---|---|---:|---:|---:|---:|---:|")
+        print("\n| model | batch | server | protocol | conc. | req/s | p50 ms | p99 ms | server CPU ms/req | errors |")
+        print("|---|---:|---|---|---:|---:|---:|---:|---:|---:|")
         for m, batch, server, kind, c, r, ok in rows:
             print(f"| {m} | {batch} | {server} | {kind} | {c} | {r['rps']:.1f} | {r['p50']:.2f} | {r['p99']:.2f} | "
+                  f"{r['cpu_ms']:.2f} | "
                   f"{r['errors']}{'' if ok else ' WRONG'} |")
         by = {(m, server, kind, c): r for m, _, server, kind, c, r, _ in rows}
         print()
@@ -174,7 +187,8 @@ def main(argv=None) -> int:
             for c in concs:
                 ours, peer = by[(m, "ai-engine", "grpc", c)], by[(m, "ort+grpcio", "grpc", c)]
                 print(f"{m} c={c}: ai-engine gRPC / ort+grpcio throughput {ours['rps'] / peer['rps']:.2f}x, "
-                      f"p50 {ours['p50']:.2f} vs {peer['p50']:.2f} ms")
+                      f"CPU per request {peer['cpu_ms'] / ours['cpu_ms']:.2f}x ({ours['cpu_ms']:.2f} vs "
+                      f"{peer['cpu_ms']:.2f} ms), p50 {ours['p50']:.2f} vs {peer['p50']:.2f} ms")
         print(f"load after: {os.getloadavg()[0]:.2f}")
     finally:
         stop_processes(procs)

@@ -4,9 +4,19 @@ their messages are the HTTP decoder's (engine.server.kserve), so a client
 reads the same refusal over either protocol.
 
 Inputs come as `raw_input_contents` (one little-endian buffer per input, in
-order; views, not copies) or as the typed `contents` field of their
-datatype. Outputs always go out raw, as Triton sends them: a typed output
-list would cost a Python object per value.
+order) or as the typed `contents` field of their datatype. Outputs always go
+out raw, as Triton sends them: a typed output list would cost a Python
+object per value.
+
+The raw tensors bypass protobuf both ways (InferRequest.parser,
+InferResponse.serializer): protobuf would copy a raw input into its arena on
+parsing and again into a new bytes object on every access, and a raw output
+from the array into bytes, into the message and into the serialised message.
+Here an input is a view of the bytes grpc hands over, and an output is
+copied once, into the message grpc sends. The wire format allows it: a
+message is its fields in any order, and a repeated field is the
+concatenation of its entries, so the raw entries are cut out of (and
+appended to) an otherwise ordinary protobuf message.
 """
 
 from __future__ import annotations
@@ -53,12 +63,126 @@ def _reshape(arr: np.ndarray, name: str, shape) -> np.ndarray:
         raise ServeError(f"input {name!r}: shape {str(shape)[:100]}: {exc}") from None
 
 
-def decode_request(request, model: LoadedModel, shm=None, owner: str = ""):
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint longer than 10 bytes")
+
+
+def _encode_varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def split_field(data: bytes, number: int) -> tuple[bytes, list[memoryview]]:
+    """A serialised message -> (the message without field `number`, that
+    field's length-delimited entries as views of `data`, in order).
+    ValueError/IndexError when `data` is not a well-formed message."""
+    view = memoryview(data)
+    keep, entries, kept_from, pos, end = [], [], 0, 0, len(data)
+    while pos < end:
+        at = pos
+        key, pos = _varint(data, pos)
+        wire = key & 7
+        if wire == 2:
+            length, pos = _varint(data, pos)
+            if pos + length > end:
+                raise ValueError("length-delimited field runs past the message")
+            if key >> 3 == number:
+                keep.append(view[kept_from:at])
+                entries.append(view[pos:pos + length])
+                kept_from = pos + length
+            pos += length
+        elif wire == 0:
+            _, pos = _varint(data, pos)
+        elif wire in (1, 5):
+            pos += 8 if wire == 1 else 4
+        else:   # groups (3, 4) are not in these messages
+            raise ValueError(f"wire type {wire}")
+    if pos != end:
+        raise ValueError("field runs past the message")
+    if not entries:
+        return data, entries
+    keep.append(view[kept_from:])
+    return b"".join(keep), entries
+
+
+class InferRequest:
+    """A ModelInferRequest as grpc delivered it: `message` without its raw
+    contents, `raw` (views of the received bytes), `nbytes` received."""
+
+    __slots__ = ("message", "raw", "nbytes")
+
+    def __init__(self, message, raw, nbytes: int):
+        self.message, self.raw, self.nbytes = message, raw, nbytes
+
+    @classmethod
+    def parser(cls, message_type):
+        """grpc's request_deserializer for `message_type` (ModelInferRequest)."""
+        number = message_type.DESCRIPTOR.fields_by_name["raw_input_contents"].number
+
+        def parse(data: bytes) -> InferRequest:
+            try:
+                rest, raw = split_field(data, number)
+            except (ValueError, IndexError):
+                # protobuf's own parser then names what is wrong (grpc answers INTERNAL, as before)
+                message = message_type.FromString(data)
+                return cls(message, list(message.raw_input_contents), len(data))
+            return cls(message_type.FromString(rest), raw, len(data))
+        return parse
+
+
+class InferResponse:
+    """A ModelInferResponse whose raw outputs (`raw`: C-contiguous
+    little-endian arrays, or b"") are kept out of `message` until it is
+    serialised."""
+
+    __slots__ = ("message", "raw")
+
+    def __init__(self, message, raw: list):
+        self.message, self.raw = message, raw
+
+    @staticmethod
+    def serializer(message_type):
+        """grpc's response_serializer for `message_type` (ModelInferResponse):
+        the message, then each raw output as a raw_output_contents entry."""
+        tag = _encode_varint(message_type.DESCRIPTOR.fields_by_name["raw_output_contents"].number << 3 | 2)
+
+        def serialize(resp: InferResponse) -> bytes:
+            parts = [resp.message.SerializeToString()]
+            for arr in resp.raw:
+                nbytes = arr.nbytes if isinstance(arr, np.ndarray) else len(arr)
+                parts += (tag, _encode_varint(nbytes), arr.data if isinstance(arr, np.ndarray) else arr)
+            return b"".join(parts)
+        return serialize
+
+    def materialize(self):
+        """The whole ModelInferResponse (for ModelStreamInfer, which nests it)."""
+        self.message.raw_output_contents.extend(
+            a.tobytes() if isinstance(a, np.ndarray) else bytes(a) for a in self.raw)
+        self.raw = []
+        return self.message
+
+
+def decode_request(request, model: LoadedModel, shm=None, owner: str = "", raw=None):
     """ModelInferRequest -> (inputs, {requested output: its OutputTarget in
     shared memory or None}, request parameters). `shm`: the server's
     SystemSharedMemory (inputs and outputs that name a region, in `owner`'s
-    namespace), or None."""
-    raw = request.raw_input_contents
+    namespace), or None. `raw`: the raw input contents when they were split
+    off the message (InferRequest), else the message's own."""
+    if raw is None:
+        raw = request.raw_input_contents
     if raw and len(raw) != len(request.inputs):
         raise ServeError(f"{len(raw)} raw_input_contents for {len(request.inputs)} inputs: give one raw buffer "
                          "per input, in order, or typed contents for all")
@@ -121,7 +245,7 @@ def decode_request(request, model: LoadedModel, shm=None, owner: str = ""):
 
 
 def encode_response(pb2, model: LoadedModel, outputs: dict[str, np.ndarray],
-                    requested: dict[str, OutputTarget | None], request_id: str, shm=None):
+                    requested: dict[str, OutputTarget | None], request_id: str, shm=None) -> InferResponse:
     """The ModelInferResponse: raw_output_contents, one buffer per output in order;
     outputs a request places in a shared-memory region are written there instead."""
     resp = pb2.ModelInferResponse(model_name=model.name, model_version=model.version, id=request_id)
@@ -135,9 +259,8 @@ def encode_response(pb2, model: LoadedModel, outputs: dict[str, np.ndarray],
                 _set_param(tensor.parameters[key], value)
             raw.append(b"")  # raw buffers pair with outputs by position, as Triton sends them
             continue
-        raw.append(np.ascontiguousarray(arr).astype(arr.dtype.newbyteorder("<"), copy=False).tobytes())
-    resp.raw_output_contents.extend(raw)
-    return resp
+        raw.append(np.ascontiguousarray(arr.astype(arr.dtype.newbyteorder("<"), copy=False)))
+    return InferResponse(resp, raw)
 
 
 def _set_param(p, value) -> None:

@@ -4,7 +4,7 @@ it) on engine.grpc_port, so tritonclient.grpc and other gRPC clients work.
 It runs on the server's own event loop (grpc.aio works with uvloop), and
 every RPC goes through what HTTP uses: state.authenticate with the
 `authorization` metadata (Bearer; its rate limits), state.infer (scheduler,
-priorities, deadlines), the same ServeError messages (their code from
+priorities, deadlines; the client's gRPC deadline bounds the request's), the same ServeError messages (their code from
 errors.GRPC_CODES), `traceparent` metadata for the log's trace ids (ours go
 back as trailing metadata, with `server-timing` after an inference), the
 request log line, aie_requests_total and the phase histograms with
@@ -33,7 +33,7 @@ from google.protobuf import json_format
 
 from engine import __version__
 from engine.server.errors import GRPC_CODES, ServeError
-from engine.server.grpc_codec import decode_request, encode_response
+from engine.server.grpc_codec import InferRequest, InferResponse, decode_request, encode_response
 from engine.server.grpc_stubs import load as load_stubs
 from engine.server import timing
 from engine.server.kserve import EXTENSIONS, OFFLOAD_BYTES, SHM_EXTENSION, _param_int, trace_context
@@ -76,7 +76,7 @@ class GrpcFrontend:
                                                ("grpc.max_send_message_length", -1),
                                                ("grpc.max_concurrent_streams", 64),
                                                ("grpc.max_connection_idle_ms", int(limits.idle_timeout_s * 1000))])
-        pb2_grpc.add_GRPCInferenceServiceServicer_to_server(_Servicer(self), self.server)
+        _add_servicer(self.pb2, pb2_grpc, _Servicer(self), self.server)
         self.port = None
 
     async def start(self, host: str, port: int, tls) -> int:
@@ -150,36 +150,40 @@ class GrpcFrontend:
             await context.abort(grpc.StatusCode[GRPC_CODES.get(status, "INTERNAL")], message)
         return resp
 
-    async def infer(self, request, principal, log: dict):
+    async def infer(self, received: InferRequest, principal, log: dict, context) -> InferResponse:
         """One ModelInfer; its bytes count against limits.max_buffered_bytes while it is held, as HTTP bodies do."""
         st = self.state
+        request = received.message
         name, version = request.model_name, request.model_version or None
         log["model"] = name
-        size = request.ByteSize()
+        size = received.nbytes
         if not st.buffered.reserve(size, st.config.limits):
             raise ServeError(f"server busy: {st.buffered.used} bytes of requests buffered, a {size}-byte request "
                              f"would exceed limits.max_buffered_bytes ({st.config.limits.max_buffered_bytes})",
                              status=503)
         try:
-            return await self._infer(request, name, version, principal, log)
+            return await self._infer(received, name, version, principal, log, context)
         finally:
             st.buffered.release(size)
 
-    async def _infer(self, request, name: str, version: str | None, principal, log: dict):
+    async def _infer(self, received: InferRequest, name: str, version: str | None, principal, log: dict,
+                     context) -> InferResponse:
         st = self.state
+        request = received.message
         model = st.model(name, version)
         owner = principal.subject
-        if not request.raw_input_contents and request.ByteSize() > OFFLOAD_BYTES:
+        if not received.raw and received.nbytes > OFFLOAD_BYTES:
             # typed contents: a Python value per element; off the loop like HTTP's JSON
             inputs, requested, params = await _in_pool(st, decode_request, request, model, st.shm, owner)
         else:
-            inputs, requested, params = decode_request(request, model, st.shm, owner)
+            inputs, requested, params = decode_request(request, model, st.shm, owner, received.raw)
         # Outputs placed in shared memory: checked before queueing, written by the run where it can (as HTTP).
         targets = {n: t for n, t in requested.items() if t is not None}
         out = output_views(model, inputs, targets) if targets else None
+        timeout_us = deadline_us(_param_int(params, "timeout"), context.time_remaining(),
+                                 st.registry.get(name).scheduler.config.default_timeout_us)
         model, outputs = await st.infer(name, version, inputs, priority=_param_int(params, "priority"),
-                                        timeout_us=_param_int(params, "timeout"), principal=principal, info=log,
-                                        out=out)
+                                        timeout_us=timeout_us, principal=principal, info=log, out=out)
         resp = encode_response(self.pb2, model, outputs, requested, request.id, st.shm)
         log["t_encoded"] = clock()
         return resp
@@ -193,6 +197,45 @@ class GrpcFrontend:
         for key, value in extra.items():
             config.parameters[key].string_value = value if isinstance(value, str) else ",".join(map(str, value))
         return config
+
+
+def deadline_us(timeout_us: int | None, remaining_s: float | None, default_us: int = 0) -> int | None:
+    """The scheduler's timeout: the request's `timeout` parameter (else the
+    model's default), or the client's gRPC deadline when that comes first,
+    so a request the client has given up on leaves the queue (504,
+    DEADLINE_EXCEEDED) instead of running. A deadline already past is 1 us:
+    refused, never "no timeout". A negative parameter is left for the
+    scheduler to refuse."""
+    if remaining_s is None or (timeout_us is not None and timeout_us < 0):
+        return timeout_us
+    left = max(1, int(remaining_s * 1e6))
+    asked = timeout_us or default_us
+    return min(asked, left) if asked else left
+
+
+def _add_servicer(pb2, pb2_grpc, servicer, server) -> None:
+    """The generated registration, with ModelInfer's and ModelStreamInfer's
+    requests parsed and responses serialised by engine.server.grpc_codec
+    (raw tensors outside protobuf)."""
+    class Collect:   # receives what the generated function registers
+        def add_generic_rpc_handlers(self, handlers):
+            pass
+
+        def add_registered_method_handlers(self, service, handlers):
+            self.service, self.handlers = service, handlers
+
+    got = Collect()
+    pb2_grpc.add_GRPCInferenceServiceServicer_to_server(servicer, got)
+    handlers = dict(got.handlers)
+    parse = InferRequest.parser(pb2.ModelInferRequest)
+    handlers["ModelInfer"] = grpc.unary_unary_rpc_method_handler(
+        servicer.ModelInfer, request_deserializer=parse,
+        response_serializer=InferResponse.serializer(pb2.ModelInferResponse))
+    handlers["ModelStreamInfer"] = grpc.stream_stream_rpc_method_handler(
+        servicer.ModelStreamInfer, request_deserializer=parse,
+        response_serializer=pb2.ModelStreamInferResponse.SerializeToString)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(got.service, handlers),))
+    server.add_registered_method_handlers(got.service, handlers)
 
 
 async def _in_pool(st, fn, *args):
@@ -275,19 +318,19 @@ class _Servicer:
 
     async def ModelInfer(self, request, context):  # noqa: N802
         async def h(principal, log):
-            return await self.f.infer(request, principal, log)
+            return await self.f.infer(request, principal, log, context)
         return await self.f.unary("ModelInfer", context, h)
 
     async def ModelStreamInfer(self, request_iterator, context):  # noqa: N802
         """Each request answered in turn, an error as the message's error_message (as Triton)."""
         async for request in request_iterator:
             async def h(principal, log, request=request):
-                return await self.f.infer(request, principal, log)
+                return await self.f.infer(request, principal, log, context)
             resp, _, message = await self.f.run("ModelStreamInfer", context, h)
             if message is not None:
                 yield self.pb2.ModelStreamInferResponse(error_message=message)
             else:
-                yield self.pb2.ModelStreamInferResponse(infer_response=resp)
+                yield self.pb2.ModelStreamInferResponse(infer_response=resp.materialize())
 
     # ---- system shared memory: state.shm (engine.server.shm) --------------
 

@@ -231,6 +231,12 @@ def test_auth_bearer_in_metadata_and_reload(module_serve_factory, zoo_mlp, tmp_p
     c.close()
 
 
+def _input(x: np.ndarray, name: str = "x") -> grpcclient.InferInput:
+    inp = grpcclient.InferInput(name, list(x.shape), "FP32")
+    inp.set_data_from_numpy(x)
+    return inp
+
+
 def test_queue_full_deadline_and_drain(serve_factory, run_gate, mlp_file):
     server = serve_factory([{"name": "m", "path": str(mlp_file), "instances": 1, "max_batch_size": 1,
                              "max_queue_size": 1}], gate=run_gate, grpc_port=free_port())
@@ -238,9 +244,7 @@ def test_queue_full_deadline_and_drain(serve_factory, run_gate, mlp_file):
     x = np.full((1, 16), -0.5, np.float32)
 
     def request(timeout_us=None):
-        inp = grpcclient.InferInput("x", [1, 16], "FP32")
-        inp.set_data_from_numpy(x)
-        return c.infer("m", [inp], timeout=timeout_us)
+        return c.infer("m", [_input(x)], timeout=timeout_us)
 
     results: dict = {}
 
@@ -260,6 +264,17 @@ def test_queue_full_deadline_and_drain(serve_factory, run_gate, mlp_file):
     assert err.status() == "StatusCode.RESOURCE_EXHAUSTED" and "queue full" in err.message()
     threads[1].join(30)                                     # its 0.2 s deadline passes in the queue
     assert results["queued"].status() == "StatusCode.DEADLINE_EXCEEDED"
+    # The client's gRPC deadline bounds the scheduler's: the request leaves the queue when the
+    # client gives up, instead of waiting there to run for no one.
+    timeouts = metric(server, "aie_request_timeouts_total", model="m")
+    gives_up = threading.Thread(target=lambda: results.update(gave_up=_error(
+        c.infer, "m", [_input(x)], client_timeout=1.0)))
+    gives_up.start()
+    wait_queue_depth(server, "m", 1)
+    wait_queue_depth(server, "m", 0)                        # the run is still held: its deadline took it out
+    gives_up.join(30)
+    assert results["gave_up"].status() == "StatusCode.DEADLINE_EXCEEDED"
+    assert metric(server, "aie_request_timeouts_total", model="m") == timeouts + 1
     # Drain: SIGTERM while one RPC runs; it is answered, new ones are refused, exit 0.
     server.signal(signal.SIGTERM)
     wait_log(server, "draining")
@@ -353,3 +368,45 @@ def test_shared_memory_regions_over_grpc(shared, client):
     finally:
         client.unregister_system_shared_memory()
         shm.destroy_shared_memory_region(handle)
+
+
+def test_raw_contents_bypass_protobuf():
+    """Raw inputs are views of the received bytes, cut out of an otherwise
+    protobuf-parsed message; raw outputs are appended to the serialised
+    message. Either way the bytes are what protobuf itself reads and writes."""
+    from engine.server.grpc_codec import InferRequest, InferResponse, encode_response
+    from engine.server.grpc_service import deadline_us
+
+    a, b = np.arange(6, dtype=np.float32).reshape(2, 3), np.arange(5, dtype=np.int64)
+    req = service_pb2.ModelInferRequest(model_name="m", id="r1")
+    req.inputs.add(name="a", datatype="FP32", shape=a.shape)
+    req.inputs.add(name="b", datatype="INT64", shape=b.shape)
+    req.parameters["priority"].int64_param = 2
+    req.raw_input_contents.extend([a.tobytes(), b.tobytes()])
+    req.outputs.add(name="y")
+    data = req.SerializeToString()
+    got = InferRequest.parser(service_pb2.ModelInferRequest)(data)
+    assert got.nbytes == len(data) and not got.message.raw_input_contents
+    assert all(isinstance(v, memoryview) and v.obj is data for v in got.raw)      # views, not copies
+    assert [bytes(v) for v in got.raw] == [a.tobytes(), b.tobytes()]
+    del req.raw_input_contents[:]
+    assert got.message == req
+    # Not a message: protobuf's own parser refuses it (grpc answers INTERNAL, as it did).
+    from google.protobuf.message import DecodeError
+    with pytest.raises(DecodeError):
+        InferRequest.parser(service_pb2.ModelInferRequest)(b"\x0a\xff\xff")
+
+    class Model:
+        name, version = "m", "1"
+    y, z = np.linspace(-1, 1, 7, dtype=np.float32).reshape(7, 1), np.zeros((0, 2), np.int32)
+    resp = encode_response(service_pb2, Model(), {"y": y[::2], "z": z}, {"y": None, "z": None}, "r1")
+    parsed = service_pb2.ModelInferResponse.FromString(
+        InferResponse.serializer(service_pb2.ModelInferResponse)(resp))
+    assert [bytes(r) for r in parsed.raw_output_contents] == [y[::2].tobytes(), b""]
+    assert [list(t.shape) for t in parsed.outputs] == [[4, 1], [0, 2]] and parsed.id == "r1"
+    assert resp.materialize() == parsed
+    # The client's deadline only ever shortens the scheduler's; one already past is refused, not unbounded.
+    assert deadline_us(None, None, 0) is None and deadline_us(5000, None, 0) == 5000
+    assert deadline_us(None, 0.25, 0) == 250_000 and deadline_us(None, 0.25, 100_000) == 100_000
+    assert deadline_us(500_000, 0.25, 0) == 250_000 and deadline_us(1000, 0.25, 0) == 1000
+    assert deadline_us(None, -1.0, 0) == 1 and deadline_us(-5, 0.25, 0) == -5
