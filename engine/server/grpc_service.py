@@ -36,7 +36,7 @@ from engine.server.errors import GRPC_CODES, ServeError
 from engine.server.grpc_codec import InferRequest, InferResponse, decode_request, encode_response
 from engine.server.grpc_stubs import load as load_stubs
 from engine.server import timing
-from engine.server.kserve import EXTENSIONS, OFFLOAD_BYTES, SHM_EXTENSION, _param_int, trace_context
+from engine.server.kserve import EXTENSIONS, OFFLOAD_BYTES, SHM_EXTENSION, param_int, trace_context
 from engine.server.shm import output_views
 from engine.server.timing import clock
 
@@ -180,9 +180,9 @@ class GrpcFrontend:
         # Outputs placed in shared memory: checked before queueing, written by the run where it can (as HTTP).
         targets = {n: t for n, t in requested.items() if t is not None}
         out = output_views(model, inputs, targets) if targets else None
-        timeout_us = deadline_us(_param_int(params, "timeout"), context.time_remaining(),
+        timeout_us = deadline_us(param_int(params, "timeout"), context.time_remaining(),
                                  st.registry.get(name).scheduler.config.default_timeout_us)
-        model, outputs = await st.infer(name, version, inputs, priority=_param_int(params, "priority"),
+        model, outputs = await st.infer(name, version, inputs, priority=param_int(params, "priority"),
                                         timeout_us=timeout_us, principal=principal, info=log, out=out)
         resp = encode_response(self.pb2, model, outputs, requested, request.id, st.shm)
         log["t_encoded"] = clock()

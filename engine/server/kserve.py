@@ -260,7 +260,8 @@ def encode_infer(model: LoadedModel, outputs: dict[str, np.ndarray], requested: 
                     [("Inference-Header-Content-Length", str(len(head)))])
 
 
-def _param_int(params: dict, key: str) -> int | None:
+def param_int(params: dict, key: str) -> int | None:
+    """A request parameter that must be an int64 (priority, timeout), or None; the same rule over HTTP and gRPC."""
     value = params.get(key)
     if value is None:
         return None
@@ -388,8 +389,8 @@ class KServeApp:
             inputs, requested, params, rid = decode_infer(*args)
         targets = {n: t for n, t in requested.items() if isinstance(t, OutputTarget)}
         out = output_views(model, inputs, targets) if targets else None
-        model, outputs = await st.infer(name, version, inputs, priority=_param_int(params, "priority"),
-                                        timeout_us=_param_int(params, "timeout"), principal=principal, info=log,
+        model, outputs = await st.infer(name, version, inputs, priority=param_int(params, "priority"),
+                                        timeout_us=param_int(params, "timeout"), principal=principal, info=log,
                                         out=out)
         for n, target in targets.items():
             st.shm.write_output(target, outputs[n])
