@@ -10,15 +10,21 @@
  *   Workers spin for a short, time-bounded while (back-to-back kernels of one
  *   inference then skip the futex round trip) and then sleep on a condition
  *   variable, so an idle process burns no CPU.
- * - The caller never waits for a worker that has nothing to do: it waits only
- *   until every task (dynamic) or every share (static) is done. A worker that
+ * - The caller never waits for a worker that has nothing to do, nor for work
+ *   nobody has started: it waits only until every task (dynamic) or every
+ *   share (static) is done, and runs any that is still unclaimed itself. A worker that
  *   wakes late reads the job under a seqlock (the generation, read again
  *   after the fields, must not have moved) and in dynamic mode claims a task
  *   only by a compare-and-swap that also checks the generation, so it cannot
  *   run a task of a finished job or of the next one.
- * - Static assignment (aie_parallel_for): participant p of P runs tasks
- *   [p*T/P, (p+1)*T/P), the caller being participant 0; the same
- *   (ntasks, nthreads) always maps work the same way.
+ * - Static assignment (aie_parallel_for): participant p of P owns tasks
+ *   [p*T/P, (p+1)*T/P), the caller being participant 0, cut into
+ *   SHARES_PER_PARTICIPANT claimable shares. Each participant runs its own
+ *   shares first (when nobody is late the mapping is the same on every
+ *   call), then claims shares nobody has started: a worker that the OS has
+ *   descheduled behind another process (or that is slow to wake) costs the
+ *   caller at most the one share it is running, not its whole part. A task
+ *   never learns who runs it, so results do not depend on it.
  * - Callers from different application threads serialise on call_lock; a
  *   call made from inside a task (nested) runs serially on that thread.
  * - fork(): the child has no workers; an atfork handler resets the pool so
@@ -51,6 +57,11 @@
 #define POOL_SPIN_NS 50000
 #define POOL_PAUSE_NS 3000
 
+/* A static job is cut into this many shares per participant, so that when
+ * one participant is late (descheduled behind another process) the others
+ * take its unstarted shares and wait at most for the one it is running. */
+#define SHARES_PER_PARTICIPANT 4
+
 enum { JOB_STATIC = 0, JOB_DYNAMIC = 1 };
 
 typedef struct {
@@ -78,6 +89,10 @@ static struct {
     _Atomic int64_t target; /* value of `done` at which the job is finished */
     _Alignas(64) _Atomic uint64_t state; /* generation << 32 | next task */
     _Alignas(64) _Atomic int64_t done;   /* tasks (dynamic) or shares (static) finished */
+    /* Static job: share s is free while it holds generation << 32 and
+     * claimed once its low bit is set (a compare-and-swap that also checks
+     * the generation, so a late worker cannot claim a share of another job). */
+    _Alignas(64) _Atomic uint64_t share[POOL_MAX_THREADS * SHARES_PER_PARTICIPANT];
     worker_slot workers[POOL_MAX_THREADS];
 } g_pool = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
@@ -85,6 +100,8 @@ static struct {
     .done_cv = PTHREAD_COND_INITIALIZER,
     .call_lock = PTHREAD_MUTEX_INITIALIZER,
 };
+
+void (*_Atomic aie_pool_worker_hook)(int worker);
 
 static _Thread_local int t_in_task; /* nested calls run serially */
 static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
@@ -145,10 +162,45 @@ static int64_t claim(unsigned gen, int64_t ntasks) {
     }
 }
 
-static void run_static_share(aie_task_fn fn, void *ctx, int64_t ntasks, int p, int nparts) {
-    int64_t begin = ntasks * p / nparts, end = ntasks * (p + 1) / nparts;
+/* Shares of a static job: S = min(ntasks, SHARES_PER_PARTICIPANT * P);
+ * share s covers tasks [s*T/S, (s+1)*T/S) and participant p owns shares
+ * [p*S/P, (p+1)*S/P), which is exactly tasks [p*T/P, (p+1)*T/P). */
+static int64_t static_shares(int64_t ntasks, int nparts) {
+    int64_t s = (int64_t)nparts * SHARES_PER_PARTICIPANT;
+    return ntasks < s ? ntasks : s;
+}
+
+/* Share s of generation gen, if nobody has taken it yet. */
+static int claim_share(unsigned gen, int64_t s) {
+    uint64_t free_ = (uint64_t)gen << 32;
+    return atomic_compare_exchange_strong_explicit(&g_pool.share[s], &free_, free_ | 1, memory_order_acq_rel,
+                                                   memory_order_relaxed);
+}
+
+static void run_share(aie_task_fn fn, void *ctx, int64_t ntasks, int64_t s, int64_t nshares) {
+    int64_t end = ntasks * (s + 1) / nshares;
+    for (int64_t t = ntasks * s / nshares; t < end; t++) fn(ctx, t, ntasks);
+}
+
+/* Participant p's part of static job gen: its own shares in order, then any
+ * share nobody has started, from the last one down (the owner of a share
+ * works from the front of its range, so a helper meets it last). The tasks a
+ * share runs do not depend on who runs it, so results do not either. */
+static void run_static(unsigned gen, aie_task_fn fn, void *ctx, int64_t ntasks, int p, int nparts) {
+    int64_t nshares = static_shares(ntasks, nparts);
+    int64_t own = nshares * p / nparts, own_end = nshares * (p + 1) / nparts;
     t_in_task = 1;
-    for (int64_t t = begin; t < end; t++) fn(ctx, t, ntasks);
+    for (int64_t s = own; s < own_end; s++) {
+        if (!claim_share(gen, s)) continue;
+        run_share(fn, ctx, ntasks, s, nshares);
+        finish(1, nshares, p == 0);
+    }
+    for (int64_t s = nshares - 1; s >= 0; s--) {
+        if (s >= own && s < own_end) continue;
+        if (!claim_share(gen, s)) continue;
+        run_share(fn, ctx, ntasks, s, nshares);
+        finish(1, nshares, p == 0);
+    }
     t_in_task = 0;
 }
 
@@ -201,9 +253,10 @@ static void *worker_main(void *arg) {
         atomic_thread_fence(memory_order_acquire);
         if (gen_of(atomic_load_explicit(&g_pool.state, memory_order_relaxed)) != gen) continue; /* stale read */
         if (index >= nparts) continue;
+        void (*hook)(int) = atomic_load_explicit(&aie_pool_worker_hook, memory_order_relaxed);
+        if (hook) hook(index);
         if (mode == JOB_STATIC) {
-            run_static_share((aie_task_fn)fn, ctx, ntasks, index, nparts);
-            finish(1, target, 0);
+            run_static(gen, (aie_task_fn)fn, ctx, ntasks, index, nparts);
         } else {
             run_dynamic(gen, (aie_dyn_task_fn)fn, ctx, ntasks, target, index);
         }
@@ -310,6 +363,11 @@ static unsigned publish(int mode, void *fn, void *ctx, int64_t ntasks, int parts
     atomic_store_explicit(&g_pool.nparticipants, parts, memory_order_relaxed);
     atomic_store_explicit(&g_pool.target, target, memory_order_relaxed);
     atomic_store_explicit(&g_pool.done, 0, memory_order_relaxed);
+    /* Every share of the previous static job was claimed (it finished), so
+     * an unclaimed slot always belongs to the job being published. */
+    if (mode == JOB_STATIC)
+        for (int64_t s = 0; s < target; s++)
+            atomic_store_explicit(&g_pool.share[s], (uint64_t)gen << 32, memory_order_relaxed);
     atomic_store_explicit(&g_pool.state, (uint64_t)gen << 32, memory_order_release);
     pthread_cond_broadcast(&g_pool.wake);
     pthread_mutex_unlock(&g_pool.lock);
@@ -338,10 +396,10 @@ void aie_parallel_for(int64_t ntasks, int nthreads, aie_task_fn fn, void *ctx) {
         for (int64_t t = 0; t < ntasks; t++) fn(ctx, t, ntasks);
         return;
     }
-    publish(JOB_STATIC, (void *)fn, ctx, ntasks, parts, parts);
-    run_static_share(fn, ctx, ntasks, 0, parts);
-    finish(1, parts, 1);
-    end_call(parts);
+    int64_t nshares = static_shares(ntasks, parts);
+    unsigned gen = publish(JOB_STATIC, (void *)fn, ctx, ntasks, parts, nshares);
+    run_static(gen, fn, ctx, ntasks, 0, parts);
+    end_call(nshares);
 }
 
 void aie_parallel_dynamic(int64_t ntasks, int nthreads, aie_dyn_task_fn fn, void *ctx) {

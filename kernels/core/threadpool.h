@@ -6,7 +6,9 @@
  * aie_parallel_dynamic instead: participants claim the next task index from
  * one atomic counter, so a worker the OS has descheduled (or that is still
  * waking up) delays nobody — the others take its share — and the results
- * stay bitwise identical to a serial run. */
+ * stay bitwise identical to a serial run. aie_parallel_for's shares are
+ * claimable too (threadpool.c), so neither entry point lets the caller wait
+ * for work that nobody has started. */
 #ifndef AIE_THREADPOOL_H
 #define AIE_THREADPOOL_H
 
@@ -26,5 +28,11 @@ void aie_parallel_dynamic(int64_t ntasks, int nthreads, aie_dyn_task_fn fn, void
 /* Upper bound on the worker indices a call with these arguments passes:
  * per-participant scratch needs this many slots. */
 int aie_parallel_participants(int nthreads, int64_t ntasks);
+
+/* Test hook: when set, every worker calls it with its participant index
+ * after taking up a job and before claiming any of its work — a test blocks
+ * a worker there to play a thread the OS has descheduled. NULL in
+ * production (one relaxed load per job). */
+extern void (*_Atomic aie_pool_worker_hook)(int worker);
 
 #endif /* AIE_THREADPOOL_H */

@@ -1,11 +1,14 @@
 /*
- * Thread pool tests: every task runs exactly once, the static assignment is
- * the same on every call, dynamic hand-out covers every task once and lets
+ * Thread pool tests: every task runs exactly once, a static share runs on
+ * one thread, a caller whose worker is held up (the test hook blocks it)
+ * runs every task itself instead of waiting, dynamic hand-out covers every task once and lets
  * one participant take over the tasks of a stalled one, nested calls run serially on the calling thread,
  * several application threads can call at once, resizing works, and idle
  * workers sleep (process CPU time barely moves across a 200 ms pause).
  */
+#include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -29,20 +32,86 @@ static void count_task(void *ctx, int64_t t, int64_t n) {
     (void)n;
 }
 
-static void test_coverage_and_static_assignment(void) {
-    static coverage a, b;
-    memset(&a, 0, sizeof a);
-    memset(&b, 0, sizeof b);
-    aie_parallel_for(NTASKS, 2, count_task, &a);
-    aie_parallel_for(NTASKS, 2, count_task, &b);
-    int once = 1, same = 1;
-    for (int t = 0; t < NTASKS; t++) {
-        once &= atomic_load(&a.count[t]) == 1 && atomic_load(&b.count[t]) == 1;
-        same &= pthread_equal(a.owner[t], b.owner[t]) != 0;
+/* Which thread runs a share depends on who is on time, so only this is
+ * fixed: every task once, and the tasks of one share (2 participants x 4
+ * shares of 125 tasks) on one thread. */
+static void test_coverage_and_shares(void) {
+    static coverage a;
+    for (int rep = 0; rep < 20; rep++) {
+        memset(&a, 0, sizeof a);
+        aie_parallel_for(NTASKS, 2, count_task, &a);
+        int once = 1, whole = 1;
+        for (int t = 0; t < NTASKS; t++) {
+            once &= atomic_load(&a.count[t]) == 1;
+            whole &= t % 125 == 0 || pthread_equal(a.owner[t], a.owner[t - 1]) != 0;
+        }
+        KT_CHECK(once, "every task runs exactly once (rep %d)", rep);
+        KT_CHECK(whole, "a share's tasks run on one thread (rep %d)", rep);
     }
-    KT_CHECK(once, "every task runs exactly once");
-    KT_CHECK(same, "task -> thread assignment is the same on every call");
-    KT_CHECK(pthread_equal(a.owner[0], pthread_self()), "the caller takes the first share");
+}
+
+/* ---- a late participant ---- */
+
+/* Never destroyed: a worker that picked up the hook just before the test
+ * cleared it may still enter it later. */
+static sem_t g_release;
+static atomic_int g_released, g_held, g_hold_timed_out;
+
+/* Worker 1 stays here until the test releases it (or 5 s pass: then the
+ * caller was waiting for it, and the test fails instead of hanging). */
+static void hold_worker(int worker) {
+    if (worker != 1) return;
+    atomic_fetch_add(&g_held, 1);
+    if (atomic_load(&g_released)) return;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 5;
+    while (sem_timedwait(&g_release, &until) != 0)
+        if (errno == ETIMEDOUT) {
+            atomic_store(&g_hold_timed_out, 1);
+            return;
+        }
+}
+
+static void dyn_count_task(void *ctx, int64_t t, int worker) {
+    count_task(ctx, t, 0);
+    (void)worker;
+}
+
+/* The caller must run every task itself while the worker is held, for
+ * static and dynamic jobs alike, and the released worker must claim
+ * nothing of a finished job (each task still ran exactly once). */
+static void test_late_worker(int dynamic) {
+    static coverage c;
+    memset(&c, 0, sizeof c);
+    while (sem_trywait(&g_release) == 0) continue;
+    atomic_store(&g_released, 0);
+    atomic_store(&g_held, 0);
+    atomic_store(&g_hold_timed_out, 0);
+    atomic_store(&aie_pool_worker_hook, hold_worker);
+    if (dynamic)
+        aie_parallel_dynamic(NTASKS, 2, dyn_count_task, &c);
+    else
+        aie_parallel_for(NTASKS, 2, count_task, &c);
+    int timed_out = atomic_load(&g_hold_timed_out);
+    atomic_store(&aie_pool_worker_hook, NULL);
+    atomic_store(&g_released, 1);
+    sem_post(&g_release);
+    int once = 1, by_caller = 1;
+    for (int t = 0; t < NTASKS; t++) {
+        once &= atomic_load(&c.count[t]) == 1;
+        by_caller &= pthread_equal(c.owner[t], pthread_self()) != 0;
+    }
+    const char *kind = dynamic ? "dynamic" : "static";
+    KT_CHECK(!timed_out, "%s: the caller waited for the held worker instead of running its share", kind);
+    KT_CHECK(once, "%s with a held worker: every task runs exactly once", kind);
+    KT_CHECK(by_caller || atomic_load(&g_held) == 0, "%s: a held worker ran tasks", kind);
+    /* The next job runs normally once the worker is back (its stale claims failed). */
+    memset(&c, 0, sizeof c);
+    aie_parallel_for(NTASKS, 2, count_task, &c);
+    once = 1;
+    for (int t = 0; t < NTASKS; t++) once &= atomic_load(&c.count[t]) == 1;
+    KT_CHECK(once, "%s: the job after a held worker runs every task once", kind);
 }
 
 typedef struct {
@@ -247,7 +316,10 @@ static void test_mixed_concurrent(void) {
 
 int main(void) {
     if (aie_threads_get() < 2) aie_threads_set(2); /* exercise real workers even on one CPU */
-    test_coverage_and_static_assignment();
+    sem_init(&g_release, 0, 0);
+    test_coverage_and_shares();
+    test_late_worker(0);
+    test_late_worker(1);
     test_nested_runs_serially();
     test_concurrent_callers();
     test_resize();
