@@ -4,7 +4,8 @@
  * The includer defines QADD_CHUNK_TASK (the name). The helpers are static
  * and always inlined, so each ISA's object has its own vectorised copy (and
  * the avx2 one vfmadd for fmaf; the scalar one calls libm's: the same
- * correctly rounded result). */
+ * correctly rounded result). Built with -fno-trapping-math (kernels/Makefile)
+ * so that the clamps if-convert and the loops vectorise. */
 #include <math.h>
 
 #include "qlinear_u8_kernels.h"
@@ -59,7 +60,7 @@ __attribute__((always_inline)) static inline void qadd_run(const aie_qadd_job *j
 }
 
 /* Elements i0..i1 as runs that end where a repeated operand wraps. */
-__attribute__((optimize("no-trapping-math"))) static void QADD_CHUNK_TASK(void *ctx, int64_t t, int worker) {
+static void QADD_CHUNK_TASK(void *ctx, int64_t t, int worker) {
     (void)worker;
     const aie_qadd_job *j = ctx;
     const int64_t i0 = t * AIE_QADD_CHUNK, i1 = i0 + AIE_QADD_CHUNK < j->n ? i0 + AIE_QADD_CHUNK : j->n;

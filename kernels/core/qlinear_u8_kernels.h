@@ -41,6 +41,17 @@ typedef struct {
     int form;
 } aie_qadd_job;
 
+/* QMATMUL_U8's requantisation (onnxruntime's): float32(acc) * mult, rounded half to even, + zy, saturated;
+ * clamped to +-512 before the rounding, where every zero point saturates. */
+static inline uint8_t aie_qmm_requant(int32_t acc, float mult, float zy) {
+    float v = (float)acc * mult;
+    v = v > 512.0f ? 512.0f : v;
+    v = v < -512.0f ? -512.0f : v;
+    v = ((v + AIE_QROUND_MAGIC) - AIE_QROUND_MAGIC) + zy;
+    v = v >= 0.0f ? v : 0.0f;
+    return (uint8_t)(v > 255.0f ? 255.0f : v);
+}
+
 /* A thread-pool task (threadpool.h's signature): ctx is the job. */
 typedef void aie_q8_task_fn(void *ctx, int64_t task, int worker);
 

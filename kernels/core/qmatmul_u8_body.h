@@ -3,10 +3,11 @@
  * int32 sums of (a - za)(b - zb) in the worker's row of ws (a row of B at a
  * time: straight loops the compiler vectorises for the file's ISA), then
  * onnxruntime's requantisation: float32(acc) * mult, rounded half to even,
- * plus zy, saturated. The includer defines QMM_ROWS_TASK (the name). */
+ * plus zy, saturated. The includer defines QMM_ROWS_TASK (the name); built
+ * with -fno-trapping-math (kernels/Makefile). */
 #include "qlinear_u8_kernels.h"
 
-__attribute__((optimize("no-trapping-math"))) static void QMM_ROWS_TASK(void *ctx, int64_t task, int worker) {
+static void QMM_ROWS_TASK(void *ctx, int64_t task, int worker) {
     const aie_qmm_job *j = ctx;
     const int64_t mat = task / j->row_blocks, r0 = (task % j->row_blocks) * AIE_QMM_ROWS;
     const int64_t r1 = r0 + AIE_QMM_ROWS < j->m ? r0 + AIE_QMM_ROWS : j->m, n = j->n, k = j->k;
@@ -26,13 +27,7 @@ __attribute__((optimize("no-trapping-math"))) static void QMM_ROWS_TASK(void *ct
                 acc[c] += av * ((int32_t)brow[c] - zb);
         }
         uint8_t *restrict y = j->y + (mat * j->m + r) * n;
-        for (int64_t c = 0; c < n; c++) {
-            float v = (float)acc[c] * mult;
-            v = v > 512.0f ? 512.0f : v; /* past +-512 every zero point saturates */
-            v = v < -512.0f ? -512.0f : v;
-            v = ((v + AIE_QROUND_MAGIC) - AIE_QROUND_MAGIC) + zy;
-            v = v >= 0.0f ? v : 0.0f;
-            y[c] = (uint8_t)(v > 255.0f ? 255.0f : v);
-        }
+        for (int64_t c = 0; c < n; c++)
+            y[c] = aie_qmm_requant(acc[c], mult, zy);
     }
 }

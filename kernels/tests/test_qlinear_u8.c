@@ -4,8 +4,8 @@
  * dispatch table's scalar and avx2 loops), 1 and 3 threads, against
  * references written plainly here:
  *   QMATMUL_U8: int64 sums of (a - za)(b - zb), then float32(sum) * m,
- *     nearbyintf, + zy, saturated; zero points 0/128/255, odd M/N/K, K of 1
- *     and of the int32 limit, shared and per-batch B, rounding ties (m = 0.5)
+ *     nearbyintf, + zy, saturated; zero points 0/128/255, odd M/N/K, K of 1,
+ *     past the AVX2 kernel's chunks and at the int32 limit, column tails, shared and per-batch B, rounding ties (m = 0.5)
  *     and saturation at both ends.
  *   QADD_U8 form 0 (the DQ/Add/Relu/Q steps in float32), form 1 (QLinearAdd,
  *     onnxruntime's fmaf formula) and form 2 (QLinearMul): whole, repeated-row
@@ -95,6 +95,8 @@ static void test_qmatmul(void) {
         {1, 2, 3, 33025, 0, 0, 0, 100.0f / 2147450625.0f, 0, 1}, /* 33025 x 255 x 255: the int32 limit */
         {1, 2, 3, 33025, 255, 255, 3, 0.5f, 0, 1},         /* all zero after the zero points */
         {0, 4, 4, 4, 0, 0, 0, 1.0f, 0, 0},                 /* no matrices */
+        {2, 16, 32, 1031, 3, 250, 128, 0.0004f, 0, 0},     /* whole 8x8 blocks, k past two 512-value chunks */
+        {1, 11, 24, 513, 200, 9, 60, 0.001f, 0, 0},        /* a chunk and one value: a lone last pair */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) qmm_case_run(&cases[i]);
     /* past the int32 limit, and a workspace short of one row: refused */
