@@ -1,9 +1,11 @@
 /* Internal: the per-ISA loops of the uint8 QOperator/QDQ steps QMATMUL_U8
- * (exec/qmatmul_u8.c) and QADD_U8 (exec/qadd_u8.c). Each loop is written
- * once (core/qmatmul_u8_body.h, core/qadd_u8_body.h) and compiled per
- * ISA (scalar/, avx2/ qlinear_u8_*.c); the dispatch table (kernel_table.h)
- * names the set a level runs. The drivers validate the step, fill a job
- * and hand the set's task to the thread pool.
+ * (exec/qmatmul_u8.c) and QADD_U8 (exec/qadd_u8.c), one set per ISA
+ * (scalar/, avx2/ qlinear_u8_*.c): QADD's loop is written once
+ * (core/qadd_u8_body.h) and compiled by both; QMATMUL's portable loop
+ * (core/qmatmul_u8_body.h) is scalar's, avx2 has a vpmaddwd kernel of its
+ * own. The dispatch table (kernel_table.h) names the set a level runs.
+ * The drivers validate the step, fill a job and hand the set's task to the
+ * thread pool.
  * Every set gives the same bytes: QMATMUL's sums are exact int32 and its
  * requantisation one float32 multiply; QADD's fmaf is correctly rounded in
  * libm (scalar) and in vfmadd (avx2) alike, and ISO C mode (-std=c17)
@@ -21,7 +23,8 @@
 #define AIE_QADD_CHUNK 16384
 
 /* QMATMUL_U8: y (batch x m x n) from a (batch x m x k), b ([batch x] k x n),
- * one int32 row of n per pool participant in ws; mult = float32(sa * sb) / sy. */
+ * one int32 row of n per pool participant in ws (the portable loop's accumulators);
+ * mult = float32(sa * sb) / sy. */
 typedef struct {
     uint8_t *y;
     const uint8_t *a, *b;

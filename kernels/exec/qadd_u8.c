@@ -13,7 +13,7 @@
  * where form 0 rounds three times, so the two differ by one step on ties
  * (a residual Add whose scales are equal lands on ties often).
  * Chunks of the tensor go to the thread pool, each run by the selected
- * level's loop (core/qadd_u8_body.h, per ISA; the dispatch table). */
+ * level's loop (core/qadd_u8_body.h compiled per ISA; the dispatch table's q8). */
 #include <math.h>
 
 #include "exec_ops.h"
@@ -26,8 +26,8 @@ int aie_x_qadd_u8(const aie_step_args *a) {
         (sp->form && sp->relu) || sp->form < 0 || sp->form > 2)
         return AIE_EINVAL;
     aie_qadd_job j = {a->t[0], a->t[1], a->t[2], (float)a->fp[0], (float)a->fp[1], (float)a->fp[2],
-                  (float)sp->a_zero, (float)sp->b_zero, (float)sp->y_zero, sp->relu ? 0.0f : -3.0e38f,
-                  0.0f, 0.0f, 0.0f, sp->n, sp->a_period, sp->b_period, (int)sp->form};
+                      (float)sp->a_zero, (float)sp->b_zero, (float)sp->y_zero, sp->relu ? 0.0f : -3.0e38f,
+                      0.0f, 0.0f, 0.0f, sp->n, sp->a_period, sp->b_period, (int)sp->form};
     if (sp->form == 2) {
         volatile float sab = j.sa * j.sb;
         j.rac = sab / j.sy;

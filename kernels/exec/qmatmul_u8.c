@@ -6,7 +6,8 @@
  * (a - za)(b - zb), then onnxruntime's requantisation: float32(acc) * m,
  * rounded half to even, plus zy, saturated (m = float32(sa * sb) / sy, made
  * by the planner). Tasks are blocks of rows of one matrix, each run by the
- * selected level's loop (core/qmatmul_u8_body.h, per ISA; the dispatch table). */
+ * selected level's loop (the dispatch table's q8: scalar/ and avx2/
+ * qlinear_u8_*.c). */
 #include "exec_ops.h"
 #include "kernel_table.h"
 #include "threadpool.h"
@@ -18,7 +19,7 @@ int aie_x_qmatmul_u8(const aie_step_args *a) {
         return AIE_EINVAL;
     const int64_t row_blocks = (sp->m + AIE_QMM_ROWS - 1) / AIE_QMM_ROWS, ntasks = sp->batch * row_blocks;
     aie_qmm_job j = {a->t[0], a->t[1], a->t[2], a->t[3], (float)a->fp[0], sp->m, sp->n, sp->k, sp->b_stride,
-                 row_blocks, (int32_t)sp->a_zero, (int32_t)sp->b_zero, (int32_t)sp->y_zero};
+                     row_blocks, (int32_t)sp->a_zero, (int32_t)sp->b_zero, (int32_t)sp->y_zero};
     int nthreads = a->nthreads;
     const int64_t rows_held = sp->workspace_bytes / (sp->n * 4);
     if (aie_parallel_participants(nthreads, ntasks) > rows_held)
