@@ -1,21 +1,27 @@
 /*
  * The dispatch table (kernel_table.h): for every level (aie_kernels.h),
  * which fp32 (GEMM, direct conv, Winograd transforms, depthwise, pooling,
- * vmath) and bf16/int8 GEMM kernels run. aie_init() picks the level once
- * from CPUID/XGETBV (and AIE_ISA); every driver reads its kernels from the
- * selected row here and nowhere else decides. A level without a kernel of
- * its own for a dtype names the best one it can run (avx512 has no 512-bit
- * int8 kernel without VNNI: it runs the AVX2 one).
+ * vmath), bf16/int8 GEMM and uint8 QMATMUL/QADD kernels run. aie_init()
+ * picks the level once from CPUID/XGETBV (and AIE_ISA); every driver reads
+ * its kernels from the selected row here and nowhere else decides. A level
+ * without a kernel of its own for a dtype names the best one it can run
+ * (avx512 has no 512-bit int8 kernel without VNNI: it runs the AVX2 one).
  */
 #include "kernel_table.h"
 
 /* The fp32 kernels of one vector ISA (scalar, avx2, avx512). */
 #define FP32(isa)                                                                                         \
     .sgemm = &aie_gemm_kernels_##isa, .conv_direct = &aie_conv_direct_##isa, .winograd = &aie_winograd_##isa, \
-    .dwconv = aie_dwconv_rows_##isa, .dwconv_s8 = aie_dwconv_s8_rows_##isa, .pool = aie_pool_rows_##isa, .gpool = aie_gpool_##isa, .vm = &aie_vm_##isa
+    .dwconv = aie_dwconv_rows_##isa, .dwconv_s8 = aie_dwconv_s8_rows_##isa, .pool = aie_pool_rows_##isa, .gpool = aie_gpool_##isa, .vm = &aie_vm_##isa, \
+    .q8 = &Q8_##isa
 #define ROW(l, isa, bf16_k, s8_k)                                                                      \
     [l] = {.level = l, FP32(isa), .bf16 = &aie_lowp_bf16_##bf16_k, .s8 = &aie_lowp_s8_##s8_k,          \
            .bf16_cvt = BF16_CVT_##bf16_k}
+/* uint8 QMATMUL/QADD loops by vector ISA: avx512 runs the avx2 ones (every
+ * set gives the same bytes; there is no 512-bit copy yet) */
+#define Q8_scalar aie_q8_scalar
+#define Q8_avx2 aie_q8_avx2
+#define Q8_avx512 aie_q8_avx2
 /* fp32 -> bf16 conversion by bf16 kernel: AMX hosts have AVX-512 BF16 */
 #define BF16_CVT_portable aie_bf16_cvt_portable
 #define BF16_CVT_avx512_bf16 aie_bf16_cvt_avx512_bf16

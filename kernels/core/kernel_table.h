@@ -11,6 +11,7 @@
 #include "conv_s8_depthwise.h"
 #include "conv_lowp_internal.h"
 #include "gemm_lowp_internal.h"
+#include "qlinear_u8_kernels.h"
 #include "vmath.h"
 
 typedef struct {
@@ -26,6 +27,7 @@ typedef struct {
     aie_pool_fn *pool;
     aie_gpool_fn *gpool;
     const aie_vm_table *vm; /* elementwise, reduction and normalisation loops */
+    const aie_q8_kernels *q8; /* the uint8 QMATMUL_U8 / QADD_U8 steps' loops (same bytes on every level) */
 } aie_kernel_table_entry;
 
 /* The entry of a level. */
