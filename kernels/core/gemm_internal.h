@@ -82,6 +82,7 @@ typedef struct {
     gemm_small_packed_fn small_packed;
     gemm_small_bt_fn small_bt;
     gemm_epilogue_fn epilogue;
+    gemm_epilogue_fn epilogue_bf16; /* the bf16 GEMM's: its GELU only as exact as bf16 needs (vmf_gelu_bf16) */
 } gemm_kernels;
 
 /* Per-ISA tables (scalar/gemm_scalar.c, avx2/gemm_avx2.c, avx512/gemm_avx512.c). */

@@ -410,8 +410,8 @@ static void gemm_small_bt(int64_t m, int64_t n0, int64_t n1, int64_t K, float al
     }
 }
 
-static void gemm_epilogue(float *c, int64_t ldc, int64_t m, int64_t n, const float *bias_col,
-                          const float *bias_row, int act, float p0, float p1) {
+GEMM_INLINE void epilogue_rows(float *c, int64_t ldc, int64_t m, int64_t n, const float *bias_col,
+                               const float *bias_row, int act, float p0, float p1, int bf16_gelu) {
     for (int64_t i = 0; i < m; i++) {
         float *row = c + i * ldc;
         if (bias_col || bias_row) {
@@ -431,8 +431,25 @@ static void gemm_epilogue(float *c, int64_t ldc, int64_t m, int64_t n, const flo
                 vf_storen(row + j, x, left);
             }
         }
-        act_row(row, n, act, p0, p1);
+        if (bf16_gelu) {
+            int64_t j = 0;
+            for (; j + VL <= n; j += VL) vf_store(row + j, vmf_gelu_bf16(vf_load(row + j)));
+            if (j < n) vf_storen(row + j, vmf_gelu_bf16(vf_loadn(row + j, (int)(n - j))), (int)(n - j));
+        } else {
+            act_row(row, n, act, p0, p1);
+        }
     }
+}
+
+static void gemm_epilogue(float *c, int64_t ldc, int64_t m, int64_t n, const float *bias_col,
+                          const float *bias_row, int act, float p0, float p1) {
+    epilogue_rows(c, ldc, m, n, bias_col, bias_row, act, p0, p1, 0);
+}
+
+/* The bf16 GEMM's: GELU to bf16 accuracy (vmf_gelu_bf16), the rest as above. */
+static void gemm_epilogue_bf16(float *c, int64_t ldc, int64_t m, int64_t n, const float *bias_col,
+                               const float *bias_row, int act, float p0, float p1) {
+    epilogue_rows(c, ldc, m, n, bias_col, bias_row, act, p0, p1, act == AIE_U_GELU);
 }
 
 const gemm_kernels GEMM_TABLE = {
@@ -446,4 +463,5 @@ const gemm_kernels GEMM_TABLE = {
     .small_packed = gemm_small_packed,
     .small_bt = gemm_small_bt,
     .epilogue = gemm_epilogue,
+    .epilogue_bf16 = gemm_epilogue_bf16,
 };

@@ -45,13 +45,19 @@ typedef struct {
     /* y[i] = (x[i] - mean) * invstd * scale[i] + (bias ? bias[i] : 0). */
     void (*norm_apply)(const float *x, float *y, int64_t n, float mean, float invstd,
                        const float *scale, const float *bias);
+    /* In place over s[0..n): s = softmax(scale * s + (mask ? mask : 0)), mask
+     * contiguous: three passes where scale/mask, max, exp, sum and divide took
+     * five, the sum's reciprocal multiplied in (the bf16 attention, whose P is
+     * rounded to bf16 next; the Softmax op keeps exp_shift and a division). */
+    void (*softmax_scaled)(float *s, int64_t n, float scale, const float *mask);
 } aie_vm_table;
 
 /* Every ISA's table, from the vm_* functions of the file that expands it
  * (core/vmath_simd.h, scalar/vmath_scalar.c): the members listed once. */
 #define AIE_VM_TABLE_OF_VM_FUNCTIONS                                                              \
     {.unary = vm_unary, .binary = vm_binary, .compare = vm_compare, .row_reduce = vm_row_reduce, \
-     .col_accumulate = vm_col_accumulate, .exp_shift = vm_exp_shift, .norm_apply = vm_norm_apply}
+     .col_accumulate = vm_col_accumulate, .exp_shift = vm_exp_shift, .norm_apply = vm_norm_apply,     \
+     .softmax_scaled = vm_softmax_scaled}
 
 extern const aie_vm_table aie_vm_scalar;
 #if defined(AIE_HAVE_X86)

@@ -215,6 +215,45 @@ static void vm_exp_shift(const float *x, const float *m, int64_t sm, float *y, i
     if (i < n) vstore_n(y + i, vmf_exp(vload_n(x + i, n - i, 0.0f) - (sm ? vload_n(m + i, n - i, 0.0f) : km)), n - i);
 }
 
+static void vm_softmax_scaled(float *s, int64_t n, float scale, const float *mask) {
+    if (n <= 0) return;
+    const vf vs = vset1(scale), ninf = vset1(-INFINITY), zero = vset1(0.0f);
+    const vi live = __builtin_convertvector(lane_ids(), vi) < (int32_t)(n % VW); /* the tail's lanes */
+    vf mx = ninf, acc = zero;
+    int64_t i = 0;
+    for (; i + VW <= n; i += VW) {
+        vf t = vload(s + i) * vs + (mask ? vload(mask + i) : zero);
+        vstore(s + i, t);
+        mx = vmaxn(mx, t);
+    }
+    if (i < n) {
+        vf t = vload_n(s + i, n - i, 0.0f) * vs + (mask ? vload_n(mask + i, n - i, 0.0f) : zero);
+        vstore_n(s + i, t, n - i);
+        mx = vmaxn(mx, vsel(live, t, ninf));
+    }
+    float t[VW], m;
+    vstore(t, mx);
+    m = t[0];
+    for (int k = 1; k < VW; k++) m = (t[k] > m || t[k] != t[k]) ? t[k] : m; /* NaN-propagating */
+    const vf vmax = vset1(m);
+    for (i = 0; i + VW <= n; i += VW) {
+        vf e = vmf_exp(vload(s + i) - vmax);
+        vstore(s + i, e);
+        acc += e;
+    }
+    if (i < n) {
+        vf e = vmf_exp(vload_n(s + i, n - i, 0.0f) - vmax);
+        vstore_n(s + i, e, n - i);
+        acc += vsel(live, e, zero);
+    }
+    vstore(t, acc);
+    float sum = 0.0f;
+    for (int k = 0; k < VW; k++) sum += t[k];
+    const vf r = vset1(1.0f / sum);
+    for (i = 0; i + VW <= n; i += VW) vstore(s + i, vload(s + i) * r);
+    if (i < n) vstore_n(s + i, vload_n(s + i, n - i, 0.0f) * r, n - i);
+}
+
 static void vm_norm_apply(const float *x, float *y, int64_t n, float mean, float invstd,
                           const float *scale, const float *bias) {
     vf vmean = vset1(mean), vs = vset1(invstd), zero = vset1(0.0f);

@@ -13,12 +13,14 @@
  * bf16 GEMM (aie_gemm_lowp.h: operands rounded to bf16, fp32 sums) at the
  * selected level, with Kt and V packed per task into the bf16 B layout (the
  * lowering makes one task per head when M <= its tile, so each is packed
- * once); the scale, mask and softmax stay fp32. */
+ * once); the scale, mask and softmax stay fp32, in one per-row routine
+ * (aie_vm_table.softmax_scaled) when the mask is contiguous along L. */
 #include "aie_gemm.h"
 #include "aie_gemm_lowp.h"
 #include "aie_norm.h"
 #include "exec_ops.h"
 #include "threadpool.h"
+#include "vmath.h"
 
 #include <stdint.h>
 
@@ -78,8 +80,14 @@ static int attn_bf16(const attn_ctx *c, const float *q, const float *kt, const f
     if (rc == AIE_OK)
         rc = aie_gemm_bf16(rows, c->L, c->dk, q, AIE_A_F32, c->dk, pk, s, c->L, NULL, gws, c->gemm_bytes, 1);
     if (rc != AIE_OK) return rc;
-    add_mask(c, s, rows, b, h, r0, c->alpha);
-    rc = aie_softmax(s, s, rows, c->L, 1, 0, 1);
+    if (!c->mask || c->ms[3] == 1) { /* scale, mask and softmax in one routine per row */
+        const aie_vm_table *vm = aie_vm();
+        const float *m = c->mask ? c->mask + b * c->ms[0] + h * c->ms[1] + r0 * c->ms[2] : NULL;
+        for (int64_t i = 0; i < rows; i++) vm->softmax_scaled(s + i * c->L, c->L, c->alpha, m ? m + i * c->ms[2] : NULL);
+    } else {
+        add_mask(c, s, rows, b, h, r0, c->alpha);
+        rc = aie_softmax(s, s, rows, c->L, 1, 0, 1);
+    }
     if (rc == AIE_OK)
         rc = aie_gemm_bf16(rows, c->dv, c->L, s, AIE_A_F32, c->L, pv, y, c->dv, NULL, gws, c->gemm_bytes, 1);
     return rc;

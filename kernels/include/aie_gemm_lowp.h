@@ -9,7 +9,10 @@
  * dimension lda, C is M x N row-major with ldc (elements).
  *
  * bf16:  C (fp32) = A x B, then the fp32 epilogue (aie_epilogue: bias,
- *   activation) exactly as aie_sgemm applies it. A is fp32 (rounded to bf16,
+ *   activation) exactly as aie_sgemm applies it, except GELU: computed only
+ *   as exactly as bf16 needs (vmath_fn.h vmf_gelu_bf16), within
+ *   (2^-18 + x^2 2^-23) |gelu(x)| of the exact GELU of the summed x, the same
+ *   bits on every level. A is fp32 (rounded to bf16,
  *   nearest-even, while it is packed) or bf16; B is fp32 rounded to bf16 when
  *   packed. Products of two bf16 are exact in fp32; sums are fp32.
  *   Accuracy against a float64 product of the fp32 inputs:

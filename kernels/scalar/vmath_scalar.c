@@ -83,6 +83,20 @@ static void vm_exp_shift(const float *x, const float *m, int64_t sm, float *y, i
     for (int64_t i = 0; i < n; i++) y[i] = vmf_exp(x[i] - m[i * sm]);
 }
 
+static void vm_softmax_scaled(float *s, int64_t n, float scale, const float *mask) {
+    float m = -INFINITY, sum = 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        s[i] = s[i] * scale + (mask ? mask[i] : 0.0f);
+        m = binary1(AIE_BINARY_MAX, m, s[i]);
+    }
+    for (int64_t i = 0; i < n; i++) {
+        s[i] = vmf_exp(s[i] - m);
+        sum += s[i];
+    }
+    const float r = 1.0f / sum;
+    for (int64_t i = 0; i < n; i++) s[i] *= r;
+}
+
 static void vm_norm_apply(const float *x, float *y, int64_t n, float mean, float invstd,
                           const float *scale, const float *bias) {
     for (int64_t i = 0; i < n; i++) y[i] = (x[i] - mean) * invstd * scale[i] + (bias ? bias[i] : 0.0f);

@@ -123,6 +123,49 @@ static void test_bf16_case(const aie_level *levels, int nlevels, int64_t M, int6
     free(A), free(B), free(bias), free(C), free(Ab);
 }
 
+/* The GELU epilogue (aie_gemm_lowp.h: to bf16 accuracy): K = 1, B = 1, so
+ * C is bf16(A) + bias in fp32 (the kernel's one rounding); each level within (2^-18 + x^2 2^-23) |gelu|
+ * of the double GELU on x in [-24, 24], -0 at -inf, inf at inf, and every
+ * level gives the first level's bits. */
+static void test_bf16_gelu(const aie_level *levels, int nlevels, int64_t M, int64_t N) {
+    float *A = kt_xmalloc((size_t)M * sizeof(float)), *B = kt_xmalloc((size_t)N * sizeof(float));
+    float *bias = kt_xmalloc((size_t)N * sizeof(float)), *C = kt_xmalloc((size_t)(M * N) * sizeof(float));
+    float *first = kt_xmalloc((size_t)(M * N) * sizeof(float));
+    kt_fill(A, (size_t)M, (uint64_t)(M * 13 + N));
+    for (int64_t i = 0; i < M; i++) A[i] = bf16_round(A[i] * 24.0f);
+    A[0] = INFINITY, A[M - 1] = -INFINITY;
+    for (int64_t j = 0; j < N; j++) B[j] = 1.0f, bias[j] = (float)(j % 5) * 0.25f; /* exact sums */
+    aie_epilogue ep = {bias, AIE_BIAS_COL, AIE_U_GELU, 0.f, 0.f};
+    size_t psz = aie_gemm_bf16_packed_b_size(1, N);
+    void *packed = kt_xmalloc(psz);
+    KT_CHECK(aie_gemm_bf16_pack_b(0, 1, N, B, N, packed, psz) == AIE_OK, "gelu pack: %s", aie_last_error());
+    for (int li = 0; li < nlevels; li++) {
+        aie_set_level(levels[li]);
+        size_t wss = aie_gemm_bf16_workspace_size(M, N, 1, 2);
+        void *ws = kt_xmalloc(wss);
+        int rc = aie_gemm_bf16(M, N, 1, A, AIE_A_F32, 1, packed, C, N, &ep, ws, wss, 2);
+        KT_CHECK(rc == AIE_OK, "gelu %s: %s", aie_level_name(levels[li]), aie_last_error());
+        free(ws);
+        double worst = 0;
+        for (int64_t i = 1; i + 1 < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                double x = (double)(A[i] + bias[j]), ref = x * 0.5 * erfc(-x / sqrt(2.0));
+                double e = fabs(C[i * N + j] - ref) / ((0x1p-18 + x * x * 0x1p-23) * fabs(ref) + 1e-38);
+                if (!(e <= worst)) worst = e;
+            }
+        KT_CHECK(worst <= 1.0, "gelu %s M=%lld N=%lld: %.3g of the bound", aie_level_name(levels[li]),
+                 (long long)M, (long long)N, worst);
+        KT_CHECK(C[0] == INFINITY && C[(M - 1) * N] == 0.0f && signbit(C[(M - 1) * N]), "gelu %s: +-inf",
+                 aie_level_name(levels[li]));
+        if (li == 0) memcpy(first, C, (size_t)(M * N) * sizeof(float));
+        else
+            KT_CHECK(memcmp(first, C, (size_t)(M * N) * sizeof(float)) == 0, "gelu: %s differs from %s",
+                     aie_level_name(levels[li]), aie_level_name(levels[0]));
+    }
+    free(packed), free(first);
+    free(A), free(B), free(bias), free(C);
+}
+
 /* ---- int8 ---------------------------------------------------------------- */
 
 typedef struct {
@@ -292,6 +335,8 @@ int main(void) {
     const s8_case sat[] = {{17, 33, 65, 1, 0}, {3, 5, 1000, 1, 0}, {33, 17, 129, 1, 255}};
     for (size_t s = 0; s < sizeof sat / sizeof sat[0]; s++) test_s8_case(levels, n, &sat[s]);
     test_ties(levels, n);
+    test_bf16_gelu(levels, n, 203, 37);
+    test_bf16_gelu(levels, n, 5, 1);
     aie_set_level(aie_best_level());
     test_errors();
     return kt_report("test_gemm_lowp");

@@ -84,6 +84,54 @@ def test_packed_b_runs_at_every_level():
             _check(matmul_bf16(a, packed), a, b)
 
 
+def _gelu64(x: np.ndarray) -> np.ndarray:
+    from math import erfc, sqrt
+
+    return np.array([v * 0.5 * erfc(-v / sqrt(2.0)) if np.isfinite(v) else (v if v > 0 else -0.0) for v in x.ravel()],
+                    np.float64).reshape(x.shape)
+
+
+def _gelu_inputs(m: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """K = 1 and B = ones: the summed x is A's value itself (bf16, exact), so
+    the epilogue's GELU meets chosen values: the erf region, both tails, far
+    tails where the gate underflows, infinities."""
+    rng = np.random.default_rng(m * 7 + n)
+    x = np.concatenate([rng.standard_normal(m // 2) * 3, rng.uniform(-14, 14, m - m // 2 - 6),
+                        [0.0, -0.0, -40.0, 40.0, np.inf, -np.inf]]).astype(np.float32)
+    return bf16_round(x).reshape(m, 1), np.ones((1, n), np.float32), bf16_round(x).astype(np.float64)
+
+
+@pytest.mark.parametrize("m,n", [(37, 1), (71, 33), (130, 17)])
+def test_gelu_epilogue_to_bf16_accuracy(level, m, n):
+    """The bf16 GEMM's GELU (include/aie_gemm_lowp.h): within
+    (2^-18 + x^2 2^-23) |gelu(x)| of float64, -0 at -inf, inf at inf."""
+    a, b, x = _gelu_inputs(m, n)
+    got = matmul_bf16(a, pack_b_bf16(b), activation="gelu").astype(np.float64)
+    ref = _gelu64(x)[:, None].repeat(n, axis=1)
+    xs = x[:, None]
+    finite = np.isfinite(xs).ravel()
+    tol = (2.0**-18 + np.where(np.isfinite(xs), xs, 0) ** 2 * 2.0**-23) * np.abs(ref) + 1e-38
+    err = np.abs(got - ref)[finite] / tol[finite]
+    assert err.max() <= 1.0, f"{err.max():.3g} of the bound at x={x[finite][np.argmax(err.max(axis=1))]}"
+    assert np.all(got[x == np.inf] == np.inf)
+    assert np.all(got[x == -np.inf] == 0) and np.all(np.signbit(got[x == -np.inf]))
+    assert np.all(np.signbit(got[x == -40.0]))
+
+
+def test_gelu_epilogue_same_bits_on_every_level():
+    """K = 1: the sums are exact on every level (longer sums are added in a
+    level's own order), so the GELU alone decides the bits."""
+    a, b, _ = _gelu_inputs(67, 45)
+    packed, bias = pack_b_bf16(b), np.random.default_rng(3).standard_normal(45).astype(np.float32)
+    outs = {}
+    for name in kernels.available_levels():
+        with kernels.use_level(name):
+            outs[name] = matmul_bf16(a, packed, bias=bias, activation="gelu", threads=2)
+    first = next(iter(outs.values()))
+    for name, got in outs.items():
+        assert np.array_equal(got, first, equal_nan=True), name
+
+
 def test_row_slices_and_out():
     rng = np.random.default_rng(2)
     big = rng.standard_normal((50, 90)).astype(np.float32)
