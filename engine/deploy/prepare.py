@@ -114,16 +114,16 @@ def clone_venv(donor: Path, release_dir: Path) -> None:
     _link_venv(donor / "venv", str(donor.resolve()), release_dir / "venv", str(release_dir.resolve()))
 
 
-def _link_or_copy(src: str, dst: str) -> None:
+def link_or_copy(src: Path | str, dst: Path | str) -> None:
     try:
-        os.link(src, dst)
+        os.link(src, dst)  # release files and cached wheels are never written in place: sharing is safe
     except OSError:
-        shutil.copy2(src, dst)  # another filesystem (a cache elsewhere): a copy still beats pip
+        shutil.copy2(src, dst)  # another filesystem (a cache elsewhere): a copy still beats rebuilding
 
 
 def _link_venv(src: Path, old_prefix: str, dst: Path, new_prefix: str) -> None:
     shutil.rmtree(dst, ignore_errors=True)
-    shutil.copytree(src, dst, symlinks=True, copy_function=_link_or_copy)
+    shutil.copytree(src, dst, symlinks=True, copy_function=link_or_copy)
     old, new = old_prefix.encode(), new_prefix.encode()
     for path in [*(dst / "bin").iterdir(), dst / "pyvenv.cfg"]:
         if path.is_symlink() or not path.is_file():
@@ -171,7 +171,7 @@ def venv_to_cache(cache: Path, key: str, release_dir: Path) -> None:
     try:
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        shutil.copytree(release_dir / "venv", tmp / "venv", symlinks=True, copy_function=_link_or_copy)
+        shutil.copytree(release_dir / "venv", tmp / "venv", symlinks=True, copy_function=link_or_copy)
         (tmp / "ORIGIN").write_text(str(release_dir.resolve()))
         shutil.rmtree(entry, ignore_errors=True)
         os.rename(tmp, entry)

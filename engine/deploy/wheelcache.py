@@ -22,6 +22,8 @@ import os
 import shutil
 from pathlib import Path
 
+from engine.deploy.prepare import link_or_copy
+
 KEEP = 3
 CONTENTS = "CONTENTS"
 
@@ -38,23 +40,13 @@ def cache_dir() -> Path | None:
 
 
 def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
     with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def _entry(kind: str, key: str) -> Path | None:
     root = cache_dir()
     return None if root is None else root / "wheels" / f"{kind}-{key}"
-
-
-def _link_or_copy(src: Path, dst: Path) -> None:
-    try:
-        os.link(src, dst)  # wheels are never written in place: sharing the inode is safe
-    except OSError:
-        shutil.copy2(src, dst)
 
 
 def fetch(kind: str, key: str, out_dir: Path) -> list[Path] | None:
@@ -70,7 +62,7 @@ def fetch(kind: str, key: str, out_dir: Path) -> list[Path] | None:
         shutil.rmtree(out_dir, ignore_errors=True)
         out_dir.mkdir(parents=True)
         for _, name in recorded:
-            _link_or_copy(entry / name, out_dir / name)
+            link_or_copy(entry / name, out_dir / name)
         os.utime(entry)  # used now: pruned last
     except (OSError, ValueError):
         return None
@@ -87,7 +79,7 @@ def store(kind: str, key: str, wheels: list[Path]) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         for wheel in wheels:
-            _link_or_copy(wheel, tmp / wheel.name)
+            link_or_copy(wheel, tmp / wheel.name)
         (tmp / CONTENTS).write_text("".join(f"{_sha256(w)} {w.name}\n" for w in wheels))
         if entry.exists():
             shutil.rmtree(entry)  # an entry that failed its check in fetch
