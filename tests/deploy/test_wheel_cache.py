@@ -11,7 +11,8 @@ import pytest
 
 from engine.deploy import wheelcache
 from engine.deploy.pipeline import Options, Pipeline, sha256_file
-from tests.deploy.conftest import recording_reporter
+from engine.deploy.report import Reporter
+from tests.deploy.conftest import HTTP_PORT, REPO, recording_reporter, write_site
 
 
 @pytest.fixture
@@ -81,16 +82,17 @@ def test_off_or_unwritable_costs_only_the_build(tmp_path, monkeypatch):
     assert wheelcache.cache_dir() == tmp_path / "xdg" / "ai-engine"
 
 
-def test_a_fresh_build_dir_takes_the_same_wheels_from_the_cache(fleet_bundle, fleet_spec, deploy_build, kernels_lib,
-                                                                tmp_path):
-    """After the session's first build (fleet_bundle) the cache holds its wheels:
-    a build dir of its own (as after make clean) gets them without building,
-    byte for byte, and its output says where they came from."""
+def test_a_fresh_build_dir_takes_the_same_wheels_from_the_cache(deploy_build, kernels_lib, digits_model, tmp_path):
+    """Once the session's build dir has its wheels (built here if no test built
+    them yet), a build dir of its own (as after make clean) gets them from the
+    cache without building, byte for byte, and its output says so."""
+    site = write_site(tmp_path / "site.yaml", [{"name": "box", "type": "local", "root": str(tmp_path / "root")}],
+                      listen="127.0.0.1", http_port=HTTP_PORT)
+    specs, so = [REPO / "sysconfig" / "spec.yaml", site], kernels_lib / "libaie_kernels.so"
+    first = Pipeline(Options(specs=specs, build_dir=deploy_build, lib_dir=kernels_lib), Reporter(quiet=True)).wheels(so)
     reporter, output = recording_reporter()
-    pipeline = Pipeline(Options(specs=fleet_spec, build_dir=tmp_path / "build", lib_dir=kernels_lib), reporter)
-    fresh = pipeline.wheels(kernels_lib / "libaie_kernels.so")
-    first = {p.name: sha256_file(p) for p in (deploy_build / "deploy" / "wheels").rglob("*.whl")}
-    assert {p.name: sha256_file(p) for p in fresh} == first
+    fresh = Pipeline(Options(specs=specs, build_dir=tmp_path / "build", lib_dir=kernels_lib), reporter).wheels(so)
+    assert [(p.name, sha256_file(p)) for p in fresh] == [(p.name, sha256_file(p)) for p in first]
     text = output.getvalue()
     for step in ("dependency wheels", "engine wheel"):
         assert any(step in line and "(from the cache, " in line for line in text.splitlines()), (step, text)
