@@ -22,7 +22,10 @@ runs for real in the clone. The first `make deploy` also finds the
 kernels' objects of this checkout's build when that build is current (`make
 -q` says so: the same sources, the same flags), copied in newer than the
 clone's sources, so its build-kernels step runs make and compiles nothing;
-the deploy from clean (step 9) compiles every kernel from nothing.
+the deploy from clean (step 9) compiles every kernel from nothing. Step 9
+takes the dependency wheels and the release venv from the user's cache
+(~/.cache/ai-engine under the fresh HOME), which `make clean` keeps, as any
+user's deploy after `make clean` does; step 1 found that cache empty.
 """
 
 from __future__ import annotations
