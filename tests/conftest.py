@@ -44,3 +44,21 @@ def zoo():
         return built[name]
 
     return get
+
+
+@pytest.fixture(scope="session", autouse=True)
+def wheel_cache(tmp_path_factory):
+    """One wheel cache (engine.deploy.wheelcache) for the session, in its tmp:
+    deploys into fresh build dirs (the user path's clone, tests' own build
+    dirs) share the wheels the first one built, the cold path still runs once
+    per session, and the user's own cache is never read or written."""
+    path = tmp_path_factory.mktemp("wheelcache")
+    before = os.environ.get("AIE_CACHE_DIR")
+    os.environ["AIE_CACHE_DIR"] = str(path)
+    try:
+        yield path
+    finally:
+        if before is None:
+            os.environ.pop("AIE_CACHE_DIR", None)
+        else:
+            os.environ["AIE_CACHE_DIR"] = before

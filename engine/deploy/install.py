@@ -201,13 +201,14 @@ def _wait_reloaded(log: Path, offset: int, timeout_s: float) -> dict:
         time.sleep(0.1)  # polling the engine's own log, bounded by the deadline
 
 
-def install(root: Path, release_dir: Path, settings: Settings, python: str = sys.executable) -> Outcome:
+def install(root: Path, release_dir: Path, settings: Settings, python: str = sys.executable,
+            venv_cache: Path | None = None) -> Outcome:
     """Deploy the release extracted at `release_dir` (= ROOT/opt/ai-engine/releases/<version>)."""
     t0 = time.monotonic()
     host = HostRoot(root)
     out = Outcome(status="failed")
     with host.locked():
-        manifest = prepare(host, Path(release_dir), python)
+        manifest = prepare(host, Path(release_dir), python, venv_cache)
         version = out.version = manifest["version"]
         previous = out.previous = host.active()
         try:

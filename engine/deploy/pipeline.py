@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib.metadata
 import json
 import os
 import platform
@@ -30,7 +31,7 @@ from hostspec.render import render_tree
 
 from engine.convert import convert_file
 from engine.deploy.convert_models import precision_options
-from engine.deploy import DeployError, wheels
+from engine.deploy import DeployError, wheelcache, wheels
 from engine.deploy.balancer_host import BalancerHost
 from engine.deploy.balancer_rollout import Rollout
 from engine.deploy.bundle import REPO_FILES, Bundle, BundleInputs, build_bundle, read_bundle
@@ -67,6 +68,24 @@ def digest(*parts: object) -> str:
         else:
             h.update(f"str {part}\0".encode())
     return h.hexdigest()
+
+
+def dependency_inputs() -> str:
+    """What decides the dependency wheels: the requirement files, this Python
+    and machine, the bundled pip (the "dependency wheels" step's inputs and
+    their cache key)."""
+    req = [REPO / "requirements" / "base.in", REPO / "requirements" / "constraints.txt"]
+    return digest(*req, platform.python_version(), platform.machine(), wheels.pip_wheel())
+
+
+def _versions(*dists: str) -> list[str]:
+    out = []
+    for dist in dists:
+        try:
+            out.append(f"{dist} {importlib.metadata.version(dist)}")
+        except importlib.metadata.PackageNotFoundError:
+            out.append(f"{dist} -")
+    return out
 
 
 # Bumped when the layout of a step's entry changes: older entries then read
@@ -135,6 +154,7 @@ class Pipeline:
         if options.parallel:
             self.settings.parallel = options.parallel
         self._bundle: Bundle | None = None
+        self._from_cache = False  # set by _cached while a step runs: its detail says so
 
     # ---- build steps ---------------------------------------------------------
     def _step(self, name: str, inputs: str, run: Callable[[], dict[str, Path]]) -> dict[str, Path]:
@@ -145,10 +165,13 @@ class Pipeline:
             if outputs is not None:
                 shown["detail"] = "unchanged, skipped"
                 return outputs
+            self._from_cache = False
             outputs = run()
             self.state.record(name, inputs, outputs)
             names = [p.name for p in outputs.values()]
             shown["detail"] = ", ".join(names[:3]) + (" …" if len(names) > 3 else "")
+            if self._from_cache:
+                shown["detail"] += f" (from the cache, {wheelcache.cache_dir()})"
             return outputs
 
     def render(self) -> dict[str, tuple[bytes, int]]:
@@ -228,15 +251,29 @@ class Pipeline:
 
     def wheels(self, kernels_so: Path) -> list[Path]:
         deps_dir, engine_dir = self.work / "wheels" / "deps", self.work / "wheels" / "engine"
-        req = [REPO / "requirements" / "base.in", REPO / "requirements" / "constraints.txt"]
-        deps_inputs = digest(*req, platform.python_version(), platform.machine(), wheels.pip_wheel())
-        deps = self._step("dependency wheels", deps_inputs,
-                          lambda: {w.name: w for w in wheels.dependency_wheels(deps_dir)})
+        deps_inputs = dependency_inputs()
+        deps = self._step("dependency wheels", deps_inputs, lambda: {w.name: w for w in self._cached(
+            "deps", deps_inputs, deps_dir, lambda: wheels.dependency_wheels(deps_dir))})
         sources = wheels.source_files()
         engine_inputs = digest(kernels_so, *[REPO / s for s in sources], *[str(s) for s in sources])
-        engine = self._step("engine wheel", engine_inputs,
-                            lambda: {"engine": wheels.engine_wheel(engine_dir, kernels_so, self.work / "wheel-staging")})
+        # The cache outlives this build dir: what else shapes the wheel (the stub
+        # generator, the build backend, this Python) is part of its key.
+        engine_key = digest(engine_inputs, *_versions("grpcio-tools", "protobuf", "setuptools", "wheel"),
+                            platform.python_version(), platform.machine())
+        engine = self._step("engine wheel", engine_inputs, lambda: {"engine": self._cached(
+            "engine", engine_key, engine_dir,
+            lambda: [wheels.engine_wheel(engine_dir, kernels_so, self.work / "wheel-staging")])[0]})
         return [engine["engine"], *(deps[name] for name in sorted(deps))]
+
+    def _cached(self, kind: str, key: str, out_dir: Path, build: Callable[[], list[Path]]) -> list[Path]:
+        """build()'s wheels, or the same wheels from the cache (engine.deploy.wheelcache)."""
+        found = wheelcache.fetch(kind, key, out_dir)
+        if found is not None:
+            self._from_cache = True
+            return found
+        built = build()
+        wheelcache.store(kind, key, built)
+        return built
 
     def bundle_inputs(self) -> tuple[BundleInputs, str]:
         """Run every build step; the bundle's inputs and a digest over all of them."""

@@ -5,6 +5,7 @@ release of the same wheels (host side: stdlib only)."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -110,10 +111,20 @@ def clone_venv(donor: Path, release_dir: Path) -> None:
     """The donor's venv (same wheels) hard-linked into the new release; only
     the files that name the donor's path (bin/ scripts, pyvenv.cfg) are
     rewritten, as new files. Seconds instead of a pip install."""
-    src, dst = donor / "venv", release_dir / "venv"
+    _link_venv(donor / "venv", str(donor.resolve()), release_dir / "venv", str(release_dir.resolve()))
+
+
+def link_or_copy(src: Path | str, dst: Path | str) -> None:
+    try:
+        os.link(src, dst)  # release files and cached wheels are never written in place: sharing is safe
+    except OSError:
+        shutil.copy2(src, dst)  # another filesystem (a cache elsewhere): a copy still beats rebuilding
+
+
+def _link_venv(src: Path, old_prefix: str, dst: Path, new_prefix: str) -> None:
     shutil.rmtree(dst, ignore_errors=True)
-    shutil.copytree(src, dst, symlinks=True, copy_function=os.link)
-    old, new = str(donor.resolve()).encode(), str(release_dir.resolve()).encode()
+    shutil.copytree(src, dst, symlinks=True, copy_function=link_or_copy)
+    old, new = old_prefix.encode(), new_prefix.encode()
     for path in [*(dst / "bin").iterdir(), dst / "pyvenv.cfg"]:
         if path.is_symlink() or not path.is_file():
             continue
@@ -125,9 +136,59 @@ def clone_venv(donor: Path, release_dir: Path) -> None:
             path.chmod(mode)
 
 
-def prepare(host: HostRoot, release_dir: Path, python: str) -> dict:
-    """Make releases/<version> complete (files checked, venv built or shared
-    with an installed release of the same wheels); idempotent."""
+# The venv cache (install --venv-cache DIR, which the deployer gives local
+# roots): DIR/<key>/venv, a venv built from a set of wheels by one Python,
+# and DIR/<key>/ORIGIN, the release path its scripts name. A root with no
+# installed release of the same wheels (a new root, or after `make clean`)
+# links it in instead of running pip. ORIGIN is written last and the entry
+# renamed into place, so a half-stored entry is never used; the newest
+# VENV_CACHE_KEEP stay.
+VENV_CACHE_KEEP = 3
+
+
+def venv_key(manifest: dict, python: str) -> str:
+    wheels = json.dumps(sorted(_wheels(manifest).items())).encode()
+    return hashlib.sha256(wheels + f"\0{os.path.realpath(python)}\0{manifest.get('python')}".encode()).hexdigest()[:32]
+
+
+def venv_from_cache(cache: Path, key: str, release_dir: Path) -> bool:
+    entry = cache / key
+    try:
+        origin = (entry / "ORIGIN").read_text()
+        _link_venv(entry / "venv", origin, release_dir / "venv", str(release_dir.resolve()))
+        os.utime(entry)  # used now: pruned last
+    except OSError:
+        shutil.rmtree(release_dir / "venv", ignore_errors=True)
+        return False
+    return True
+
+
+def venv_to_cache(cache: Path, key: str, release_dir: Path) -> None:
+    """Keep the release's fresh venv (hard links) for the next new root; a
+    cache that cannot be written costs the next install its pip run, nothing else."""
+    entry = cache / key
+    tmp = cache / f".{key}.{os.getpid()}.tmp"
+    try:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        shutil.copytree(release_dir / "venv", tmp / "venv", symlinks=True, copy_function=link_or_copy)
+        (tmp / "ORIGIN").write_text(str(release_dir.resolve()))
+        shutil.rmtree(entry, ignore_errors=True)
+        os.rename(tmp, entry)
+        entries = sorted((d for d in cache.iterdir() if d.is_dir() and not d.name.startswith(".")),
+                         key=lambda d: d.stat().st_mtime, reverse=True)
+        for old in entries[VENV_CACHE_KEEP:]:
+            shutil.rmtree(old, ignore_errors=True)
+    except OSError:
+        pass
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def prepare(host: HostRoot, release_dir: Path, python: str, venv_cache: Path | None = None) -> dict:
+    """Make releases/<version> complete (files checked, venv built, shared
+    with an installed release of the same wheels, or linked from
+    venv_cache); idempotent."""
     manifest = read_manifest(release_dir)
     version = manifest["version"]
     if release_dir.resolve() != host.release(version).resolve():
@@ -142,8 +203,12 @@ def prepare(host: HostRoot, release_dir: Path, python: str) -> dict:
         saved = share_unchanged(release_dir, manifest, *donor)
         host.say(f"sharing {saved / 1e6:.1f} MB of unchanged files and the venv with release {donor[0].name}")
         clone_venv(donor[0], release_dir)
+    elif venv_cache is not None and venv_from_cache(venv_cache, venv_key(manifest, python), release_dir):
+        host.say(f"the release venv from the venv cache ({venv_cache})")
     else:
         host.say("building the release venv from the bundled wheels")
         build_venv(release_dir, python)
+        if venv_cache is not None:
+            venv_to_cache(venv_cache, venv_key(manifest, python), release_dir)
     (release_dir / INSTALLED).write_text(f"{int(time.time())}\n")
     return manifest

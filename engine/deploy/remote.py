@@ -3,6 +3,7 @@ host's bare python3 (stdlib only):
 
     cd ROOT/opt/ai-engine/releases/<version>
     python3 -m engine.deploy.remote install  --root ROOT [--health-timeout S] [--keep N] [--check-host MODE]
+                                              [--venv-cache DIR]
     python3 -m engine.deploy.remote rollback --root ROOT [--to VERSION]
     python3 -m engine.deploy.remote stop     --root ROOT
     python3 -m engine.deploy.remote status   --root ROOT
@@ -52,6 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "install":
             p.add_argument("--release", default=str(HERE_RELEASE), help="the extracted release (default: this one)")
             p.add_argument("--python", default=sys.executable, help="interpreter that builds the release venv")
+            p.add_argument("--venv-cache", default=None,
+                           help="directory of venvs kept by wheel set: a new root links one in instead of pip")
         if name == "rollback":
             p.add_argument("--to", default=None, help="release version to activate (default: the previous one)")
         if name == "logs":
@@ -62,7 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> tuple[int, dict]:
     root = Path(args.root)
     if args.op == "install":
-        out = install.install(root, Path(args.release), _settings(args), python=args.python)
+        out = install.install(root, Path(args.release), _settings(args), python=args.python,
+                              venv_cache=Path(args.venv_cache) if args.venv_cache else None)
     elif args.op == "rollback":
         out = install.rollback(root, _settings(args), to=args.to)
     elif args.op == "stop":

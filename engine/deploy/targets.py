@@ -28,7 +28,7 @@ from fabric import Connection
 from invoke.exceptions import CommandTimedOut
 from paramiko import BadHostKeyException
 
-from engine.deploy import DeployError, tokens, verify
+from engine.deploy import DeployError, tokens, verify, wheelcache
 from engine.deploy.bundle import Bundle, extract
 from engine.deploy.hostkeys import HostKeyPolicy
 from engine.deploy.hostroot import BASE, INSTALLED
@@ -104,6 +104,7 @@ class Target:
     def __init__(self, name: str, root: str, settings: Settings, python: str = "python3"):
         self.name, self.root, self.settings, self.python = name, root, settings, python
         self.token: str | None = None  # given with --token/--token-file; else minted where needed
+        self.venv_cache: str | None = None  # install --venv-cache (engine.deploy.prepare)
 
     # -- host-side paths (strings: they may name another machine) --
     def _base(self) -> str:
@@ -156,7 +157,9 @@ class Target:
         t0 = time.monotonic()
         self._ensure_release(bundle, say)
         say(self.name, f"installing release {bundle.version}")
-        code, out, err = self._run(self._remote("install", "--python", self.python, cwd=self._release(bundle.version)),
+        cache = ("--venv-cache", self.venv_cache) if self.venv_cache else ()
+        code, out, err = self._run(self._remote("install", "--python", self.python, *cache,
+                                                cwd=self._release(bundle.version)),
                                    self.settings.command_timeout_s, stdin=self._token_stdin())
         result = _parse_result(self.name, out, err, code)
         if result.ok:
@@ -235,6 +238,10 @@ class LocalTarget(Target):
         # must work with a bare python3 and nothing installed.
         super().__init__(name, str(Path(root).resolve()), settings,
                          python or getattr(sys, "_base_executable", sys.executable))
+        # This machine's user cache: a new local root (a second one, or after
+        # `make clean`) links the venv of the same wheels in instead of pip.
+        cache = wheelcache.cache_dir()
+        self.venv_cache = str(cache / "venvs") if cache is not None else None
 
     def _run(self, command: str, timeout_s: float | None, stream: bool = False, stdin: str | None = None
              ) -> tuple[int, str, str]:
