@@ -340,10 +340,11 @@ def bench(c, spec=None, host=None, rate=200.0, warmup_s=5.0, steady_s=20.0, spik
                            "comparing; commit the file, its diff is the review",
         "items": "comma-separated subset of mlp,mobilenetv2,resnet18,serve-mlp (default: all)",
         "record": "append this run's ratios and verdicts to this TSV file",
-        "drift-from": "measure nothing: set the baseline's run-to-run drift from a --record file of unchanged runs",
+        "baseline-from": "measure nothing: write the baseline from a --record file of >= 5 runs of unchanged code "
+                         "(each item's median ratio and the runs' spread)",
     }
 )
-def bench_gate(c, update_baseline=False, items="", record="", drift_from=""):
+def bench_gate(c, update_baseline=False, items="", record="", baseline_from=""):
     """Latency gate: ai-engine/onnxruntime ratios vs the committed baseline (~80 s). Exit 0 pass, 1 regression, 2 broken.
 
     A ratio fails when it is worse than the baseline by more than max(3 x its standard error, 8%) twice
@@ -355,7 +356,7 @@ def bench_gate(c, update_baseline=False, items="", record="", drift_from=""):
     argv += ["--update-baseline"] if update_baseline else []
     argv += ["--items", items] if items else []
     argv += ["--record", record] if record else []
-    argv += ["--drift-from", drift_from] if drift_from else []
+    argv += ["--baseline-from", baseline_from] if baseline_from else []
     _exit_with(c.run(" ".join(shlex.quote(a) for a in argv), pty=False, warn=True).exited)
 
 

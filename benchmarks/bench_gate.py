@@ -36,7 +36,9 @@ absolute deviation / median), which says how loaded the host was.
 Verdict: with r_b, se_b the baseline's ratio and standard error, r, se
 this run's, and drift the baseline's run-to-run spread of the ratio (what
 one run's pairs cannot show: the host's state shifting between runs; set by
---drift-from from a record of runs of unchanged code), an item regresses when
+--baseline-from from a record of runs of unchanged code, which also takes
+the baseline's ratio as the median of those runs: one run, however many
+pairs it has, is one moment of the host), an item regresses when
 
     r / r_b - 1 > margin = max(K * sqrt(se_b^2 + se^2 + drift^2), FLOOR),  K = 3, FLOOR = 0.08
 
@@ -107,7 +109,7 @@ class Stat:
     se: float      # its standard error (bootstrap), relative to it
     noise: float   # robust relative standard deviation of one pair ratio (how loaded the host was)
     n: int         # pairs
-    drift: float = 0.0  # baseline only: run-to-run relative sigma of the ratio (drift_from_record)
+    drift: float = 0.0  # baseline only: run-to-run relative sigma of the ratio (series_from_record)
 
 
 def summarize(samples: list[float]) -> Stat:
@@ -462,38 +464,55 @@ def write_baseline(path: Path, samples: dict[str, list[float]], blocks: int, blo
     tmp.replace(path)
 
 
-def drift_from_record(path: Path) -> dict[str, float]:
-    """Per item, the run-to-run spread of the ratio over the unchanged runs
-    (AIE_GATE_SLOWDOWN 0) of a --record file: 1.4826 x median absolute
-    deviation / median of each run's first ratio. What a run's own pairs
-    cannot show: a host whose state shifts between runs (another job pinned
-    to the servers' core moved serve-mlp by +20% in the first series)."""
+def _unchanged_runs(path: Path) -> tuple[list[str], list[dict[str, str]]]:
+    """The header and the unchanged runs (AIE_GATE_SLOWDOWN 0) of a --record file."""
     try:
         lines = [line.rstrip("\n").split("\t") for line in path.read_text().splitlines()]
     except OSError as exc:
         raise GateError(f"{path}: cannot read the record ({exc.strerror})") from None
+    if not lines:
+        raise GateError(f"{path}: empty record; expected the TSV that --record writes")
     head, runs = lines[0], [dict(zip(lines[0], r)) for r in lines[1:] if len(r) == len(lines[0])]
-    runs = [r for r in runs if float(r.get("slowdown", "nan")) == 0]
+    try:
+        runs = [r for r in runs if float(r.get("slowdown", "nan")) == 0]
+    except ValueError as exc:
+        raise GateError(f"{path}: a slowdown column that is not a number ({exc})") from None
     if len(runs) < 5:
         raise GateError(f"{path}: {len(runs)} unchanged runs (slowdown 0); expected >= 5 to measure a spread")
-    drift = {}
+    return head, runs
+
+
+def series_from_record(path: Path) -> dict[str, Stat]:
+    """Per item, the baseline a series of unchanged runs gives: the median of
+    each run's first ratio (a re-measure is the gate's second chance, not the
+    run's figure), its standard error (1.2533 x sigma / sqrt(runs), the
+    median's), and the run-to-run spread as drift (1.4826 x median absolute
+    deviation / median). What a run's own pairs cannot show: a host whose
+    state shifts between runs (another job pinned to the servers' core moved
+    serve-mlp by +20% in the first series; one run of 20 on unchanged code
+    measured the MLP 28% above the series' median in session 9)."""
+    head, runs = _unchanged_runs(path)
+    out = {}
     for col in head:
         if col.endswith(" ratio"):
-            a = np.asarray([float(r[col].split("/")[0]) for r in runs])
+            try:
+                a = np.asarray([float(r[col].split("/")[0]) for r in runs])
+            except ValueError as exc:
+                raise GateError(f"{path}: column {col!r}: {exc}") from None
             med = float(np.median(a))
-            drift[col[: -len(" ratio")]] = float(1.4826 * np.median(np.abs(a - med)) / med)
-    return drift
+            drift = float(1.4826 * np.median(np.abs(a - med)) / med)
+            out[col[: -len(" ratio")]] = Stat(med, 1.2533 * drift / math.sqrt(len(a)), drift, len(a), drift)
+    return out
 
 
-def set_drift(path: Path, drift: dict[str, float]) -> None:
-    """The baseline's drift fields replaced (nothing measured: the diff shows only them)."""
-    try:
-        doc = json.loads(path.read_text())
-        for name, entry in doc["items"].items():
-            entry["drift"] = round(drift.get(name, 0.0), 4)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise GateError(f"{path}: not a gate baseline ({type(exc).__name__}: {exc})") from None
-    doc["margin"] = MARGIN_FORMULA
+def write_series_baseline(path: Path, series: dict[str, Stat], record: Path) -> None:
+    """The baseline from a series of runs (`pairs` counts the runs; `noise` is their spread)."""
+    items = {name: {"ratio": round(st.ratio, 4), "se": round(st.se, 4), "noise": round(st.noise, 4),
+                    "pairs": st.n, "drift": round(st.drift, 4), "from": f"median of {st.n} unchanged runs"}
+             for name, st in series.items()}
+    doc = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": _commit(), "machine": _machine(),
+           "load_average": round(os.getloadavg()[0], 2), "record": record.name, "margin": MARGIN_FORMULA,
+           "items": items}
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(doc, indent=2) + "\n")
     tmp.replace(path)
@@ -526,8 +545,9 @@ def main(argv=None) -> int:
     ap.add_argument("--update-baseline", action="store_true",
                     help=f"measure ({BASELINE_BLOCKS} x --blocks pairs) and write the baseline; no verdict")
     ap.add_argument("--record", type=Path, help="append this run's ratios and verdicts to a TSV file")
-    ap.add_argument("--drift-from", type=Path, metavar="RECORD",
-                    help="measure nothing: set the baseline's run-to-run drift from a --record file of unchanged runs")
+    ap.add_argument("--baseline-from", type=Path, metavar="RECORD",
+                    help="measure nothing: write the baseline from a --record file of >= 5 runs of unchanged code "
+                         "(each item's median ratio, its standard error and the runs' spread as drift)")
     ap.add_argument("--note", default="", help="a word for the --record line (e.g. busy-core)")
     args = ap.parse_args(argv)
     items = [i for i in args.items.split(",") if i]
@@ -535,11 +555,12 @@ def main(argv=None) -> int:
     work = Path(tempfile.mkdtemp(prefix="aie-gate-"))
     bench = None
     try:
-        if args.drift_from:
-            drift = drift_from_record(args.drift_from)
-            set_drift(args.baseline, drift)
-            print(f"{args.baseline}: drift {', '.join(f'{k} {v:.1%}' for k, v in drift.items())} "
-                  f"from {args.drift_from}: review its diff and commit it")
+        if args.baseline_from:
+            series = series_from_record(args.baseline_from)
+            write_series_baseline(args.baseline, series, args.baseline_from)
+            for name, st in series.items():
+                print(f"{name:<12} ratio {st.ratio:.3f} ± {st.se:.1%} (run-to-run spread {st.drift:.1%}, {st.n} runs)")
+            print(f"wrote {args.baseline} from {args.baseline_from}: review its diff and commit it")
             return EXIT_PASS
         if args.blocks < 3:
             raise GateError(f"--blocks {args.blocks}: expected >= 3 (the noise needs a spread)")

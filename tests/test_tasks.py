@@ -291,7 +291,7 @@ def test_quantize_refuses_a_missing_calibration_set_in_one_line(tmp_path):
     (["bench-gate"], "", 1),
     (["bench-gate", "--update-baseline", "--items", "mlp,serve-mlp", "--record", "runs.tsv"],
      " --update-baseline --items mlp,serve-mlp --record runs.tsv", 0),
-    (["bench-gate", "--drift-from", "runs.tsv"], " --drift-from runs.tsv", 0),
+    (["bench-gate", "--baseline-from", "runs.tsv"], " --baseline-from runs.tsv", 0),
 ])
 def test_bench_gate_runs_the_gate_program_and_exits_with_its_status(argv, extra, rc):
     command = f"{sys.executable} {ROOT / 'benchmarks' / 'bench_gate.py'}{extra}"

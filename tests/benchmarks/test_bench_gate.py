@@ -193,23 +193,31 @@ def test_drift_widens_the_margin_by_the_run_to_run_spread():
     assert gate.regressed(gate.Stat(0.72, 0.019, 0.12, 27), now)  # without it: a false failure
 
 
-def test_drift_from_record_is_the_spread_of_unchanged_runs_and_lands_in_the_baseline(tmp_path):
+def test_a_series_of_unchanged_runs_gives_the_median_its_error_and_the_spread(tmp_path):
     record, baseline = tmp_path / "runs.tsv", tmp_path / "baseline.json"
-    gate.write_baseline(baseline, {"mlp": MLP}, 9, 0.3)
     rows = ["utc\tload1\tslowdown\tnote\twall_s\texit\tmlp ratio\tmlp se"]
     for ratio in (0.80, 0.84, 0.85, 0.86, 0.90):
         rows.append(f"t\t1\t0\tunchanged\t60\t0\t{ratio}\t0.01")
     rows.append("t\t1\t0.25\tinjected\t60\t1\t1.2/1.1\t0.01")  # not an unchanged run: ignored
     rows.append("t\t1\t0\tunchanged\t60\t0\t0.85/0.83\t0.01")  # re-measured: its first ratio counts
     record.write_text("\n".join(rows) + "\n")
-    drift = gate.drift_from_record(record)
-    assert drift == {"mlp": pytest.approx(1.4826 * 0.01 / 0.85)}
-    assert gate.main(["--drift-from", str(record), "--baseline", str(baseline)]) == gate.EXIT_PASS
-    assert gate.load_baseline(baseline)["mlp"].drift == pytest.approx(drift["mlp"], abs=1e-4)
+    series = gate.series_from_record(record)
+    drift = 1.4826 * 0.01 / 0.85
+    assert series["mlp"].ratio == pytest.approx(0.85)
+    assert series["mlp"].drift == pytest.approx(drift)
+    assert series["mlp"].se == pytest.approx(1.2533 * drift / 6 ** 0.5)
+    assert gate.main(["--baseline-from", str(record), "--baseline", str(baseline)]) == gate.EXIT_PASS
+    written = gate.load_baseline(baseline)["mlp"]
+    assert (written.ratio, written.n) == (0.85, 6)
+    assert written.drift == pytest.approx(drift, abs=1e-4)
+    # the series' baseline judges a run as the gate does: +10% passes, +40% fails
+    assert not gate.regressed(written, gate.Stat(0.935, 0.05, 0.1, 9))
+    assert gate.regressed(written, gate.Stat(1.19, 0.05, 0.1, 9))
 
 
 def test_drift_needs_five_unchanged_runs(tmp_path, capsys):
     record = tmp_path / "runs.tsv"
     record.write_text("utc\tload1\tslowdown\tnote\twall_s\texit\tmlp ratio\nt\t1\t0\tx\t1\t0\t0.9\n")
-    assert gate.main(["--drift-from", str(record), "--baseline", str(tmp_path / "b.json")]) == gate.EXIT_BROKEN
+    assert gate.main(["--baseline-from", str(record), "--baseline", str(tmp_path / "b.json")]) == gate.EXIT_BROKEN
     assert "1 unchanged runs" in capsys.readouterr().err
+    assert not (tmp_path / "b.json").exists()
