@@ -129,7 +129,8 @@ def plan_graph(graph: Graph, feeds: dict[str, np.ndarray], *, nthreads: int = 1,
 # out= is checked against shapes known before the run; a segmented plan
 # knows its output shapes only after it.
 OUT_REFUSED = ("out= needs output shapes known before the run; this model's output shapes depend on its input "
-               "values (a data-dependent op such as NonZero or NMS)")
+               "values (a data-dependent op such as NonZero or NMS, a Loop whose iteration count is computed at run "
+               "time, an If whose branches give different shapes)")
 
 
 class SegmentedPlan:

@@ -133,6 +133,25 @@ def test_a_plan_time_trip_count_with_a_run_time_condition_has_room_for_exactly_i
     assert plan.first.bounded.capacity == 5 and plan.builds == 0
 
 
+def test_a_while_loop_after_a_cut_grows_its_own_segment(tmp_path):
+    # two while loops in a row: the second starts a later segment (after the
+    # first's cut) and outgrows its room there: that segment is re-planned.
+    first, second = _body(True), _body(True)
+    second.initializer[1].CopyFrom(helper.make_tensor("limit", F, [], [400.0]))
+    nodes = [helper.make_node("Loop", ["", "go", "acc0"], ["acc", "accs", "squares"], body=first),
+             helper.make_node("Loop", ["", "go", "acc"], ["acc2", "accs2", "squares2"], body=second)]
+    model = _model(nodes, [_vi("acc0", F, [3]), _vi("w", F, [3])],
+                   [_vi("acc2", F, [3]), _vi("accs", F, ["n", 3]), _vi("accs2", F, ["m", 3]),
+                    _vi("squares2", I64, ["m"])], [helper.make_tensor("go", B, [], [True])])
+    sess = _session(tmp_path, model)
+    feeds = {"acc0": np.full(3, -1.0, np.float32), "w": np.full(3, 0.5, np.float32)}
+    got = _check(sess, model, feeds, "two loops")
+    assert got[1].shape[0] <= INITIAL_CAPACITY < got[2].shape[0], "the test should grow the second loop only"
+    (plan,) = sess.plans()
+    assert len(plan.capacities) == 1 and plan.first.bounded.capacity == INITIAL_CAPACITY
+    _check(sess, model, feeds, "two loops again")
+
+
 def test_trip_count_computed_from_data_feeds_more_ops(tmp_path):
     # M = how many of v are positive; the loop gathers v[i] (a run-time
     # index) into its state; its outputs feed a ReduceSum and an Add after the cut.
