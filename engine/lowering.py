@@ -42,12 +42,17 @@ class BoundedOutputs:
     """A data-dependent node's outputs (NonZero, Unique, NMS, ...): Values
     sized for the most the input allows, the int64 [1] count the step
     writes, and shape_of(count) -> the concrete shape of each output, whose
-    elements the kernel wrote packed at the start of its Value."""
+    elements the kernel wrote packed at the start of its Value. capacity:
+    None when the Values hold the most the input allows; else the count they
+    have room for (a Loop's scan outputs): a run that counts more is planned
+    again with more room and run again (engine.plan_segments), the room
+    kept per node under `key` (Planner.capacities)."""
 
-    __slots__ = ("values", "count", "shape_of")
+    __slots__ = ("values", "count", "shape_of", "capacity", "key")
 
-    def __init__(self, values: list, count, shape_of):
+    def __init__(self, values: list, count, shape_of, capacity: int | None = None, key: tuple = ()):
         self.values, self.count, self.shape_of = values, count, shape_of
+        self.capacity, self.key = capacity, key
 
 
 def align(n: int) -> int:
@@ -152,14 +157,18 @@ class LoweringContext:
         self.outputs[i] = v
         return v
 
-    def bounded(self, values: list, count: Value, shape_of) -> None:
+    def bounded(self, values: list, count: Value, shape_of, capacity: int | None = None) -> None:
         """Outputs whose shapes depend on values (see BoundedOutputs): the
         planner ends its segment after this node and plans what follows
         once the count is known."""
         if len(self.planner.env) > 1:
             raise self.unsupported("a data-dependent output shape inside a subgraph (If/Loop/Scan body)")
-        self.planner.bounded = BoundedOutputs(values, count, shape_of)
+        self.planner.bounded = BoundedOutputs(values, count, shape_of, capacity, self.capacity_key())
         self.outputs = list(values)
+
+    def capacity_key(self) -> tuple:
+        """Names this node's learned capacity (output names are unique in a graph)."""
+        return tuple(self.node.outputs)
 
     def set_out(self, i: int, value: Value) -> None:
         self.outputs[i] = value

@@ -36,7 +36,7 @@ from engine.plan_run import BoundRun, ExecPlan, PlanCache  # noqa: F401
 class Planner:
     """Lowers nodes for concrete shapes into steps and assigns arena offsets."""
 
-    def __init__(self, opset: int, *, fold: bool = True, nthreads: int = 1):
+    def __init__(self, opset: int, *, fold: bool = True, nthreads: int = 1, capacities: dict | None = None):
         self.opset = opset
         self.fold = fold
         self.nthreads = nthreads
@@ -46,6 +46,9 @@ class Planner:
         self.model_inputs: dict[str, tuple] = {}  # the shapes planned for, named in lowering errors
         # set by a data-dependent node's rule (LoweringContext.bounded)
         self.bounded: BoundedOutputs | None = None
+        # room a bounded node's outputs get, by LoweringContext.capacity_key,
+        # as runs have taught it (engine.plan_segments)
+        self.capacities: dict[tuple, int] = capacities or {}
 
     # -- what lowering rules reach through ctx.planner --
     def supported_ops(self) -> list[str]:

@@ -13,6 +13,12 @@ values a lowering asked for) it now has, building it on first use. Later
 segments are cached per (start node, input shapes, needed values) in a
 bounded LRU of their own; segment 0 is the plan the session caches for the
 graph's input shapes.
+
+Bounded outputs with a capacity (a Loop's scan outputs: the iteration count
+is known only after the run) have room for that many; a run that counts
+more is planned again with room for max(count, twice the capacity) and run
+again. The room is kept per node for later plans of this graph, so a
+session re-runs a segment at most log2(largest count / 16) times.
 """
 
 from __future__ import annotations
@@ -29,6 +35,10 @@ from engine.plan_run import BoundRun
 # plan-time constants for the next segment (shape arithmetic crossing a cut).
 MAX_CONST_CARRY = 4096
 SEGMENT_CACHE_SIZE = 16  # later segments' plans per segmented plan
+# A segment re-run with the room its count asked for counts the same again;
+# one that does not (a random op deciding a loop's length) is reported
+# after this many re-runs within one call.
+MAX_REGROW = 4
 
 
 def define_initializers(planner: Planner, graph: Graph, weights: np.ndarray | None) -> None:
@@ -47,17 +57,17 @@ class Segment:
     and the data-dependent node's cut, if it ends with one."""
 
     def __init__(self, plan: ExecPlan, inputs: list[str], outputs: list[str], consts: set[str], end: int,
-                 bounded=None, bounded_names=()):
+                 bounded=None, bounded_names=(), start: int = 0):
         self.plan, self.inputs, self.outputs, self.consts, self.end = plan, inputs, outputs, consts, end
-        self.bounded, self.bounded_names = bounded, list(bounded_names)
+        self.bounded, self.bounded_names, self.start = bounded, list(bounded_names), start
 
 
 def plan_segment(graph: Graph, start: int, env: dict[str, np.ndarray], inputs: list[str], consts: set[str],
-                 *, nthreads: int, weights: np.ndarray | None) -> Segment:
+                 *, nthreads: int, weights: np.ndarray | None, capacities: dict | None = None) -> Segment:
     """Plan nodes[start:] up to the next cut, reading `inputs` (in this
     order) from the run; names in `consts` are plan-time values too.
     Raises NeedsValue for an input whose value a lowering needs."""
-    planner = Planner(graph.opset, nthreads=nthreads)
+    planner = Planner(graph.opset, nthreads=nthreads, capacities=capacities)
     define_initializers(planner, graph, weights)
     for i, name in enumerate(inputs):
         arr = env[name]
@@ -88,15 +98,18 @@ def finish_segment(planner: Planner, graph: Graph, start: int, end: int, inputs:
         bounded_names = [n if n in later else "" for n in cut.outputs] + [""] * (len(bounded.values) - len(cut.outputs))
         values += [v for v in bounded.values if v is not None] + [bounded.count]
     plan = planner.finish(values)
-    return Segment(plan, inputs, produced, consts, end, bounded, bounded_names)
+    return Segment(plan, inputs, produced, consts, end, bounded, bounded_names, start)
 
 
 def plan_graph(graph: Graph, feeds: dict[str, np.ndarray], *, nthreads: int = 1, value_inputs: frozenset = frozenset(),
-               weights: np.ndarray | None = None):
+               weights: np.ndarray | None = None, capacities: dict | None = None):
     """The plan for these feeds' shapes: an ExecPlan when the whole graph is
     static for them, else a SegmentedPlan. Raises NeedsValue for a graph
-    input whose value shapes the plan (the session keys plans by it)."""
-    planner = Planner(graph.opset, nthreads=nthreads)
+    input whose value shapes the plan (the session keys plans by it).
+    capacities: the room bounded nodes get (a SegmentedPlan re-planning
+    its first segment)."""
+    capacities = {} if capacities is None else capacities
+    planner = Planner(graph.opset, nthreads=nthreads, capacities=capacities)
     planner.model_inputs = {t.name: feeds[t.name].shape for t in graph.inputs}
     define_initializers(planner, graph, weights)
     for i, t in enumerate(graph.inputs):
@@ -109,21 +122,27 @@ def plan_graph(graph: Graph, feeds: dict[str, np.ndarray], *, nthreads: int = 1,
     if end == len(graph.nodes) and planner.bounded is None:
         return planner.finish([planner.lookup(t.name) for t in graph.outputs])
     first = finish_segment(planner, graph, 0, end, [t.name for t in graph.inputs])
-    return SegmentedPlan(graph, first, nthreads=nthreads, weights=weights)
+    return SegmentedPlan(graph, first, nthreads=nthreads, weights=weights, value_inputs=value_inputs,
+                         capacities=capacities)
 
 
 # out= is checked against shapes known before the run; a segmented plan
 # knows its output shapes only after it.
 OUT_REFUSED = ("out= needs output shapes known before the run; this model's output shapes depend on its input "
-               "values (a data-dependent op such as NonZero or NMS)")
+               "values (a data-dependent op such as NonZero or NMS, a Loop whose iteration count is computed at run "
+               "time, an If whose branches give different shapes)")
 
 
 class SegmentedPlan:
     """Runs a graph as segments (see the module docstring). Duck-types the
     parts of ExecPlan a session and server use: run, bind, arena_bytes."""
 
-    def __init__(self, graph: Graph, first: Segment, *, nthreads: int, weights: np.ndarray | None):
+    def __init__(self, graph: Graph, first: Segment, *, nthreads: int, weights: np.ndarray | None,
+                 value_inputs: frozenset = frozenset(), capacities: dict | None = None):
         self.graph, self.first, self.nthreads, self.weights = graph, first, nthreads, weights
+        self.value_inputs = value_inputs   # graph inputs segment 0 was planned with the values of
+        # room per bounded node with a capacity (a Loop's scan outputs), grown by runs
+        self.capacities: dict[tuple, int] = {} if capacities is None else capacities
         self.cache = PlanCache(SEGMENT_CACHE_SIZE)
         self.value_names: dict[int, set[str]] = {}  # start -> inputs whose values key its plans
         self.label = "plan"
@@ -163,13 +182,14 @@ class SegmentedPlan:
         while True:
             values = self.value_names.get(start, set())
             key = (start, tuple((n, env[n].shape, env[n].dtype.str) for n in inputs),
-                   tuple(env[n].tobytes() for n in inputs if n in consts or n in values))
+                   tuple(env[n].tobytes() for n in inputs if n in consts or n in values),
+                   tuple(sorted(self.capacities.items())))
             seg = self.cache.get(key)
             if seg is not None:
                 return seg
             try:
                 seg = plan_segment(self.graph, start, env, inputs, (consts & set(inputs)) | values,
-                                   nthreads=self.nthreads, weights=self.weights)
+                                   nthreads=self.nthreads, weights=self.weights, capacities=dict(self.capacities))
             except NeedsValue as need:
                 if need.name in values or env[need.name].size > MAX_CONST_CARRY:
                     raise UnsupportedOperatorError(
@@ -188,18 +208,42 @@ class SegmentedPlan:
         seg = self.first
         self._configure(seg.plan)
         n_nodes = len(self.graph.nodes)
+        regrown = 0
         while True:
             arrays = seg.plan.run(weights_ptr, [env[n] for n in seg.inputs], nthreads)
             k = len(seg.outputs)
+            bounded = seg.bounded
+            if bounded is not None and bounded.capacity is not None and int(arrays[-1][0]) > bounded.capacity:
+                # room for fewer than it counted: plan it with more and run it again
+                regrown += 1
+                if regrown > MAX_REGROW:
+                    raise UnsupportedOperatorError(
+                        f"a loop's iteration count changes from one run of the same inputs to the next "
+                        f"({int(arrays[-1][0])} past the {bounded.capacity} planned for)")
+                seg = self._regrow(seg, int(arrays[-1][0]), env, consts)
+                continue
             env.update(zip(seg.outputs, arrays[:k]))
             consts = (consts - set(seg.outputs)) | seg.consts
-            if seg.bounded is not None:
-                live = [n for n, v in zip(seg.bounded_names, seg.bounded.values) if v is not None]
-                trimmed = trim_bounded(seg.bounded, arrays[k:-1], int(arrays[-1][0]))
+            if bounded is not None:
+                live = [n for n, v in zip(seg.bounded_names, bounded.values) if v is not None]
+                trimmed = trim_bounded(bounded, arrays[k:-1], int(arrays[-1][0]))
                 env.update((n, a) for n, a in zip(live, trimmed) if n)
             if seg.end >= n_nodes:
                 return env
-            seg = self._segment(seg.end, env, consts)
+            seg, regrown = self._segment(seg.end, env, consts), 0
+
+    def _regrow(self, seg: Segment, count: int, env: dict, consts: set[str]) -> Segment:
+        """seg planned again with room for `count` in its bounded outputs."""
+        key = seg.bounded.key
+        self.capacities[key] = max(self.capacities.get(key, 0), count, 2 * seg.bounded.capacity)
+        if seg.start > 0:
+            return self._segment(seg.start, env, consts)
+        feeds = {t.name: env[t.name] for t in self.graph.inputs}
+        again = plan_graph(self.graph, feeds, nthreads=self.nthreads, value_inputs=self.value_inputs,
+                           weights=self.weights, capacities=dict(self.capacities))
+        self.first = again.first
+        self._configure(self.first.plan)
+        return self.first
 
     def run(self, weights_ptr: int, inputs: list[np.ndarray], nthreads: int, out=None) -> list[np.ndarray]:
         if out is not None:

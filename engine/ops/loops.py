@@ -12,12 +12,17 @@ Scan runs the same way: each iteration gathers its slice of every scan
 input at the run-time index, and COPY_AT writes its per-step outputs into
 the stacked outputs, which are allocated once, N long.
 
-A Loop with scan outputs runs in place too when its trip count is known at
-plan time and its condition stays true (a `for` loop: the stacked outputs
-are trip count long). Otherwise it is unrolled at plan time (a plan-time
-trip count and condition): its stacked outputs' length is not known before
-the run; docs/ARCHITECTURE.md "Recurrences and control flow as loops" has
-the design."""
+A Loop with scan outputs runs in place too. When its trip count is known at
+plan time and its condition stays true (a `for` loop) the stacked outputs
+are trip count long. Otherwise their length is known only after the run:
+they are bounded outputs (BoundedOutputs) with room for a capacity of
+iterations, the iteration count is the produced count, and the plan is cut
+after the node as after the data-dependent ops. A run that iterates past
+the capacity keeps going without storing (COPY_AT at the last slot) and is
+planned again with room for twice as many or the count, whichever is more,
+and run again (engine.plan_segments). A Loop whose body needs
+plan-time values per iteration (or a bounded one inside a subgraph) is
+unrolled at plan time, which needs a plan-time trip count and condition."""
 
 from __future__ import annotations
 
@@ -25,13 +30,16 @@ import numpy as np
 
 from engine.kernels.abi import CopyAtStep, JumpStep, Op
 from engine.errors import UnsupportedOperatorError
-from engine.lowering import LoweringContext
+from engine.lowering import LoweringContext, RuntimeValueNeeded, Value
 from engine.ops.compose import Composer, const, ints
 from engine.ops.data import emit_copy, emit_fill
 
 # Plan size grows with every unrolled iteration: past this it is better to
 # report the model than to build a huge plan.
 MAX_UNROLL = 4096
+# Iterations a Loop's scan outputs have room for before a run has told how
+# many it makes (a plan-time trip count lowers it).
+INITIAL_CAPACITY = 16
 
 
 def _run_body(ctx: LoweringContext, body, values) -> list:
@@ -94,14 +102,17 @@ def _jump(ctx: LoweringContext, op: int, cond=None):
 
 
 def _in_place_loop(ctx: LoweringContext, c: Composer, trip, cond_in, carried_in: list, bind, split,
-                   stacked: list) -> list:
+                   stacked: list, clamp: bool = False) -> tuple[list, object]:
     """The loop skeleton shared by Loop and Scan (see the module docstring).
     trip: the trip count (a Value, or None); cond_in: the first condition
     (or None: true); bind(it, cond, slots) -> the body's input Values;
     split(results) -> (condition Value or None, carried results, per-iteration
     results); stacked: for each per-iteration result, (output Value
     [outer, n, inner], axis, reverse) it is copied into at the iteration's
-    index. Returns the slots (the loop-carried values after the loop)."""
+    index; clamp: iterations past n write the last slot (bounded outputs,
+    whose run is repeated with more room). Returns the slots (the
+    loop-carried values after the loop) and the iteration counter (the
+    number of iterations after it)."""
     planner = ctx.planner
     it = ctx.temp((), np.int64)
     cond = ctx.temp((), np.bool_)
@@ -126,6 +137,8 @@ def _in_place_loop(ctx: LoweringContext, c: Composer, trip, cond_in, carried_in:
     for (out, axis, rev), r in zip(stacked, per_iter):
         n = out.shape[axis]
         idx = c.sub(const(np.int64(n - 1)), it) if rev else it
+        if clamp:
+            idx = c.op("Min", idx, const(np.int64(n - 1)))
         outer = int(np.prod(out.shape[:axis], dtype=np.int64))
         params = CopyAtStep(outer=outer, n=n, inner_bytes=r.nbytes // max(outer, 1))
         ctx.step(Op.COPY_AT, [out, r, idx], params.words())
@@ -158,7 +171,7 @@ def _in_place_loop(ctx: LoweringContext, c: Composer, trip, cond_in, carried_in:
                 t.buf.last = max(t.buf.last, end - 1)
     for out, _, _ in stacked:   # created inside (their shapes come from the body): they span the loop too
         out.buf.first, out.buf.last = min(out.buf.first, top), max(out.buf.last, end - 1)
-    return slots
+    return slots, it
 
 
 def lower_loop_in_place(ctx: LoweringContext) -> None:
@@ -176,8 +189,8 @@ def lower_loop_in_place(ctx: LoweringContext) -> None:
             raise ctx.unsupported(f"body has {len(results)} outputs for {n} loop-carried values")
         return results[0], results[1:], []
 
-    slots = _in_place_loop(ctx, Composer(ctx), m_in, cond_in, carried_in, lambda it, cond, sl: [it, cond] + sl,
-                           split, [])
+    slots, _ = _in_place_loop(ctx, Composer(ctx), m_in, cond_in, carried_in,
+                              lambda it, cond, sl: [it, cond] + sl, split, [])
     for i, slot in enumerate(slots):
         ctx.set_out(i, slot)
 
@@ -208,7 +221,7 @@ def lower_scan_in_place(ctx: LoweringContext) -> None:
             stacked.append((ctx.out(n + j, shape, r.dtype), axis, out_dirs[j]))
         return None, results[:n], results[n:]
 
-    slots = _in_place_loop(ctx, c, const(np.int64(steps)), None, states, bind, split, stacked)
+    slots, _ = _in_place_loop(ctx, c, const(np.int64(steps)), None, states, bind, split, stacked)
     for i, slot in enumerate(slots):
         ctx.set_out(i, slot)
 
@@ -243,24 +256,65 @@ def lower_for_loop_in_place(ctx: LoweringContext, trips: int) -> None:
             stacked.append((ctx.out(n + j, (trips, *r.shape), r.dtype), 0, 0))
         return None, results[1:1 + n], results[1 + n:]
 
-    slots = _in_place_loop(ctx, Composer(ctx), const(np.int64(trips)), None, carried_in,
-                           lambda it, cond, sl: [it, cond] + sl, split, stacked)
+    slots, _ = _in_place_loop(ctx, Composer(ctx), const(np.int64(trips)), None, carried_in,
+                              lambda it, cond, sl: [it, cond] + sl, split, stacked)
     for i, slot in enumerate(slots):
         ctx.set_out(i, slot)
+
+
+def lower_while_loop_in_place(ctx: LoweringContext) -> None:
+    """A Loop with scan outputs whose iteration count only a run tells (a
+    trip count or condition computed at run time): the in-place loop with
+    the scan outputs as bounded outputs (see the module docstring)."""
+    m_in, cond_in = ctx.input(0), ctx.input(1)
+    if m_in is None and cond_in is None:
+        raise ctx.unsupported("neither a trip count nor a condition (an endless loop)")
+    if len(ctx.planner.env) > 1:   # ctx.bounded would refuse it after lowering the body: say so first
+        raise ctx.unsupported("scan outputs of a run-time length inside a subgraph (If/Loop/Scan body)")
+    carried_in = list(ctx.inputs[2:])
+    n = len(carried_in)
+    cap = ctx.planner.capacities.get(ctx.capacity_key(), INITIAL_CAPACITY)
+    if m_in is not None and m_in.const is not None:
+        cap = min(cap, int(np.asarray(m_in.const).reshape(-1)[0]))
+    cap = max(cap, 1)
+    stacked = []
+
+    def split(results):
+        if len(results) < 1 + n:
+            raise ctx.unsupported(f"body has {len(results)} outputs for {n} loop-carried values")
+        for r in results[1 + n:]:
+            stacked.append((ctx.temp((cap, *r.shape), r.dtype), 0, 0))
+        return results[0], results[1:1 + n], results[1 + n:]
+
+    slots, it = _in_place_loop(ctx, Composer(ctx), m_in, cond_in, carried_in,
+                               lambda it, cond, sl: [it, cond] + sl, split, stacked, clamp=True)
+    fixed = [s.shape for s in slots]
+    per_iter = [out.shape[1:] for out, _, _ in stacked]
+    count = Value((1,), np.int64, buf=it.buf, offset=it.offset)
+    ctx.bounded(slots + [out for out, _, _ in stacked], count,
+                lambda k: fixed + [(k, *shape) for shape in per_iter], capacity=cap)
 
 
 def _in_place_or_unrolled(ctx: LoweringContext, in_place, unrolled) -> None:
     """The in-place loop, else (a body needing per-iteration plan-time
     values, e.g. a Slice at the iteration number) the unrolled one when
-    that can be built: the in-place attempt's steps are dropped."""
+    that can be built: the in-place attempt's steps are dropped. When
+    neither can, the error says why for both."""
     planner = ctx.planner
     n_steps, outputs = len(planner.steps), list(ctx.outputs)
     try:
         return in_place(ctx)
-    except UnsupportedOperatorError:
+    except UnsupportedOperatorError as exc:
         del planner.steps[n_steps:]
         ctx.outputs[:] = outputs
+        why_not_in_place = exc.message
+    try:
         return unrolled(ctx)
+    except RuntimeValueNeeded:
+        raise   # the planner cuts the plan before the node and tries again with the value known
+    except UnsupportedOperatorError as exc:
+        raise UnsupportedOperatorError(f"{exc.message}; as a loop in the plan: {why_not_in_place}",
+                                       where=exc.where, hint=exc.hint) from None
 
 
 def lower_scan(ctx: LoweringContext) -> None:
@@ -272,11 +326,12 @@ def lower_loop(ctx: LoweringContext) -> None:
     if len(body.outputs) == 1 + len(ctx.inputs[2:]):
         return _in_place_or_unrolled(ctx, lower_loop_in_place, lower_loop_unrolled)
     m_in = ctx.input(0)
-    if m_in is not None and m_in.const is not None and _condition_stays_true(body, ctx.input(1)) \
-            and not any(v is None for v in ctx.inputs[2:]):
+    if any(v is None for v in ctx.inputs[2:]):
+        return lower_loop_unrolled(ctx)
+    if m_in is not None and m_in.const is not None and _condition_stays_true(body, ctx.input(1)):
         trips = max(int(np.asarray(m_in.const).reshape(-1)[0]), 0)
         return _in_place_or_unrolled(ctx, lambda cx: lower_for_loop_in_place(cx, trips), lower_loop_unrolled)
-    return lower_loop_unrolled(ctx)
+    return _in_place_or_unrolled(ctx, lower_while_loop_in_place, lower_loop_unrolled)
 
 
 def lower_loop_unrolled(ctx: LoweringContext) -> None:

@@ -1,8 +1,10 @@
 """Loop and Scan (engine.ops.loops) against onnx.reference / onnxruntime:
 Scan and a Loop without scan outputs run as loops in the plan (run-time trip
 count, data-dependent condition, zero iterations, carried values passed
-through, the plan the same for every length); a Loop with scan outputs is
-unrolled, and with a data-dependent condition cleanly unsupported."""
+through, the plan the same for every length); a Loop with scan outputs runs
+in place too (a `for` loop; with a data-dependent condition its scan outputs
+are bounded outputs: tests/runtime/test_ops_control_flow.py), or unrolled
+where its body needs plan-time values per iteration."""
 
 from __future__ import annotations
 
@@ -76,13 +78,11 @@ def test_loop_with_a_trip_count_and_scan_outputs(tmp_path):
              {"body": _loop_body(False)}, n_outputs=2, opset=16)
 
 
-def test_loop_with_a_run_time_condition_is_cleanly_unsupported(tmp_path):
-    from engine.errors import UnsupportedOperatorError
-
-    with pytest.raises(UnsupportedOperatorError, match="condition computed at run time"):
-        check_op(tmp_path, "Loop", {"M": np.array(8, np.int64), "cond": np.array(True),
-                                    "acc0": RNG.standard_normal(2).astype(np.float32)},
-                 {"body": _loop_body(True)}, n_outputs=2, opset=16)
+def test_loop_with_a_run_time_condition_and_scan_outputs(tmp_path):
+    # once unsupported (it needed unrolling); the scan outputs are bounded outputs now
+    check_op(tmp_path, "Loop", {"M": np.array(8, np.int64), "cond": np.array(True),
+                                "acc0": RNG.standard_normal(2).astype(np.float32)},
+             {"body": _loop_body(True)}, n_outputs=2, opset=16)
 
 
 # -- Loop without scan outputs: a real loop in the plan (engine.ops.loops.lower_loop_in_place) --
