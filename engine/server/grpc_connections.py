@@ -9,7 +9,11 @@ with RESOURCE_EXHAUSTED and the caps' reason. Its end is not reported
 either, so when a cap is reached, before anyone is refused, the kernel's TCP
 table of this network namespace (/proc/self/net/tcp, tcp6) is read and the
 admitted peers no longer connected to the gRPC port give their places back
-(ConnectionCaps.reclaim): a closed connection never holds one. grpc's own
+(ConnectionCaps.reclaim): a closed connection holds one for at most
+RECLAIM_INTERVAL_S, the least time between two reads. A read holds the
+event loop ~10 ms on the dev VM (the kernel walks its whole TCP hash table
+for each file), so a refused client repeating its RPCs may cost the loop
+2% at most, not a read per RPC. grpc's own
 grpc.max_allowed_incoming_connections (the open-file cap) bounds the
 descriptors refused connections hold until their clients or
 limits.idle_timeout_s close them.
@@ -19,12 +23,14 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import time
 from pathlib import Path
 
 from engine.server.clientlimits import ConnectionCaps
 from engine.server.config import LimitsConfig
 
 _ESTABLISHED = "01"   # include/net/tcp_states.h: TCP_ESTABLISHED, as /proc/net/tcp prints it
+RECLAIM_INTERVAL_S = 0.5
 
 
 def peer_key(peer: str) -> tuple[str, int] | None:
@@ -80,6 +86,7 @@ class GrpcConnections:
         self.caps = caps
         self.port = 0                    # the gRPC port, once bound
         self._admitted: dict[tuple[str, int], str] = {}
+        self._read_at = -RECLAIM_INTERVAL_S
         caps.reclaim = self.reclaim
 
     def admit(self, peer: str, limits: LimitsConfig) -> str | None:
@@ -94,8 +101,10 @@ class GrpcConnections:
 
     def reclaim(self) -> None:
         """Give back the places of admitted connections that have closed."""
-        if not self._admitted:
+        now = time.monotonic()
+        if not self._admitted or now - self._read_at < RECLAIM_INTERVAL_S:
             return
+        self._read_at = now
         live = connected_peers(self.port)
         for key in [k for k in self._admitted if k not in live]:
             self.caps.release(self._admitted.pop(key))
