@@ -23,8 +23,9 @@ could still be met: a tight request is not sunk by the loose ones joining it.
 Merging must pay: a request of m items does not join a batch of n when the
 measured batch of n + m computes no faster than a batch of n and one of m
 run one after the other (ComputeTimes.joins: the median of each size, not
-the fitted line, which cannot see a conv net's batch of 16 computing slower
-per sample than two of 8 once its activations leave the cache). Then the
+the fitted line, which is straight; MobileNetV2's batch of 16 took 22% more
+CPU per sample in the server than two of 8 on one core, docs/PERFORMANCE.md
+session 9). Then the
 queue's order runs them one after the other: the first answers after c(n)
 instead of c(n + m), the second no later, and nothing is copied to join
 them. Where a size is not measured, or the merged size not in the last
