@@ -20,6 +20,18 @@ smaller one behind it, and so is one that would make the batch compute
 (expected c(size), below) past a deadline of a request already in it that
 could still be met: a tight request is not sunk by the loose ones joining it.
 
+Merging must pay: a request of m items does not join a batch of n when the
+measured batch of n + m computes no faster than a batch of n and one of m
+run one after the other (ComputeTimes.joins: the median of each size, not
+the fitted line, which is straight; MobileNetV2's batch of 16 took 22% more
+CPU per sample in the server than two of 8 on one core, docs/PERFORMANCE.md
+session 9). Then the
+queue's order runs them one after the other: the first answers after c(n)
+instead of c(n + m), the second no later, and nothing is copied to join
+them. Where a size is not measured, or the merged size not in the last
+REPROBE_RUNS batches, they merge: that is how its time is learnt, and
+relearnt when the host's load changes it.
+
 Size-aware: a request is large when its batch is >= LARGE_FRACTION of the
 model's max_batch_size. When a batch led by a large request leaves while
 small requests of its level are still queued, the next batch of that level
@@ -65,6 +77,8 @@ When to dispatch (the head's batch is not full):
   no wait at all before anything has been measured.
 - Either way, never past the point where the earliest deadline among the
   compatible requests would be missed: leave by deadline - c(n).
+- No wait at all when one more request of the head's size would not pay
+  to merge (ComputeTimes.joins, below).
 """
 
 from __future__ import annotations
@@ -86,6 +100,7 @@ RATE_SIGMAS = 2.0           # the adaptive window decides on the rate this many 
 AUTO_CAP_S = 0.01           # the adaptive window never exceeds 10 ms
 AUTO_SIZES = 64             # candidate batch sizes the adaptive window weighs beyond n
 LOWER_BOUND_MARGIN = 0.9    # measured compute times vary ~10% on a busy host: refuse only when clearly hopeless
+REPROBE_RUNS = 64           # batches after which a merged size that did not pay is tried (and timed) again
 
 
 class ArrivalRate:
@@ -138,6 +153,8 @@ class ComputeTimes:
     def __init__(self):
         self._runs: dict[int, deque] = {}
         self._median: dict[int, float] = {}
+        self._records = 0                       # batches recorded, for joins()' re-probe
+        self._last_run: dict[int, int] = {}     # size -> the value of _records when it last ran
         # (a: seconds per batch, k: seconds per item), fitted when first read
         # after a record: ~20 us of Python per fit, which a server with a
         # fixed window and no deadlines would otherwise pay on every batch.
@@ -150,6 +167,8 @@ class ComputeTimes:
         runs.append(seconds)
         self._median[items] = statistics.median(runs)
         self._line = None
+        self._records += 1
+        self._last_run[items] = self._records
 
     @property
     def fixed(self) -> float:
@@ -189,6 +208,19 @@ class ComputeTimes:
             return 0.0
         a, k = self._line or self._fit()
         return a + k * items
+
+    def joins(self, items: int, more: int) -> bool:
+        """Whether a batch of `items` should take `more` items (module
+        docstring, "Merging must pay"): no only when the three sizes are
+        measured, the merged one within the last REPROBE_RUNS batches, and
+        its median is no less than the other two's sum. (The fitted line
+        would not do for a size not measured: it is straight, so it puts
+        the merge at a tie or a gain wherever the measured sizes do not.)"""
+        merged = self._median.get(items + more)
+        apart = self._median.get(items), self._median.get(more)
+        if merged is None or None in apart or self._records - self._last_run[items + more] >= REPROBE_RUNS:
+            return True
+        return merged < apart[0] + apart[1]
 
     def lower_bound(self, items: int) -> float:
         """A batch holding `items` computes for at least this long: the fit
@@ -307,7 +339,8 @@ class BatchPolicy:
             self.window_s = 0.0
         elif self.batchable:
             items, earliest = self._company(head)
-            if items < self.target:
+            # No wait for company that would not pay to take (one more request of the head's size).
+            if items < self.target and self.compute.joins(items, head.batch):
                 leave = self._leave_at(head, items, earliest, now)
                 if now < leave:
                     return Decision(wait_until=leave)
@@ -421,7 +454,8 @@ class BatchPolicy:
                 if r.state != QUEUED:
                     continue
                 done_at = now + self.compute.estimate(items + r.batch)
-                if r.key == head.key and r.batch <= room and done_at <= due:
+                if (r.key == head.key and r.batch <= room and done_at <= due
+                        and self.compute.joins(items, r.batch)):
                     r.state = RUNNING
                     taken.append(r)
                     room -= r.batch

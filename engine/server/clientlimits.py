@@ -48,9 +48,15 @@ class ConnectionCaps:
         self._fd_cap = fd_connection_cap()
         self._refused = 0
         self._last_log = 0.0
+        # Called at a cap before refusing: a protocol that learns late that its
+        # connections closed (gRPC: engine.server.grpc_connections) gives their places back.
+        self.reclaim = None
 
     def admit(self, address: str, limits: LimitsConfig) -> str | None:
         cap = min(limits.max_connections, self._fd_cap)
+        if self.reclaim is not None and (self.total >= cap or self.per_client.get(address, 0)
+                                         >= limits.max_connections_per_client):
+            self.reclaim()
         if self.total >= cap:
             why = (f"{self.total} connections open, the limit is {cap} (limits.max_connections "
                    f"{limits.max_connections}, open-file limit less {FD_RESERVE}: {self._fd_cap})")

@@ -16,8 +16,11 @@ auth.open_health is set. Messages larger than limits.max_body are refused by
 grpc itself (RESOURCE_EXHAUSTED); a request held counts against
 limits.max_buffered_bytes (UNAVAILABLE when over); a connection carries at
 most 64 RPCs at once, and is closed after limits.idle_timeout_s idle.
-Connection counts (limits.max_connections*) are not applied: grpc does not
-show its connections to Python.
+Connections count against limits.max_connections and
+max_connections_per_client with HTTP's (engine.server.grpc_connections):
+the RPCs of one over a cap get RESOURCE_EXHAUSTED ("too many connections:
+..."), not HTTP's 503 (UNAVAILABLE, which a client's retry policy would
+retry at once on the same refused connection).
 
 Drain: ServerReady answers false from the moment the drain begins; when the
 HTTP listeners close, this server stops taking new RPCs and the ones in
@@ -32,8 +35,10 @@ import grpc
 from google.protobuf import json_format
 
 from engine import __version__
+from engine.server.clientlimits import fd_connection_cap
 from engine.server.errors import GRPC_CODES, ServeError
 from engine.server.grpc_codec import InferRequest, InferResponse, decode_request, encode_response
+from engine.server.grpc_connections import GrpcConnections
 from engine.server.grpc_stubs import load as load_stubs
 from engine.server import timing
 from engine.server.kserve import EXTENSIONS, OFFLOAD_BYTES, SHM_EXTENSION, param_int, trace_context
@@ -71,11 +76,14 @@ class GrpcFrontend:
         limits = self.state.config.limits
         # so_reuseport off: with it, a second engine on the same port would bind silently.
         # Per connection as the binary protocol: at most 64 requests in flight; idle ones closed.
+        # Connections: counted in run(); grpc's own cap keeps the refused ones within the open-file limit.
         self.server = grpc.aio.server(options=[("grpc.so_reuseport", 0),
                                                ("grpc.max_receive_message_length", limits.max_body),
                                                ("grpc.max_send_message_length", -1),
                                                ("grpc.max_concurrent_streams", 64),
-                                               ("grpc.max_connection_idle_ms", int(limits.idle_timeout_s * 1000))])
+                                               ("grpc.max_connection_idle_ms", int(limits.idle_timeout_s * 1000)),
+                                               ("grpc.max_allowed_incoming_connections", fd_connection_cap())])
+        self.connections = GrpcConnections(self.state.connection_caps)
         _add_servicer(self.pb2, pb2_grpc, _Servicer(self), self.server)
         self.port = None
 
@@ -87,6 +95,7 @@ class GrpcFrontend:
         else:
             self.port = self.server.add_insecure_port(address)
         await self.server.start()
+        self.connections.port = self.port
         return self.port
 
     async def stop(self, grace: float) -> None:
@@ -107,6 +116,9 @@ class GrpcFrontend:
         resp, status, message = None, 200, None
         st.in_flight += 1
         try:
+            refused = self.connections.admit(client, st.config.limits)
+            if refused is not None:
+                raise ServeError(f"too many connections: {refused}", status=429)
             principal = None
             if not (rpc in _OPEN_RPCS and st.config.auth.open_health):
                 principal = st.authenticate(metadata.get("authorization"), _peer_address(client))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import sys
 import threading
 
@@ -18,10 +19,12 @@ import tritonclient.grpc as grpcclient
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
+from engine.server.grpc_connections import connected_peers, peer_key
 from serve_support import free_port, metric, wait_for, wait_log, wait_queue_depth
 
 F, IN, OUT = 784, "input", "logits"   # the zoo MLP 784-512-512-10
 SECRET = b"grpc-test-secret-0123456789abcdef"
+PER_CLIENT = 4   # limits.max_connections_per_client of `shared`: the module's fixtures hold at most 2
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +50,8 @@ def int64_model(tmp_path_factory):
 def shared(module_serve_factory, zoo_mlp, int64_model):
     return module_serve_factory([{"name": "mlp", "path": str(zoo_mlp.path), "max_batch_size": 8},
                                  {"name": "ids", "path": str(int64_model), "max_batch_size": 4}],
-                                grpc_port=free_port(), limits={"max_body": 1 << 20})
+                                grpc_port=free_port(), limits={"max_body": 1 << 20,
+                                                               "max_connections_per_client": PER_CLIENT})
 
 
 @pytest.fixture(scope="module")
@@ -188,6 +192,75 @@ def test_errors_are_status_codes_with_http_messages(shared, client, stub):
     err = _error(client.get_cuda_shared_memory_status)
     assert err.status() == "StatusCode.UNIMPLEMENTED" and "CUDA shared memory is not supported" in err.message()
     assert client.is_server_live()
+
+
+def test_connections_count_against_the_caps_with_http(shared, client):
+    """limits.max_connections_per_client counts gRPC connections with HTTP's:
+    past it, a new connection's RPCs get RESOURCE_EXHAUSTED and HTTP 503;
+    closing one gives its place back to the refused connection."""
+    port = shared.config["grpc_port"]
+    x = np.ones((1, F), np.float32)
+
+    def answers(c) -> bool:
+        inp = grpcclient.InferInput(IN, [1, F], "FP32")
+        inp.set_data_from_numpy(x)
+        try:
+            return c.infer("mlp", [inp]).as_numpy(OUT).shape == (1, 10)
+        except InferenceServerException as exc:
+            if "too many connections" not in exc.message():
+                raise
+            return False
+
+    assert client.is_server_live()                  # the module's connections count too
+    before = connected_peers(port)
+    opened, refused = [], None
+    try:
+        for _ in range(PER_CLIENT + 1):
+            # each client on a connection of its own (grpc shares one between equal channels by default)
+            c = grpcclient.InferenceServerClient(f"127.0.0.1:{port}",
+                                                 channel_args=[("grpc.use_local_subchannel_pool", 1)])
+            opened.append(c)
+            if not answers(c):
+                refused = c
+                break
+        assert refused is not None and len(opened) <= PER_CLIENT
+        err = _error(refused.is_server_live)
+        assert err.status() == "StatusCode.RESOURCE_EXHAUSTED"
+        assert f"connections open from 127.0.0.1, the limit is {PER_CLIENT} (limits.max_connections_per_client)" \
+            in err.message()
+        status, body, _ = shared.get("/v2/health/live")       # HTTP sees the same count
+        assert status == 503 and b"too many connections" in body
+        opened[0].close()
+        wait_for(lambda: answers(refused), "the refused connection to take the closed one's place")
+    finally:
+        for c in opened:
+            c.close()
+    # The closed connections' places come back at the next read of the kernel's table, at most
+    # RECLAIM_INTERVAL_S after the last: the module's other tests find theirs.
+    wait_for(lambda: connected_peers(port) <= before, "the closed gRPC connections to end")
+    wait_for(lambda: shared.get("/v2/health/live")[0] == 200, "HTTP to be admitted again")
+
+
+@pytest.mark.parametrize("family,host", [(socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")])
+def test_connected_peers_reads_the_kernels_table(family, host):
+    """grpc_connections.connected_peers: the clients connected to a port, as
+    grpc names its peers; a closed connection is gone from it."""
+    try:
+        listener = socket.socket(family)
+        listener.bind((host, 0))
+    except OSError:
+        pytest.skip(f"no {host} here")
+    with listener:
+        listener.listen()
+        port = listener.getsockname()[1]
+        with socket.create_connection((host, port)) as conn:
+            accepted, _ = listener.accept()
+            mine = conn.getsockname()[1]
+            assert connected_peers(port) == {(host, mine)}
+            assert peer_key(f"ipv{4 if family == socket.AF_INET else 6}:{'[::1]' if ':' in host else host}:{mine}") \
+                == (host, mine)
+            accepted.close()
+        assert connected_peers(port) == set()
 
 
 def test_metrics_and_log_carry_protocol_and_trace(shared, client):
