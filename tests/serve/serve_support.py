@@ -135,10 +135,22 @@ def startup_error(tmp_path: Path, engine: dict) -> str:
     return err
 
 
+# Ports this process handed out. The kernel may give a just-released port
+# again on the next bind, so two free_port() calls for one server's http and
+# grpc ports once returned the same number (and the server refused to start).
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free on 127.0.0.1 now and never returned before by this process."""
+    for _ in range(1000):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
+    raise RuntimeError("no fresh free port on 127.0.0.1 after 1000 tries")
 
 
 def ports_free_on(addresses, count: int) -> list[int]:
