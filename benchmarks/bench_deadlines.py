@@ -2,7 +2,8 @@
 (20% at 3x the model's batch-1 compute time, 80% at 20x) in three arrival
 patterns (steady Poisson, bursty on/off, sine-modulated), against the same
 model served with fixed batch windows (0, 500 us, 2 ms) and the adaptive one
-(auto), plus auto with queue_order: fifo for the EDF-vs-FIFO comparison.
+(auto), plus auto with queue_order: fifo, and window 0 with batching off in
+both orders, for the EDF-vs-FIFO comparison.
 Per cell: the fraction of requests answered within their deadline, the
 fraction of the tight (3x) ones, and p99 latency from each request's
 scheduled time (answers of every status). "Compute time" here is the
@@ -12,7 +13,7 @@ a fraction of it, and deadlines and load set from the bare compute time
 would be met or missed by the host's noise alone.
 
     .venv/bin/python benchmarks/bench_deadlines.py             # ~5 minutes on a quiet 2-core host
-    .venv/bin/python benchmarks/bench_deadlines.py --simulate  # the policy alone, deterministic, ~30 s
+    .venv/bin/python benchmarks/bench_deadlines.py --simulate  # the policy alone, deterministic, ~1 minute
     .venv/bin/python benchmarks/bench_deadlines.py --timer     # sub-ms wait accuracy vs a loop timer, ~2 s
 
 The model is the serving tests' kernel MLP (tests/serve/kernel_mlp.py, run
@@ -23,21 +24,30 @@ where a batch window pays. Load is relative to the batch-1 capacity
 one thread. Requests go over one binary-protocol connection (pipelined; the
 deadline travels as timeout_us), so the client adds no connection set-up.
 
-The benchmark's own noise: p99 of a few hundred requests is the third-
-slowest answer, and a shared host drifts by more than the windows differ.
-So each cell (pattern x window) gets --requests in total (default 3000),
-cut into --repeats repeats (default 5) with their own seeded arrivals and
-deadlines; each repeat runs every window once on the same arrivals, in an
-order rotated from one repeat to the next, so drift hits all windows alike.
-Each repeat's load and deadlines scale from the service time measured
-just before it.
-Per cell: the median p99 over repeats with its range, and the p99 of all
-repeats pooled. Per pattern (the summary table, to paste): auto's p99 over
-the best fixed window's (best by pooled p99) per repeat (paired: the same
-moments) and pooled with a 90% bootstrap interval, the Must's verdict
-(met / missed / not decided), the EDF-minus-FIFO deadline-met fraction
-per repeat, and the mean batch size (near 1: no queue formed, so EDF and
-FIFO ran the same order).
+The benchmark's own noise: a shared host drifts by more than the windows
+differ (the service time of one request moved 4-24 ms between repeats of one
+pattern on the loaded dev VM), and p99 of a few hundred requests is the
+third-slowest answer. So each cell (pattern x window) gets --requests in
+total (default 2100), cut into --repeats repeats (default 7: one full
+rotation of the 7 cells) of their own seeded arrivals and deadlines,
+started at phases rotated through the pattern's cycle; each repeat runs
+every window once on the same arrivals, in an order rotated from one repeat
+to the next. Each repeat's load and deadlines scale from the service time
+measured just before it.
+Per cell: the median p99 over repeats with its range, the p99 of all
+repeats pooled, the mean batch size, and what the window cost (batches held
+back, their mean added wait: the policy's window_waits / window_waited_us).
+Per pattern (the summary table, to paste): auto's p99 over the best fixed
+window's, paired per repeat -- their geometric mean is the ratio the Must's
+verdict (met / missed / not decided) is read from, with a 90% interval from
+drawing repeats (repeat_ratio, bootstrap_ratio) -- how many repeats the
+verdict needed, the EDF-minus-FIFO deadline-met fraction per repeat on the
+auto window and with batching off, and the mean batch size (near 1: no queue
+formed, so EDF and FIFO ran the same order).
+After the tables, per pattern: auto's live fit and, per repeat, the share of
+batches it held back live against the simulation of the same arrivals with
+that fit (mirror): where the two differ, the live decisions are not the
+policy's alone.
 """
 
 from __future__ import annotations
@@ -564,8 +574,8 @@ def timer_accuracy(rounds: int = 200) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--timer", action="store_true", help="only the sub-ms wait accuracy vs a loop timer (~2 s)")
-    ap.add_argument("--requests", type=int, default=3000, help="requests per cell (pattern x window), all repeats")
-    ap.add_argument("--repeats", type=int, default=5,
+    ap.add_argument("--requests", type=int, default=2100, help="requests per cell (pattern x window), all repeats")
+    ap.add_argument("--repeats", type=int, default=7,
                     help="repeats per cell, each window's interleaved with the others' (rotated order)")
     ap.add_argument("--load", type=float, default=0.8, help="arrival rate / batch-1 capacity")
     ap.add_argument("--compute-ms", type=float, default=4.0, help="batch-1 compute time of the model")
