@@ -10,38 +10,22 @@ import sys
 import numpy as np
 import pytest
 
-from engine.server.batching import QUEUED, BatchPolicy
+from engine.server.batching import BatchPolicy
 from serve_support import REPO
+from test_batching_policy import Clock, Req
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 from bench_deadlines import WINDOWS, bootstrap_ratio, pattern_summary, settled_after, summarize, verdict  # noqa: E402
-
-KEY = (("x", "<f4", (16,)),)
-
-
-class Clock:
-    def __init__(self):
-        self.t = 100.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
-class Req:
-    def __init__(self, clock: Clock):
-        self.batch, self.key, self.priority, self.deadline = 1, KEY, 1, None
-        self.arrival = clock()
-        self.state = QUEUED
 
 
 def test_a_held_back_batch_counts_the_wait_added_once_the_instance_was_free():
     clock = Clock()
     p = BatchPolicy(levels=1, max_batch=8, batchable=True, delay_us=500, clock=clock)
     p.compute.record(1, 0.001)
-    first = Req(clock)
+    first = Req(clock, "r")
     p.add(first)
     assert p.decide().batch == [first]          # sequential: no wait, nothing counted
-    p.add(Req(clock))                           # arrives while the first runs
+    p.add(Req(clock, "r"))                      # arrives while the first runs
     clock.t += 0.0002
     p.finished([first], 0.0002)
     d = p.decide()
@@ -58,8 +42,8 @@ def test_window_zero_never_counts_a_wait():
     clock = Clock()
     p = BatchPolicy(levels=1, max_batch=8, batchable=True, delay_us=0, clock=clock)
     for _ in range(5):
-        p.add(Req(clock))
-        p.add(Req(clock))
+        p.add(Req(clock, "r"))
+        p.add(Req(clock, "r"))
         d = p.decide()
         clock.t += 0.001
         p.finished(d.batch, 0.001)
