@@ -2,7 +2,8 @@
 (20% at 3x the model's batch-1 compute time, 80% at 20x) in three arrival
 patterns (steady Poisson, bursty on/off, sine-modulated), against the same
 model served with fixed batch windows (0, 500 us, 2 ms) and the adaptive one
-(auto), plus auto with queue_order: fifo for the EDF-vs-FIFO comparison.
+(auto), plus auto with queue_order: fifo, and window 0 with batching off in
+both orders, for the EDF-vs-FIFO comparison.
 Per cell: the fraction of requests answered within their deadline, the
 fraction of the tight (3x) ones, and p99 latency from each request's
 scheduled time (answers of every status). "Compute time" here is the
@@ -12,7 +13,7 @@ a fraction of it, and deadlines and load set from the bare compute time
 would be met or missed by the host's noise alone.
 
     .venv/bin/python benchmarks/bench_deadlines.py             # ~5 minutes on a quiet 2-core host
-    .venv/bin/python benchmarks/bench_deadlines.py --simulate  # the policy alone, deterministic, ~30 s
+    .venv/bin/python benchmarks/bench_deadlines.py --simulate  # the policy alone, deterministic, ~1 minute
     .venv/bin/python benchmarks/bench_deadlines.py --timer     # sub-ms wait accuracy vs a loop timer, ~2 s
 
 The model is the serving tests' kernel MLP (tests/serve/kernel_mlp.py, run
@@ -23,21 +24,30 @@ where a batch window pays. Load is relative to the batch-1 capacity
 one thread. Requests go over one binary-protocol connection (pipelined; the
 deadline travels as timeout_us), so the client adds no connection set-up.
 
-The benchmark's own noise: p99 of a few hundred requests is the third-
-slowest answer, and a shared host drifts by more than the windows differ.
-So each cell (pattern x window) gets --requests in total (default 3000),
-cut into --repeats repeats (default 5) with their own seeded arrivals and
-deadlines; each repeat runs every window once on the same arrivals, in an
-order rotated from one repeat to the next, so drift hits all windows alike.
-Each repeat's load and deadlines scale from the service time measured
-just before it.
-Per cell: the median p99 over repeats with its range, and the p99 of all
-repeats pooled. Per pattern (the summary table, to paste): auto's p99 over
-the best fixed window's (best by pooled p99) per repeat (paired: the same
-moments) and pooled with a 90% bootstrap interval, the Must's verdict
-(met / missed / not decided), the EDF-minus-FIFO deadline-met fraction
-per repeat, and the mean batch size (near 1: no queue formed, so EDF and
-FIFO ran the same order).
+The benchmark's own noise: a shared host drifts by more than the windows
+differ (the service time of one request moved 4-24 ms between repeats of one
+pattern on the loaded dev VM), and p99 of a few hundred requests is the
+third-slowest answer. So each cell (pattern x window) gets --requests in
+total (default 2100), cut into --repeats repeats (default 7: one full
+rotation of the 7 cells) of their own seeded arrivals and deadlines,
+started at phases rotated through the pattern's cycle; each repeat runs
+every window once on the same arrivals, in an order rotated from one repeat
+to the next. Each repeat's load and deadlines scale from the service time
+measured just before it.
+Per cell: the median p99 over repeats with its range, the p99 of all
+repeats pooled, the mean batch size, and what the window cost (batches held
+back, their mean added wait: the policy's window_waits / window_waited_us).
+Per pattern (the summary table, to paste): auto's p99 over the best fixed
+window's, paired per repeat -- their geometric mean is the ratio the Must's
+verdict (met / missed / not decided) is read from, with a 90% interval from
+drawing repeats (repeat_ratio, bootstrap_ratio) -- how many repeats the
+verdict needed, the EDF-minus-FIFO deadline-met fraction per repeat on the
+auto window and with batching off, and the mean batch size (near 1: no queue
+formed, so EDF and FIFO ran the same order).
+After the tables, per pattern: auto's live fit and, per repeat, the share of
+batches it held back live against the simulation of the same arrivals with
+that fit (mirror): where the two differ, the live decisions are not the
+policy's alone.
 """
 
 from __future__ import annotations
@@ -70,11 +80,20 @@ WINDOWS = {"0": 0, "500us": 500, "2ms": 2000, "auto": "auto"}
 
 
 # ---- load ------------------------------------------------------------------------
-def arrivals(pattern: str, rate: float, n: int, rng: random.Random) -> list[float]:
+PERIOD_S = {"steady": 1.0, "bursty": 0.2, "sine": 1.0}
+
+
+def arrivals(pattern: str, rate: float, n: int, rng: random.Random, phase: float = 0.0) -> list[float]:
     """n arrival offsets (s) with mean rate `rate`: steady = Poisson; bursty =
     Poisson at 4x the rate for the first quarter of every 200 ms, silent
-    otherwise; sine = Poisson whose rate swings +-80% over 1 s (thinning)."""
-    out, t = [], 0.0
+    otherwise; sine = Poisson whose rate swings +-80% over 1 s (thinning).
+    `phase` (a fraction of the period) is where in its cycle the load
+    starts: repeats shorter than a few periods, started at rotated phases,
+    cover the cycle evenly between them."""
+    if pattern not in PERIOD_S:
+        raise ValueError(f"unknown arrival pattern {pattern!r} (steady, bursty, sine)")
+    start = t = phase * PERIOD_S[pattern]
+    out = []
     if pattern == "steady":
         while len(out) < n:
             t += rng.expovariate(rate)
@@ -93,9 +112,7 @@ def arrivals(pattern: str, rate: float, n: int, rng: random.Random) -> list[floa
             t += rng.expovariate(peak)
             if rng.random() < rate * (1 + 0.8 * math.sin(2 * math.pi * t)) / peak:
                 out.append(t)
-    else:
-        raise ValueError(f"unknown arrival pattern {pattern!r} (steady, bursty, sine)")
-    return out
+    return [a - start for a in out]
 
 
 def deadlines(n: int, compute_s: float, rng: random.Random) -> list[float]:
@@ -202,7 +219,7 @@ def simulate(window, times: list[float], limits: list[float], compute, *, edf: b
     noise = random.Random(seed)
     reqs = [_SimRequest(t, lim) for t, lim in zip(times, limits)]
     queued: list[_SimRequest] = []
-    running, ends, i, wait_until, batches = [], None, 0, None, 0
+    running, ends, i, wait_until, batches, ran = [], None, 0, None, 0, 0
     while i < len(reqs) or queued or running:
         t = now[0]
         for r in [r for r in queued if r.state != QUEUED or r.deadline <= t]:
@@ -226,6 +243,7 @@ def simulate(window, times: list[float], limits: list[float], compute, *, edf: b
             if d.batch:
                 running, start = d.batch, t
                 batches += 1
+                ran += len(d.batch)
                 ends = t + compute(sum(r.batch for r in d.batch)) * run_noise(noise_kind, noise)
                 continue
             if d.hopeless:
@@ -238,11 +256,17 @@ def simulate(window, times: list[float], limits: list[float], compute, *, edf: b
         now[0] = max(t, min(events))
     raw = [(200, r.answered - r.arrival) if r.answered is not None and r.answered < r.deadline
            else (504, r.deadline - r.arrival) for r in reqs]
-    one = {"raw": raw, "limits": list(limits), "batches": batches}
+    one = {"raw": raw, "limits": list(limits), "batches": batches, "ran": ran, "waits": policy.waits, "waited_s": policy.waited_s}
     return summarize([one]) | one
 
 
-CELLS = [(k, v, True) for k, v in WINDOWS.items()] + [("fifo-auto", "auto", False)]  # (label, window, edf)
+# (label, window, edf, max batch: None = --max-batch). The last two compare
+# the orders alone, batching off: with batches of up to 8 a queue of eight or
+# fewer runs as one batch whatever its order, so at 80% load EDF and FIFO on
+# the auto window rarely differ (steady, sine); one at a time, a queue forms
+# and its order decides who meets a deadline.
+CELLS = ([(k, v, True, None) for k, v in WINDOWS.items()] + [("fifo-auto", "auto", False, None)]
+         + [("edf-b1", 0, True, 1), ("fifo-b1", 0, False, 1)])
 
 
 def report_pattern(pattern: str, service_ms: str, reps: dict[str, list[dict]], batches: dict[str, float]) -> dict:
@@ -251,13 +275,21 @@ def report_pattern(pattern: str, service_ms: str, reps: dict[str, list[dict]], b
         pooled = summarize(rs)
         print(f"| {pattern} | {service_ms} | {label} | {pooled['met']:.3f} | {pooled['tight_met']:.3f} | "
               f"{pooled['p50_ms']:.1f} | {_spread([r['p99_ms'] for r in rs], '.1f')} | {pooled['p99_ms']:.1f} | "
-              f"{batches[label]:.2f} |", flush=True)
+              f"{batches[label]:.2f} | {_waited(rs)} |", flush=True)
     return pattern_summary(pattern, reps, batches)
 
 
+def _waited(rs: list[dict]) -> str:
+    """How many batches the window held back, and their mean added wait (the
+    policy's window_waits / window_waited_us over the cell's repeats)."""
+    waits, batches = sum(r["waits"] for r in rs), sum(r["batches"] for r in rs)
+    mean_us = sum(r["waited_s"] for r in rs) / waits * 1e6 if waits else 0.0
+    return f"{waits / max(1, batches):.1%}, {mean_us:.0f}"
+
+
 CELL_HEADER = ("| pattern | service ms (per repeat) | window | met | tight met | p50 ms "
-               "| p99 ms: median of repeats [range] | p99 ms pooled | mean batch |\n"
-               "|---|---|---|---|---|---|---|---|---|")
+               "| p99 ms: median of repeats [range] | p99 ms pooled | mean batch | batches held back, mean wait us |\n"
+               "|---|---|---|---|---|---|---|---|---|---|")
 
 
 def simulated_table(args) -> None:
@@ -276,16 +308,17 @@ def simulated_table(args) -> None:
     print(CELL_HEADER)
     rows = []
     for pattern in args.patterns.split(","):
-        reps: dict[str, list] = {label: [] for label, _, _ in CELLS}
+        reps: dict[str, list] = {label: [] for label, _, _, _ in CELLS}
         for k in range(args.repeats):
             rng = random.Random(f"{args.seed}-{pattern}-{k}")
-            times = arrivals(pattern, rate, per_rep, rng)
+            times = arrivals(pattern, rate, per_rep, rng, phase=k / args.repeats)
             limits = deadlines(per_rep, compute(1), rng)
-            for label, value, edf in CELLS:
+            for label, value, edf, max_batch in CELLS:
                 reps[label].append(simulate(None if value == "auto" else value, times, limits, compute, edf=edf,
-                                            max_batch=args.max_batch, noise_kind=args.sim_noise,
+                                            max_batch=max_batch or args.max_batch, noise_kind=args.sim_noise,
                                             seed=args.seed * 1000 + k))
-        batches = {label: len(rs) * per_rep / sum(r["batches"] for r in rs) for label, rs in reps.items()}
+        # Requests run per batch (refused ones ran in none), as the live server's stats count them.
+        batches = {label: sum(r["ran"] for r in rs) / sum(r["batches"] for r in rs) for label, rs in reps.items()}
         rows.append(report_pattern(pattern, f"{compute(1) * 1e3:.2f}", reps, batches))
     print_summary(rows, args.repeats)
 
@@ -356,22 +389,87 @@ def model_counts(port: int, model: str) -> tuple[int, int]:
     return s["inference_count"], s["execution_count"]
 
 
+def mirror(fit_us: dict, window, times: list[float], limits: list[float], max_batch: int, seed: int) -> dict:
+    """The simulation on a live repeat's own arrivals and deadlines, its
+    compute the line the live auto window had fitted by the repeat's end
+    (mild noise): what the policy decides when the host's noise is left out."""
+    fixed, per_item = fit_us["fixed"] / 1e6, fit_us["per_item"] / 1e6
+    return simulate(window, times, limits, lambda b: fixed + per_item * b, max_batch=max_batch, seed=seed)
+
+
+def compare_mirrored(pattern: str, live: dict[str, list[dict]], sim: dict[str, list[dict]]) -> str:
+    """Live against mirrored: the share of batches auto held back and auto's
+    p99 over window 0's, per repeat -- where the policy's decisions differ
+    live (a noisy fit, a lagging rate, late timers) from what it decides on
+    the same arrivals without the host."""
+    def held(r):
+        return f"{r['waits'] / max(1, r['batches']):.0%}"
+
+    def ratio(cells, k):
+        return f"{cells['auto'][k]['p99_ms'] / cells['0'][k]['p99_ms']:.2f}"
+    reps = range(len(sim["auto"]))
+    return (f"{pattern}: auto held back live {[held(live['auto'][k]) for k in reps]}, simulated on the same "
+            f"arrivals with its live fit {[held(sim['auto'][k]) for k in reps]}; p99 auto / window 0 live "
+            f"{[ratio(live, k) for k in reps]}, simulated {[ratio(sim, k) for k in reps]}")
+
+
+def window_counts(port: int, model: str) -> tuple[int, float]:
+    """(batches its window held back, seconds they waited in all) so far."""
+    s = health(port)["models"][model]["scheduler"]
+    return s["window_waits"], s["window_waited_us"] / 1e6
+
+
 def _spread(values: list[float], fmt: str = ".2f") -> str:
     """median [min-max] of repeats."""
     return f"{statistics.median(values):{fmt}} [{min(values):{fmt}}..{max(values):{fmt}}]"
 
 
-def bootstrap_ratio(num: list[np.ndarray], den: list[np.ndarray], rounds: int = 1000, seed: int = 0) -> tuple:
-    """90% interval of p99(num) / p99(den) over all repeats pooled, both
-    resampled within each repeat (so drift between repeats is kept as it was,
-    and the interval says how much the ratio owes to which requests happened
-    to be slow)."""
-    rng = np.random.default_rng(seed)
+def repeat_ratio(p99s: dict[str, np.ndarray], fixed: list[str]) -> np.ndarray:
+    """auto's p99 over the best fixed window's, each repeat paired with
+    itself: the geometric mean over repeats of p99(auto) / p99(best), the
+    best being the fixed window with the lowest geometric mean p99.
+    `p99s[label]` holds one p99 per repeat (the last axis; leading axes:
+    bootstrap rounds). Paired, a slow stretch of the host scales every
+    window's p99 in that repeat alike and cancels; pooled over repeats
+    instead, p99 is the tail of the slowest repeats alone."""
+    mean_log = {k: np.log(v).mean(axis=-1) for k, v in p99s.items()}
+    best = np.min([mean_log[f] for f in fixed], axis=0)
+    return np.exp(mean_log["auto"] - best)
 
-    def resampled(blocks):
-        return np.concatenate([b[rng.integers(0, len(b), (rounds, len(b)))] for b in blocks], axis=1)
-    ratios = np.percentile(resampled(num), 99, axis=1) / np.percentile(resampled(den), 99, axis=1)
+
+def bootstrap_ratio(lat: dict[str, list[np.ndarray]], fixed: list[str], rounds: int = 2000, seed: int = 0) -> tuple:
+    """90% interval of repeat_ratio: each round draws repeats with
+    replacement -- the same draw for every window, which ran those repeats at
+    the same moments -- and picks the best fixed window again (picking the
+    lowest of three noisy cells is part of what the ratio owes to chance).
+    Repeats, not requests, are what is drawn: a repeat's p99 already carries
+    the noise of its requests, and resampling them as well would count it
+    twice."""
+    rng = np.random.default_rng(seed)
+    reps = len(lat["auto"])
+    drawn = rng.integers(0, reps, (rounds, reps))
+    p99s = {label: np.array([np.percentile(b, 99) for b in lat[label]])[drawn] for label in list(fixed) + ["auto"]}
+    ratios = repeat_ratio(p99s, fixed)
     return float(np.percentile(ratios, 5)), float(np.percentile(ratios, 95))
+
+
+def settled_after(s: dict, lat: dict[str, list[np.ndarray]], fixed: list[str]) -> int | None:
+    """The fewest leading repeats from which on the verdict is the final
+    one at every count (None: not decided with all of them): how many
+    repeats this cell needed, for sizing --repeats."""
+    final = verdict(s)
+    if final == "not decided":
+        return None
+    need = len(s["paired"])
+    for k in range(len(s["paired"]) - 1, 1, -1):
+        head = {label: blocks[:k] for label, blocks in lat.items() if label in fixed or label == "auto"}
+        p99s = {label: np.array([np.percentile(b, 99) for b in blocks]) for label, blocks in head.items()}
+        best = min(fixed, key=lambda f: np.log(p99s[f]).mean())
+        sub = {"paired": list(p99s["auto"] / p99s[best]), "ci": bootstrap_ratio(head, fixed)}
+        if verdict(sub) != final:
+            break
+        need = k
+    return need
 
 
 MUST_RATIO = 1.10   # the issue's Must: auto within 10% of the best fixed window's p99
@@ -382,22 +480,26 @@ def pattern_summary(pattern: str, reps: dict[str, list[dict]], batches: dict[str
     interleaved with the others', on the same arrivals): auto against the
     best fixed window (the lowest p99 of all its repeats pooled) -- per
     repeat (paired: the same moments) and pooled with a bootstrap interval
-    (which leaves out that the best is picked from three noisy cells: a
-    bias towards the fixed windows) -- and EDF against
+    over repeats and requests (bootstrap_ratio) -- and EDF against
     FIFO (both on the auto window) in deadline-met fraction, per repeat."""
     fixed = [k for k in WINDOWS if k != "auto"]
     lat = {k: [np.array([x for _, x in r["raw"]]) for r in reps[k]] for k in reps}
     p99 = {k: float(np.percentile(np.concatenate(lat[k]), 99)) * 1e3 for k in reps}
-    best = min(fixed, key=lambda k: p99[k])
+    p99s = {k: np.array([r["p99_ms"] for r in reps[k]]) for k in list(fixed) + ["auto"]}
+    best = min(fixed, key=lambda k: np.log(p99s[k]).mean())
     paired = [a["p99_ms"] / b["p99_ms"] for a, b in zip(reps["auto"], reps[best])]
     pooled = p99["auto"] / p99[best]
-    lo, hi = bootstrap_ratio(lat["auto"], lat[best])
+    ratio = float(repeat_ratio(p99s, fixed))
+    lo, hi = bootstrap_ratio(lat, fixed)
     edf_gain = [a["met"] - f["met"] for a, f in zip(reps["auto"], reps["fifo-auto"])]
     tight_gain = [a["tight_met"] - f["tight_met"] for a, f in zip(reps["auto"], reps["fifo-auto"])]
-    return {"pattern": pattern, "best": best, "best_p99": p99[best], "auto_p99": p99["auto"], "paired": paired,
-            "pooled": pooled, "ci": (lo, hi), "edf_gain": edf_gain, "tight_gain": tight_gain,
+    b1_gain = [a["met"] - f["met"] for a, f in zip(reps.get("edf-b1", []), reps.get("fifo-b1", []))]
+    return {"b1_gain": b1_gain, "b1_tight_gain": [a["tight_met"] - f["tight_met"] for a, f in
+                                                  zip(reps.get("edf-b1", []), reps.get("fifo-b1", []))],
+            "pattern": pattern, "best": best, "best_p99": p99[best], "auto_p99": p99["auto"], "paired": paired,
+            "pooled": pooled, "ratio": ratio, "ci": (lo, hi), "edf_gain": edf_gain, "tight_gain": tight_gain,
             "edf_wins": sum(g > 0 for g in edf_gain), "fifo_wins": sum(g < 0 for g in edf_gain),
-            "batch_auto": batches["auto"], "batch_fifo": batches["fifo-auto"]}
+            "batch_auto": batches["auto"], "batch_fifo": batches["fifo-auto"], "lat": lat, "fixed": fixed}
 
 
 def verdict(s: dict) -> str:
@@ -413,18 +515,24 @@ def verdict(s: dict) -> str:
 def print_summary(rows: list[dict], repeats: int) -> None:
     print(f"\n## Summary ({repeats} interleaved repeats per cell; ratios: auto p99 / best fixed window's p99; "
           f"Must <= {MUST_RATIO:.2f})\n")
-    print("| pattern | best fixed | p99 ms pooled, auto / best | ratio per repeat: median [range] "
-          "| pooled ratio [90% CI] | Must | EDF - FIFO met: median [range] | tight: median [range] "
-          "| repeats EDF > / < FIFO | mean batch auto / fifo |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| pattern | best fixed | p99 ms pooled, auto / best (ratio) | ratio per repeat: median [range] "
+          "| paired ratio [90% CI] | Must | repeats it needed | EDF - FIFO met: median [range] | tight: median [range] "
+          "| repeats EDF > / < FIFO | mean batch auto / fifo | batching off: EDF - FIFO met | tight |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for s in rows:
-        print(f"| {s['pattern']} | {s['best']} | {s['auto_p99']:.1f} / {s['best_p99']:.1f} | {_spread(s['paired'])} "
-              f"| {s['pooled']:.2f} [{s['ci'][0]:.2f}..{s['ci'][1]:.2f}] | {verdict(s)} "
+        need = settled_after(s, s["lat"], s["fixed"])
+        print(f"| {s['pattern']} | {s['best']} | {s['auto_p99']:.1f} / {s['best_p99']:.1f} ({s['pooled']:.2f}) "
+              f"| {_spread(s['paired'])} | {s['ratio']:.2f} [{s['ci'][0]:.2f}..{s['ci'][1]:.2f}] | {verdict(s)} | {need or '-'} "
               f"| {_spread(s['edf_gain'], '+.3f')} | {_spread(s['tight_gain'], '+.3f')} "
-              f"| {s['edf_wins']} / {s['fifo_wins']} | {s['batch_auto']:.2f} / {s['batch_fifo']:.2f} |")
-    print("\nMust: 'met' when the pooled ratio's 90% interval lies at or below it and most repeats are; "
-          "'missed' when the interval and most repeats lie above it. A mean batch near 1 means queues rarely formed: "
-          "EDF and FIFO then run the same order.")
+              f"| {s['edf_wins']} / {s['fifo_wins']} | {s['batch_auto']:.2f} / {s['batch_fifo']:.2f} "
+              f"| {_spread(s['b1_gain'], '+.3f') if s['b1_gain'] else '-'} "
+              f"| {_spread(s['b1_tight_gain'], '+.3f') if s['b1_gain'] else '-'} |")
+    print("\nPaired ratio: the geometric mean over repeats of auto's p99 over the best fixed window's in the same "
+          "repeat (best: the lowest geometric mean p99). Must: 'met' when its 90% interval (repeats resampled, the "
+          "best fixed window re-picked) lies at or below it and most repeats are; 'missed' when the interval and most repeats "
+          "lie above it. 'repeats it needed': the fewest leading repeats from which on the verdict stayed the final "
+          "one. A mean batch near 1 means queues rarely formed: EDF and FIFO then run the same order; 'batching off': "
+          "window 0, batches of one (edf-b1, fifo-b1), where the order alone decides.")
 
 
 async def wait_errors(rounds: int) -> dict[str, list[float]]:
@@ -468,8 +576,8 @@ def timer_accuracy(rounds: int = 200) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--timer", action="store_true", help="only the sub-ms wait accuracy vs a loop timer (~2 s)")
-    ap.add_argument("--requests", type=int, default=3000, help="requests per cell (pattern x window), all repeats")
-    ap.add_argument("--repeats", type=int, default=5,
+    ap.add_argument("--requests", type=int, default=2100, help="requests per cell (pattern x window), all repeats")
+    ap.add_argument("--repeats", type=int, default=7,
                     help="repeats per cell, each window's interleaved with the others' (rotated order)")
     ap.add_argument("--load", type=float, default=0.8, help="arrival rate / batch-1 capacity")
     ap.add_argument("--compute-ms", type=float, default=4.0, help="batch-1 compute time of the model")
@@ -499,6 +607,8 @@ def main(argv=None) -> int:
                 "max_queue_size": 4096}
         models = [{"name": f"w{k}", "max_queue_delay_us": v, **base} for k, v in WINDOWS.items()]
         models.append({"name": "fifo-auto", "max_queue_delay_us": "auto", "queue_order": "fifo", **base})
+        for name, order in (("edf-b1", "edf"), ("fifo-b1", "fifo")):
+            models.append({**base, "name": name, "max_queue_delay_us": 0, "queue_order": order, "max_batch_size": 1})
         calibrate = {**base, "name": "calibrate", "max_batch_size": 1}
         proc, http, port = start_server(tmp, models + [calibrate])
         began = time.monotonic()
@@ -511,11 +621,11 @@ def main(argv=None) -> int:
                   f"load {args.load:.0%} of batch-1 capacity, {per_rep * args.repeats} requests per cell in "
                   f"{args.repeats} interleaved repeats, load average {os.getloadavg()[0]:.1f} at the start\n")
             print(CELL_HEADER)
-            rows = []
+            rows, diagnostics = [], []
             for pattern in args.patterns.split(","):
                 reps: dict[str, list] = {m["name"]: [] for m in models}
                 counts = {m["name"]: [0, 0] for m in models}
-                services = []
+                services, fits, mirrored = [], [], {"0": [], "auto": []}
                 for k in range(args.repeats):
                     # Load and deadlines scale with what the server achieves now
                     # (a shared host's speed drifts with other jobs, within a
@@ -524,20 +634,29 @@ def main(argv=None) -> int:
                     compute_s = statistics.median(service_time(port, "calibrate", x, 20) for _ in range(3))
                     services.append(compute_s * 1e3)
                     rng = random.Random(f"{args.seed}-{pattern}-{k}")
-                    times = arrivals(pattern, args.load / compute_s, per_rep, rng)
+                    times = arrivals(pattern, args.load / compute_s, per_rep, rng, phase=k / args.repeats)
                     limits = deadlines(per_rep, compute_s, rng)
                     for m in models[k % len(models):] + models[:k % len(models)]:  # rotated: same moments for all
-                        before = model_counts(http, m["name"])
+                        before, held = model_counts(http, m["name"]), window_counts(http, m["name"])
                         one = run_load(port, m["name"], x, times, limits)
+                        after, held_after = model_counts(http, m["name"]), window_counts(http, m["name"])
+                        one |= {"batches": after[1] - before[1], "waits": held_after[0] - held[0],
+                                "waited_s": held_after[1] - held[1]}
                         reps[m["name"]].append(summarize([one]) | one)
-                        after = model_counts(http, m["name"])
                         counts[m["name"]][0] += after[0] - before[0]
                         counts[m["name"]][1] += after[1] - before[1]
-                labelled = {label: reps[m["name"]] for (label, _, _), m in zip(CELLS, models)}
+                    fits.append(health(http)["models"]["wauto"]["scheduler"]["compute_fit_us"])
+                    for label, window in (("0", 0), ("auto", None)):
+                        mirrored[label].append(mirror(fits[-1], window, times, limits, args.max_batch, k))
+                labelled = {label: reps[m["name"]] for (label, _, _, _), m in zip(CELLS, models)}
                 batches = {label: counts[m["name"]][0] / max(1, counts[m["name"]][1])
-                           for (label, _, _), m in zip(CELLS, models)}
+                           for (label, _, _, _), m in zip(CELLS, models)}
                 rows.append(report_pattern(pattern, _spread(services), labelled, batches))
+                diagnostics.append(f"{pattern}: service ms per repeat {[round(v, 2) for v in services]}; auto's fit "
+                                   f"after each repeat (us) {[(f['fixed'], f['per_item']) for f in fits]}")
+                diagnostics.append(compare_mirrored(pattern, labelled, mirrored))
             print_summary(rows, args.repeats)
+            print("\n" + "\n".join(diagnostics))
             sched = health(http)["models"]["wauto"]["scheduler"]
             print(f"\nauto: median compute us by batch size {sched['compute_us_by_batch']}, fit "
                   f"{sched['compute_fit_us']}; load average {os.getloadavg()[0]:.1f} at the end; "

@@ -283,6 +283,11 @@ class BatchPolicy:
         # Since the last dispatch, a request arrived while others were queued or running.
         self._overlap = False
         self._sequential = True            # the last batch: one request, nothing arrived while it ran
+        # What the window cost: batches dispatched after a wait, and the time
+        # they waited once the instance could have run their head.
+        self.waits = 0
+        self.waited_s = 0.0
+        self._waited = False
 
     @property
     def auto(self) -> bool:
@@ -343,7 +348,12 @@ class BatchPolicy:
             if items < self.target and self.compute.joins(items, head.batch):
                 leave = self._leave_at(head, items, earliest, now)
                 if now < leave:
+                    self._waited = True
                     return Decision(wait_until=leave)
+        if self._waited:
+            self.waits += 1
+            self.waited_s += max(0.0, now - max(head.arrival, self._last_finish))
+            self._waited = False
         batch = self._take(head)
         self._overlap = False
         live, hopeless = [], []
@@ -488,4 +498,5 @@ class BatchPolicy:
                 "queue_depth_by_priority": {str(i + 1): d for i, d in enumerate(self.depth)},
                 "compute_us_by_batch": {str(b): round(s * 1e6, 1) for b, s in self.compute.table().items()},
                 "compute_fit_us": {"fixed": round(self.compute.fixed * 1e6, 1),
-                                   "per_item": round(self.compute.per_item * 1e6, 1)}}
+                                   "per_item": round(self.compute.per_item * 1e6, 1)},
+                "window_waits": self.waits, "window_waited_us": round(self.waited_s * 1e6, 1)}
