@@ -35,6 +35,15 @@ int aie_x_conv(const aie_step_args *a) {
     return AIE_OK;
 }
 
+/* t: y, x, dw packed, dw bias, pw packed, pw bias, residual, workspace. */
+int aie_x_conv_dw_pw(const aie_step_args *a) {
+    const aie_conv_dw_pw_step *sp = (const aie_conv_dw_pw_step *)(const void *)a->ip;
+    aie_epilogue dwe = {NULL, AIE_BIAS_NONE, (int)sp->dw_act, (float)a->fp[0], (float)a->fp[1]};
+    aie_epilogue pwe = {NULL, AIE_BIAS_NONE, (int)sp->pw_act, (float)a->fp[2], (float)a->fp[3]};
+    return aie_conv2d_dw_pw(&sp->dw, a->t[1], a->t[2], a->t[3], &dwe, &sp->pw, a->t[4], a->t[5], a->t[6], &pwe,
+                            a->t[0], a->t[7], (size_t)sp->workspace_bytes, a->nthreads);
+}
+
 int aie_x_conv_transpose(const aie_step_args *a) {
     const aie_conv_step *sp = (const aie_conv_step *)(const void *)a->ip;
     aie_epilogue ep = {NULL, AIE_BIAS_NONE, (int)sp->act, (float)a->fp[0], (float)a->fp[1]};

@@ -83,6 +83,21 @@ int aie_conv2d(const aie_conv2d_params *p, const float *x, const void *packed_w,
                const float *residual, const aie_epilogue *ep, float *y, void *workspace,
                size_t workspace_size, int nthreads);
 
+/* A depthwise conv (groups == C == K > 1) and a 1x1, stride-1, unpadded,
+ * ungrouped conv on its output, in one pass (MobileNet's depthwise ->
+ * project pair): y = act_pw(pw(act_dw(dw(x) + dw_bias)) + pw_bias +
+ * residual), the intermediate kept in per-thread scratch tiles instead of
+ * memory. dw_packed / pw_packed: each conv's aie_conv2d_pack_weights blob;
+ * pw's N, H, W, C are dw's output. y is bitwise what aie_conv2d gives for
+ * the two convs when the second takes the direct path (AUTO, C <= 4608 and
+ * N*H*W at least half a tile), for any thread count. Workspace:
+ * aie_conv2d_dw_pw_workspace_size (0 on bad or mismatched params). */
+size_t aie_conv2d_dw_pw_workspace_size(const aie_conv2d_params *dw, const aie_conv2d_params *pw, int nthreads);
+int aie_conv2d_dw_pw(const aie_conv2d_params *dw, const float *x, const void *dw_packed, const float *dw_bias,
+                     const aie_epilogue *dw_ep, const aie_conv2d_params *pw, const void *pw_packed,
+                     const float *pw_bias, const float *residual, const aie_epilogue *pw_ep, float *y,
+                     void *workspace, size_t workspace_size, int nthreads);
+
 /* Algorithm selection. aie_conv2d picks per call from the params and the
  * selected ISA (AUTO): depthwise direct, the direct NHWC kernel (see the
  * list above: the input is read in place, no im2col packing), 1x1 stride-1
