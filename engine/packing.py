@@ -73,11 +73,12 @@ def conv_workspace(p: ConvParams, nthreads: int, transposed: bool = False) -> in
     return max(int(fn(ctypes.byref(p), n)) for n in {1, max(int(nthreads), 1)})
 
 
-def dw_pw_workspace(dw: ConvParams, pw: ConvParams, nthreads: int) -> int:
+def dw_pw_workspace(ex: ConvParams | None, dw: ConvParams, pw: ConvParams, nthreads: int) -> int:
     """aie_conv2d_dw_pw's workspace for a run on nthreads or on 1 (as
-    conv_workspace); 0: the pair does not fit together."""
+    conv_workspace); ex None: no expand conv. 0: the convs do not fit together."""
     fn = _lib().aie_conv2d_dw_pw_workspace_size
-    return max(int(fn(ctypes.byref(dw), ctypes.byref(pw), n)) for n in {1, max(int(nthreads), 1)})
+    e = ctypes.byref(ex) if ex is not None else None
+    return max(int(fn(e, ctypes.byref(dw), ctypes.byref(pw), n)) for n in {1, max(int(nthreads), 1)})
 
 
 def winograd_wins(p: ConvParams) -> bool:

@@ -199,8 +199,8 @@ class ConvStep(Int64Struct):
 class ConvDwPwStep(Int64Struct):
     """aie_conv_dw_pw_step."""
 
-    _fields_ = [('dw', Conv2dParams), ('pw', Conv2dParams), ('dw_act', ctypes.c_int64), ('pw_act', ctypes.c_int64),
-        ('workspace_bytes', ctypes.c_int64)]
+    _fields_ = [('dw', Conv2dParams), ('pw', Conv2dParams), ('ex', Conv2dParams), ('dw_act', ctypes.c_int64),
+        ('pw_act', ctypes.c_int64), ('ex_act', ctypes.c_int64), ('workspace_bytes', ctypes.c_int64)]
 
 
 class ConvBf16IoStep(Int64Struct):

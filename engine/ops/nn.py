@@ -105,9 +105,10 @@ def _packed_weights_bf16(ctx, w: Value) -> Value | None:
 
 def _packed_weights(ctx, w: Value, params, group: int, transposed: bool, blob_input: int = 3,
                     isa_attr: str = "_packed_isa") -> Value:
-    """The packed weight blob: the converter's (input 3; ConvDwPw's 1x1:
-    input 6, tagged _pw_packed_isa) when it was packed for this host's ISA,
-    else packed now from a constant, else by a step."""
+    """The packed weight blob: the converter's (input 3; ConvDwPw's 1x1s:
+    inputs 6 and 10, tagged _pw_packed_isa / _ex_packed_isa) when it was
+    packed for this host's ISA, else packed now from a constant, else by a
+    step."""
     packed = ctx.input(blob_input)
     # Winograd where the library prefers it for this input size: the
     # converter chose by channel counts alone, so a blob of the other kind
@@ -215,15 +216,23 @@ def _conv_step(ctx, op, y, xt, packed, b, residual, params, act, p0, p1, conv_wo
 
 def lower_conv_dw_pw(ctx: LoweringContext) -> None:
     """ConvDwPw (engine.passes.fuse_dw_pw): one CONV_DW_PW step, bitwise the
-    depthwise and 1x1 CONV steps it replaces."""
-    x, wd, bd, wp, bp, residual = (ctx.input(i) for i in (0, 1, 2, 4, 5, 7))
+    [expand,] depthwise and project CONV steps it replaces."""
+    x, wd, bd, wp, bp, residual, wx, bx = (ctx.input(i) for i in (0, 1, 2, 4, 5, 7, 8, 9))
     if wd is None or wp is None:
-        raise ctx.unsupported("input W of the depthwise or the 1x1 conv is missing")
-    for v, what in ((x, "input"), (wd, "weights"), (wp, "1x1 weights")):
-        ctx.require_dtype(v, (np.float32,), what)
-    if x.rank != 4 or wd.rank != 4 or wp.rank != 4:
-        raise ctx.unsupported(f"ranks {x.rank}, {wd.rank}, {wp.rank}: an NHWC image and 2-D kernels expected")
+        raise ctx.unsupported("input W of the depthwise or the project conv is missing")
+    for v, what in ((x, "input"), (wd, "weights"), (wp, "project weights"), (wx, "expand weights")):
+        if v is not None:
+            ctx.require_dtype(v, (np.float32,), what)
+    if x.rank != 4 or wd.rank != 4 or wp.rank != 4 or (wx is not None and wx.rank != 4):
+        raise ctx.unsupported(f"an input of rank {x.rank}: an NHWC image and 2-D kernels expected")
     N, H, W, C = x.shape
+    ex = None
+    if wx is not None:
+        if wx.shape[1:] != (C, 1, 1):
+            raise ctx.unsupported(f"expand weights {wx.shape}: not a 1x1 conv over {C} channels")
+        ex = conv_params(N=N, H=H, W=W, C=C, K=wx.shape[0], R=1, S=1, stride_h=1, stride_w=1, dil_h=1, dil_w=1,
+                         groups=1)
+        C = wx.shape[0]
     begin, end, strides, dil = _spatial(ctx, (H, W), wd.shape[2:])
     G, K = ctx.attr("group", 1), wp.shape[0]
     if not (G == C == wd.shape[0] and wd.shape[1] == 1) or wp.shape[1:] != (C, 1, 1):
@@ -237,13 +246,15 @@ def lower_conv_dw_pw(ctx: LoweringContext) -> None:
         raise ctx.unsupported(pq)
     P, Q = pq
     pw = conv_params(N=N, H=P, W=Q, C=C, K=K, R=1, S=1, stride_h=1, stride_w=1, dil_h=1, dil_w=1, groups=1)
-    for b, n in ((bd, C), (bp, K)):
+    for b, n in ((bd, C), (bp, K), (bx, C)):
         if b is not None:
             ctx.require_dtype(b, (np.float32,))
             if b.shape != (n,):
                 raise ctx.unsupported(f"bias of shape {b.shape}, expected ({n},)")
     packed_dw = _packed_weights(ctx, wd, dw, G, False)
     packed_pw = _packed_weights(ctx, wp, pw, 1, False, blob_input=6, isa_attr="_pw_packed_isa")
+    packed_ex = None if ex is None else _packed_weights(ctx, wx, ex, 1, False, blob_input=10,
+                                                         isa_attr="_ex_packed_isa")
     act, p0, p1 = ctx.attr("_act", 0), ctx.attr("_p0", 0.0), ctx.attr("_p1", 0.0)
     y = ctx.out(0, (N, P, Q, K), np.float32)
     if y.size == 0:
@@ -251,11 +262,13 @@ def lower_conv_dw_pw(ctx: LoweringContext) -> None:
     # a residual of another shape is a broadcasting Add: its own step, as in lower_conv
     broadcast = residual is not None and residual.shape != y.shape
     conv_y = ctx.temp(y.shape, np.float32) if broadcast else y
-    ws = dw_pw_workspace(dw, pw, ctx.planner.nthreads)
-    words = ConvDwPwStep(dw=dw, pw=pw, dw_act=ctx.attr("_dw_act", 0), pw_act=0 if broadcast else act,
-                         workspace_bytes=ws).words()
+    ws = dw_pw_workspace(ex, dw, pw, ctx.planner.nthreads)
+    words = ConvDwPwStep(dw=dw, pw=pw, ex=ex if ex is not None else conv_params(), dw_act=ctx.attr("_dw_act", 0),
+                         pw_act=0 if broadcast else act, ex_act=ctx.attr("_ex_act", 0), workspace_bytes=ws).words()
     ctx.step(Op.CONV_DW_PW, [conv_y, x, packed_dw, bd, packed_pw, bp, None if broadcast else residual,
-                             ctx.scratch(ws)], words, [ctx.attr("_dw_p0", 0.0), ctx.attr("_dw_p1", 0.0), p0, p1])
+                             ctx.scratch(ws), packed_ex, bx],
+             words, [ctx.attr("_dw_p0", 0.0), ctx.attr("_dw_p1", 0.0), p0, p1, ctx.attr("_ex_p0", 0.0),
+                     ctx.attr("_ex_p1", 0.0)])
     if broadcast and act:
         summed = ctx.temp(y.shape, np.float32)
         emit_binary(ctx, summed, conv_y, residual, Binary.ADD)
@@ -438,7 +451,8 @@ _WINDOW = {"auto_pad", "pads", "strides", "dilations", "kernel_shape"}
 _FUSED = {"_nhwc", "_act", "_p0", "_p1", "_packed_isa"}
 ATTRS = {
     "Conv": _WINDOW | {"group", "_precision", "_w_shape", "_y_bf16"} | _FUSED,
-    "ConvDwPw": _WINDOW | {"group", "_dw_act", "_dw_p0", "_dw_p1", "_pw_packed_isa"} | _FUSED,
+    "ConvDwPw": _WINDOW | {"group", "_dw_act", "_dw_p0", "_dw_p1", "_pw_packed_isa", "_ex_act", "_ex_p0", "_ex_p1",
+                           "_ex_packed_isa"} | _FUSED,
     "ConvTranspose": _WINDOW | {"group", "output_padding", "output_shape"} | _FUSED,
     "MaxPool": _WINDOW | {"ceil_mode", "storage_order", "_nhwc"},
     "AveragePool": _WINDOW | {"ceil_mode", "count_include_pad", "_nhwc"},

@@ -21,6 +21,13 @@
 #include "conv_kernels.h"
 #include "vf_tail.h"
 
+/* Input row h (inside [0, H)) of image n: in x, or in the fused block's
+ * ring of expanded rows (conv_dw_pw.c: row h at ring slot h % ring_rows). */
+static inline const float *dw_in_row(const aie_dwconv_args *a, int64_t n, int64_t h) {
+    const int64_t pitch = a->p->W * a->p->C;
+    return a->ring ? a->ring + (h % a->ring_rows) * pitch : a->x + (n * a->p->H + h) * pitch;
+}
+
 /* One output pixel, channels [c, c + VL) (`left` remain); taps r in [r0, r1). */
 static inline vf dw_pixel(const aie_dwconv_args *a, int64_t n, int64_t h0, int64_t r0, int64_t r1, int64_t q,
                           int64_t c, int64_t left, vf acc) {
@@ -30,9 +37,9 @@ static inline vf dw_pixel(const aie_dwconv_args *a, int64_t n, int64_t h0, int64
     while (s0 < s1 && wbase + s0 * p->dil_w < 0) s0++;
     while (s1 > s0 && wbase + (s1 - 1) * p->dil_w >= p->W) s1--;
     for (int64_t r = r0; r < r1; r++) {
-        /* index arithmetic in int64 first: h0 or wbase may be negative */
-        const int64_t xi = ((n * p->H + h0 + r * p->dil_h) * p->W + wbase + s0 * p->dil_w) * C + c;
-        const float *xr = a->x + xi, *wr = a->w + (r * p->S + s0) * C + c;
+        /* index arithmetic in int64 first: wbase may be negative */
+        const float *xr = dw_in_row(a, n, h0 + r * p->dil_h) + (wbase + s0 * p->dil_w) * C + c;
+        const float *wr = a->w + (r * p->S + s0) * C + c;
         for (int64_t s = s0; s < s1; s++, xr += p->dil_w * C, wr += C)
             acc = vf_fma(vf_load_upto(xr, left), vf_load_upto(wr, left), acc);
     }
@@ -68,12 +75,13 @@ static void dw3x3_span(const aie_dwconv_args *a, int64_t row, int64_t n, int64_t
         for (int64_t q = qa; q < q0; q++)
             dw_store(a, out + (q - qa) * C + c, (row * a->Q + q) * C + c, left,
                      dw_pixel(a, n, h0, r0, r1, q, c, left, b));
-        const int64_t rs = p->dil_h * p->W * C, cs = dw * C;
-        /* rows outside the image are skipped by r0/r1 (a border output row);
-         * x pointers of skipped rows are never dereferenced */
-        const float *x0 = a->x + ((n * p->H + h0) * p->W + q0 * sw - p->pad_left) * C + c;
-        for (int64_t q = q0; q < q1; q++, x0 += sw * C) {
-            const float *x1 = x0 + rs, *x2 = x1 + rs;
+        const int64_t cs = dw * C, col = (q0 * sw - p->pad_left) * C + c;
+        /* rows outside the image are skipped by r0/r1 (a border output row):
+         * their pointers stand in with row r0's and are never dereferenced */
+        const float *x0 = dw_in_row(a, n, h0 + r0 * p->dil_h) + col, *x1 = x0, *x2 = x0;
+        if (r0 <= 1 && r1 >= 2) x1 = dw_in_row(a, n, h0 + p->dil_h) + col;
+        if (r1 == 3) x2 = dw_in_row(a, n, h0 + 2 * p->dil_h) + col;
+        for (int64_t q = q0; q < q1; q++, x0 += sw * C, x1 += sw * C, x2 += sw * C) {
             vf acc = b;
             if (r0 == 0) {
                 acc = vf_fma(vf_load_upto(x0, left), w[0], acc);

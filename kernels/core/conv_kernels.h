@@ -18,6 +18,10 @@ typedef struct {
     const float *x, *w, *bias, *residual;
     const aie_epilogue *ep;
     float *y;
+    /* NULL: input rows are x's. Else (the fused block, conv_dw_pw.c) input
+     * row h of the one image being computed is ring + (h % ring_rows) * W * C. */
+    const float *ring;
+    int64_t ring_rows;
 } aie_dwconv_args;
 
 /* A function type: each ISA's kernel is declared with it (one prototype). */
