@@ -211,12 +211,14 @@ int aie_conv2d_dw_pw(const aie_conv_stage *ex, const aie_conv_stage *dw, const a
     const aie_conv_direct_kernel *kern = aie_kernels()->conv_direct;
     /* ~4 bands per thread over all images; with an expand conv a band
      * recomputes up to window - stride expanded rows, so bands stay >= 8
-     * rows unless the image is shorter */
+     * rows unless that leaves a thread without one (batch 1, 7x7) */
     const int64_t pieces = nt > 1 ? 4 * (int64_t)nt : 1;
     int64_t bands = (pieces + dp->N - 1) / dp->N;
-    const int64_t min_band = ex ? 8 : 1;
-    if (bands > (P + min_band - 1) / min_band) bands = (P + min_band - 1) / min_band;
-    if (bands < 1) bands = 1;
+    const int64_t min_band = ex ? 8 : 1, per_thread = (nt + dp->N - 1) / dp->N;
+    int64_t cap = (P + min_band - 1) / min_band;
+    if (cap < per_thread) cap = per_thread;
+    if (bands > cap) bands = cap;
+    if (bands > P) bands = P;
     const int64_t band = (P + bands - 1) / bands;
     bands = (P + band - 1) / band;
     const aie_conv_pack_header *dh = dw->packed;
