@@ -129,6 +129,19 @@ def _packed_weights(ctx, w: Value, params, group: int, transposed: bool, blob_in
     return out
 
 
+def _window_params(ctx, nhwc, K, kernel, begin, end, strides, dil, G):
+    """(conv params, P, Q) of a 2-D window over an NHWC input; an invalid
+    window (larger than the padded input, ...) is the library's reason."""
+    N, H, W, C = nhwc
+    params = conv_params(N=N, H=H, W=W, C=C, K=K, R=kernel[0], S=kernel[1], stride_h=strides[0],
+                         stride_w=strides[1], dil_h=dil[0], dil_w=dil[1], pad_top=begin[0], pad_left=begin[1],
+                         pad_bottom=end[0], pad_right=end[1], groups=G)
+    pq = conv_output_shape(params)
+    if isinstance(pq, str):
+        raise ctx.unsupported(pq)
+    return params, pq[0], pq[1]
+
+
 def lower_conv(ctx: LoweringContext) -> None:
     x, w, b = ctx.input(0), ctx.input(1), ctx.input(2)
     if w is None and ctx.attr("_w_shape") is not None and ctx.attr("_precision") == "bf16":
@@ -154,13 +167,7 @@ def lower_conv(ctx: LoweringContext) -> None:
     K = w.shape[0]
     if G < 1 or C % G or K % G or w.shape[1] != C // G:
         raise ctx.unsupported(f"weights {w.shape} do not match {C} input channels in {G} groups")
-    params = conv_params(N=N, H=H, W=W, C=C, K=K, R=kernel[0], S=kernel[1], stride_h=strides[0],
-                         stride_w=strides[1], dil_h=dil[0], dil_w=dil[1], pad_top=begin[0], pad_left=begin[1],
-                         pad_bottom=end[0], pad_right=end[1], groups=G)
-    pq = conv_output_shape(params)
-    if isinstance(pq, str):
-        raise ctx.unsupported(pq)
-    P, Q = pq
+    params, P, Q = _window_params(ctx, (N, H, W, C), K, kernel, begin, end, strides, dil, G)
     # bf16 nodes (the precision pass's _precision) run CONV_BF16 where its
     # weights are constants; grouped convs and run-time weights stay fp32.
     packed = _packed_weights_bf16(ctx, w) if ctx.attr("_precision", "fp32") == "bf16" and G == 1 else None
@@ -238,13 +245,7 @@ def lower_conv_dw_pw(ctx: LoweringContext) -> None:
     if not (G == C == wd.shape[0] and wd.shape[1] == 1) or wp.shape[1:] != (C, 1, 1):
         raise ctx.unsupported(f"weights {wd.shape} and {wp.shape}: not a depthwise conv over {C} channels "
                               "and a 1x1 conv on its output")
-    dw = conv_params(N=N, H=H, W=W, C=C, K=C, R=wd.shape[2], S=wd.shape[3], stride_h=strides[0],
-                     stride_w=strides[1], dil_h=dil[0], dil_w=dil[1], pad_top=begin[0], pad_left=begin[1],
-                     pad_bottom=end[0], pad_right=end[1], groups=G)
-    pq = conv_output_shape(dw)
-    if isinstance(pq, str):
-        raise ctx.unsupported(pq)
-    P, Q = pq
+    dw, P, Q = _window_params(ctx, (N, H, W, C), C, wd.shape[2:], begin, end, strides, dil, G)
     pw = conv_params(N=N, H=P, W=Q, C=C, K=K, R=1, S=1, stride_h=1, stride_w=1, dil_h=1, dil_w=1, groups=1)
     for b, n in ((bd, C), (bp, K), (bx, C)):
         if b is not None:
