@@ -221,6 +221,11 @@ def _conv_step(ctx, op, y, xt, packed, b, residual, params, act, p0, p1, conv_wo
     ctx.step(op, [y, xt, packed, b, residual, ctx.scratch(ws_bytes)], words, [p0, p1])
 
 
+# Pixels of the direct conv kernel's AVX-512 tile (14, conv_direct_avx512.c):
+# CONV_DW_PW runs a stage only over rows at least this long (lower_conv_dw_pw).
+FUSE_MIN_ROW = 14
+
+
 def lower_conv_dw_pw(ctx: LoweringContext) -> None:
     """ConvDwPw (engine.passes.fuse_dw_pw): one CONV_DW_PW step, bitwise the
     [expand,] depthwise and project CONV steps it replaces."""
@@ -260,16 +265,29 @@ def lower_conv_dw_pw(ctx: LoweringContext) -> None:
     y = ctx.out(0, (N, P, Q, K), np.float32)
     if y.size == 0:
         return
+    ex_act = (ctx.attr("_ex_act", 0), ctx.attr("_ex_p0", 0.0), ctx.attr("_ex_p1", 0.0))
+    dw_act = (ctx.attr("_dw_act", 0), ctx.attr("_dw_p0", 0.0), ctx.attr("_dw_p1", 0.0))
+    # Rows shorter than the direct kernel's tile (FUSE_MIN_ROW) would run its
+    # half-height tiles, and stream the weights once per row instead of once
+    # per tile of the flat 1x1 conv; tensors that small stay in L2 anyway, so
+    # there the convs run as their own steps (the same bits).
+    if ex is not None and min(W, Q) < FUSE_MIN_ROW:
+        xe = ctx.temp((N, H, W, C), np.float32)
+        _conv_step(ctx, Op.CONV, xe, x, packed_ex, bx, None, ex, *ex_act, conv_workspace)
+        x, ex, packed_ex, bx = xe, None, None, None
+    if Q < FUSE_MIN_ROW:
+        mid = ctx.temp((N, P, Q, C), np.float32)
+        _conv_step(ctx, Op.CONV, mid, x, packed_dw, bd, None, dw, *dw_act, conv_workspace)
+        _conv_step(ctx, Op.CONV, y, mid, packed_pw, bp, residual, pw, act, p0, p1, conv_workspace)
+        return
     # a residual of another shape is a broadcasting Add: its own step, as in lower_conv
     broadcast = residual is not None and residual.shape != y.shape
     conv_y = ctx.temp(y.shape, np.float32) if broadcast else y
     ws = dw_pw_workspace(ex, dw, pw, ctx.planner.nthreads)
-    words = ConvDwPwStep(dw=dw, pw=pw, ex=ex if ex is not None else conv_params(), dw_act=ctx.attr("_dw_act", 0),
-                         pw_act=0 if broadcast else act, ex_act=ctx.attr("_ex_act", 0), workspace_bytes=ws).words()
+    words = ConvDwPwStep(dw=dw, pw=pw, ex=ex if ex is not None else conv_params(), dw_act=dw_act[0],
+                         pw_act=0 if broadcast else act, ex_act=ex_act[0], workspace_bytes=ws).words()
     ctx.step(Op.CONV_DW_PW, [conv_y, x, packed_dw, bd, packed_pw, bp, None if broadcast else residual,
-                             ctx.scratch(ws), packed_ex, bx],
-             words, [ctx.attr("_dw_p0", 0.0), ctx.attr("_dw_p1", 0.0), p0, p1, ctx.attr("_ex_p0", 0.0),
-                     ctx.attr("_ex_p1", 0.0)])
+                             ctx.scratch(ws), packed_ex, bx], words, [*dw_act[1:], p0, p1, *ex_act[1:]])
     if broadcast and act:
         summed = ctx.temp(y.shape, np.float32)
         emit_binary(ctx, summed, conv_y, residual, Binary.ADD)
