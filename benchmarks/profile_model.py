@@ -41,10 +41,12 @@ sys.path.insert(0, str(REPO))
 
 def step_label(row: dict) -> str:
     ints = row["ints"]
-    if row["op_name"] in ("conv", "conv_transpose", "conv_bf16", "conv_bf16_io") and len(ints) >= 16:
+    if row["op_name"] in ("conv", "conv_transpose", "conv_bf16", "conv_bf16_io", "conv_dw_pw") and len(ints) >= 16:
         N, H, W, C, K, R, S, sh, sw = ints[:9]
         g = ints[15]
         kind = "dw" if g == C == K and g > 1 else (f"g{g}" if g > 1 else "")
+        if row["op_name"] == "conv_dw_pw" and len(ints) >= 23:  # the depthwise params (18 words), then the 1x1's
+            return f"conv_dw_pw {R}x{S}/{sh} dw{C}->{ints[22]} @{H}x{W}"
         return f"{row['op_name']} {R}x{S}/{sh} {kind}{C}->{K} @{H}x{W}"
     if row["op_name"] in ("matmul", "gemm_packed", "gemm_bf16_packed") and len(ints) >= 3:
         return f"{row['op_name']} {ints[0]}x{ints[1]}x{ints[2]}"

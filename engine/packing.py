@@ -73,6 +73,14 @@ def conv_workspace(p: ConvParams, nthreads: int, transposed: bool = False) -> in
     return max(int(fn(ctypes.byref(p), n)) for n in {1, max(int(nthreads), 1)})
 
 
+def dw_pw_workspace(ex: ConvParams | None, dw: ConvParams, pw: ConvParams, nthreads: int) -> int:
+    """aie_conv2d_dw_pw's workspace for a run on nthreads or on 1 (as
+    conv_workspace); ex None: no expand conv. 0: the convs do not fit together."""
+    fn = _lib().aie_conv2d_dw_pw_workspace_size
+    e = ctypes.byref(ex) if ex is not None else None
+    return max(int(fn(e, ctypes.byref(dw), ctypes.byref(pw), n)) for n in {1, max(int(nthreads), 1)})
+
+
 def winograd_wins(p: ConvParams) -> bool:
     """The library's choice of the Winograd F(2x2, 3x3) path for these params
     on the selected ISA (H = W = 0: spatial size unknown, decide by channels)."""

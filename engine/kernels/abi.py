@@ -31,7 +31,8 @@ Op = enum.IntEnum('Op', {'COPY': 1, 'FILL': 2, 'UNARY': 3, 'BINARY': 4, 'CAST': 
     'SCATTER_ELEMENTS': 29, 'SCATTER_ND': 30, 'GATHER_ND': 31, 'GRID_SAMPLE': 32, 'RMS_NORM': 33, 'ATTENTION': 34,
     'GEMM_BF16_PACKED': 35, 'CONV_BF16': 36, 'GEMM_U8S8_PACKED': 37, 'CONV_U8S8': 38, 'QUANTIZE': 39,
     'DEQUANTIZE': 40, 'LUT_U8': 41, 'CONV_U8S8_DW': 42, 'NONZERO': 43, 'COMPRESS': 44, 'UNIQUE': 45, 'NMS': 46,
-    'ATTENTION_BF16': 47, 'QADD_U8': 48, 'COPY_AT': 49, 'CONV_BF16_IO': 50, 'QSOFTMAX_U8': 51, 'QMATMUL_U8': 52})
+    'ATTENTION_BF16': 47, 'QADD_U8': 48, 'COPY_AT': 49, 'CONV_BF16_IO': 50, 'QSOFTMAX_U8': 51, 'QMATMUL_U8': 52,
+    'CONV_DW_PW': 53})
 
 # AIE_U_*
 Unary = enum.IntEnum('Unary', {'IDENTITY': 0, 'RELU': 1, 'CLIP': 2, 'GELU': 3, 'GELU_TANH': 4, 'SIGMOID': 5,
@@ -66,7 +67,8 @@ OP_NAMES = {Op.COPY: 'copy', Op.FILL: 'fill', Op.UNARY: 'unary', Op.BINARY: 'bin
     Op.CONV_U8S8: 'conv_u8s8', Op.QUANTIZE: 'quantize', Op.DEQUANTIZE: 'dequantize', Op.LUT_U8: 'lut_u8',
     Op.CONV_U8S8_DW: 'conv_u8s8_dw', Op.NONZERO: 'nonzero', Op.COMPRESS: 'compress', Op.UNIQUE: 'unique',
     Op.NMS: 'nms', Op.ATTENTION_BF16: 'attention_bf16', Op.QADD_U8: 'qadd_u8', Op.COPY_AT: 'copy_at',
-    Op.CONV_BF16_IO: 'conv_bf16_io', Op.QSOFTMAX_U8: 'qsoftmax_u8', Op.QMATMUL_U8: 'qmatmul_u8'}
+    Op.CONV_BF16_IO: 'conv_bf16_io', Op.QSOFTMAX_U8: 'qsoftmax_u8', Op.QMATMUL_U8: 'qmatmul_u8',
+    Op.CONV_DW_PW: 'conv_dw_pw'}
 # Unary op -> its lower-case name (the aie_unary API's names)
 UNARY_NAMES = {Unary.IDENTITY: 'identity', Unary.RELU: 'relu', Unary.CLIP: 'clip', Unary.GELU: 'gelu',
     Unary.GELU_TANH: 'gelu_tanh', Unary.SIGMOID: 'sigmoid', Unary.SILU: 'silu', Unary.HARDSWISH: 'hardswish',
@@ -192,6 +194,13 @@ class ConvStep(Int64Struct):
     """aie_conv_step."""
 
     _fields_ = [('conv', Conv2dParams), ('act', ctypes.c_int64), ('workspace_bytes', ctypes.c_int64)]
+
+
+class ConvDwPwStep(Int64Struct):
+    """aie_conv_dw_pw_step."""
+
+    _fields_ = [('dw', Conv2dParams), ('pw', Conv2dParams), ('ex', Conv2dParams), ('dw_act', ctypes.c_int64),
+        ('pw_act', ctypes.c_int64), ('ex_act', ctypes.c_int64), ('workspace_bytes', ctypes.c_int64)]
 
 
 class ConvBf16IoStep(Int64Struct):
@@ -477,13 +486,13 @@ OP_PARAMS = {Op.COPY: CopyStep, Op.FILL: FillStep, Op.UNARY: UnaryStep, Op.BINAR
     Op.LUT_U8: LutStep, Op.CONV_U8S8_DW: ConvU8s8Step, Op.NONZERO: NonzeroStep, Op.COMPRESS: CompressStep,
     Op.UNIQUE: UniqueStep, Op.NMS: NmsStep, Op.ATTENTION_BF16: AttentionStep, Op.QADD_U8: QaddU8Step,
     Op.COPY_AT: CopyAtStep, Op.CONV_BF16_IO: ConvBf16IoStep, Op.QSOFTMAX_U8: QsoftmaxU8Step,
-    Op.QMATMUL_U8: QmatmulU8Step}
+    Op.QMATMUL_U8: QmatmulU8Step, Op.CONV_DW_PW: ConvDwPwStep}
 
 # C name -> struct class, for the layout test
 STRUCTS = {'aie_exec_plan': ExecPlan, 'aie_step_record': StepRecord, 'aie_tensor_record': TensorRecord,
     'aie_epilogue': Epilogue, 'aie_qepilogue': Qepilogue, 'aie_conv2d_params': Conv2dParams,
     'aie_pool2d_params': Pool2dParams, 'aie_matmul_step': MatmulStep, 'aie_gemm_packed_step': GemmPackedStep,
-    'aie_gemm_bf16_packed_step': GemmBf16PackedStep, 'aie_conv_step': ConvStep,
+    'aie_gemm_bf16_packed_step': GemmBf16PackedStep, 'aie_conv_step': ConvStep, 'aie_conv_dw_pw_step': ConvDwPwStep,
     'aie_conv_bf16_io_step': ConvBf16IoStep, 'aie_gemm_u8s8_step': GemmU8s8Step, 'aie_conv_u8s8_step': ConvU8s8Step,
     'aie_qcast_step': QcastStep, 'aie_qadd_u8_step': QaddU8Step, 'aie_qmatmul_u8_step': QmatmulU8Step,
     'aie_qsoftmax_u8_step': QsoftmaxU8Step, 'aie_lut_step': LutStep, 'aie_conv_pack_step': ConvPackStep,

@@ -52,6 +52,7 @@ def _c():
             ("aie_conv2d_packed_size", sz, [cp]),
             ("aie_conv2d_pack_weights", ctypes.c_int, [cp, vp, vp, sz]),
             ("aie_conv2d_workspace_size", sz, [cp, ctypes.c_int]),
+            ("aie_conv2d_dw_pw_workspace_size", sz, [cp, cp, cp, ctypes.c_int]),  # engine.packing
             ("aie_conv2d_winograd_wins", ctypes.c_int, [cp]),
             ("aie_conv2d_winograd_packed_size", sz, [cp]),
             ("aie_conv2d_pack_winograd", ctypes.c_int, [cp, vp, vp, sz]),

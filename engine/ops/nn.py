@@ -17,15 +17,15 @@ import math
 
 import numpy as np
 
-from engine.kernels.abi import (Binary, ConvBf16IoStep, ConvPackStep, ConvStep, GlobalPoolStep, Op, PoolStep, Reduce,
-                               ResizeStep, Unary)
+from engine.kernels.abi import (Binary, ConvBf16IoStep, ConvDwPwStep, ConvPackStep, ConvStep, GlobalPoolStep, Op,
+                               PoolStep, Reduce, ResizeStep, Unary)
 from engine.kernels.conv_lowp import conv_bf16_workspace, is_bf16_conv_blob, pack_conv_bf16
 from engine.lowering import LoweringContext, Value
 from engine.ops.data import emit_copy
 from engine.ops.elementwise import emit_binary, emit_unary
 from engine.ops.reduce import emit_reduce
-from engine.packing import (conv_output_shape, conv_params, conv_workspace, host_isa, is_winograd_blob, pack_conv,
-                            packed_conv_size, pool_output_shape, pool_params, winograd_wins)
+from engine.packing import (conv_output_shape, conv_params, conv_workspace, dw_pw_workspace, host_isa,
+                            is_winograd_blob, pack_conv, packed_conv_size, pool_output_shape, pool_params, winograd_wins)
 
 
 def _spatial(ctx, sizes, kernel):
@@ -103,15 +103,18 @@ def _packed_weights_bf16(ctx, w: Value) -> Value | None:
     return Value(blob.shape, np.uint8, const=blob)
 
 
-def _packed_weights(ctx, w: Value, params, group: int, transposed: bool) -> Value:
-    """The packed weight blob: the converter's (input 3) when it was packed
-    for this host's ISA, else packed now from a constant, else by a step."""
-    packed = ctx.input(3)
+def _packed_weights(ctx, w: Value, params, group: int, transposed: bool, blob_input: int = 3,
+                    isa_attr: str = "_packed_isa") -> Value:
+    """The packed weight blob: the converter's (input 3; ConvDwPw's 1x1s:
+    inputs 6 and 10, tagged _pw_packed_isa / _ex_packed_isa) when it was
+    packed for this host's ISA, else packed now from a constant, else by a
+    step."""
+    packed = ctx.input(blob_input)
     # Winograd where the library prefers it for this input size: the
     # converter chose by channel counts alone, so a blob of the other kind
     # is packed again (from the raw weights, which the .aie keeps).
     wino = not transposed and winograd_wins(params)
-    if packed is not None and ctx.attr("_packed_isa") == host_isa() and (
+    if packed is not None and ctx.attr(isa_attr) == host_isa() and (
             w.const is None or packed.const is None or is_winograd_blob(packed.const) == wino):
         return packed
     if w.const is not None:
@@ -124,6 +127,19 @@ def _packed_weights(ctx, w: Value, params, group: int, transposed: bool) -> Valu
     out = ctx.temp((size,), np.uint8)
     ctx.step(Op.CONV_PACK, [out, w], ConvPackStep(conv=params, transposed=int(transposed), packed_bytes=size).words())
     return out
+
+
+def _window_params(ctx, nhwc, K, kernel, begin, end, strides, dil, G):
+    """(conv params, P, Q) of a 2-D window over an NHWC input; an invalid
+    window (larger than the padded input, ...) is the library's reason."""
+    N, H, W, C = nhwc
+    params = conv_params(N=N, H=H, W=W, C=C, K=K, R=kernel[0], S=kernel[1], stride_h=strides[0],
+                         stride_w=strides[1], dil_h=dil[0], dil_w=dil[1], pad_top=begin[0], pad_left=begin[1],
+                         pad_bottom=end[0], pad_right=end[1], groups=G)
+    pq = conv_output_shape(params)
+    if isinstance(pq, str):
+        raise ctx.unsupported(pq)
+    return params, pq[0], pq[1]
 
 
 def lower_conv(ctx: LoweringContext) -> None:
@@ -151,13 +167,7 @@ def lower_conv(ctx: LoweringContext) -> None:
     K = w.shape[0]
     if G < 1 or C % G or K % G or w.shape[1] != C // G:
         raise ctx.unsupported(f"weights {w.shape} do not match {C} input channels in {G} groups")
-    params = conv_params(N=N, H=H, W=W, C=C, K=K, R=kernel[0], S=kernel[1], stride_h=strides[0],
-                         stride_w=strides[1], dil_h=dil[0], dil_w=dil[1], pad_top=begin[0], pad_left=begin[1],
-                         pad_bottom=end[0], pad_right=end[1], groups=G)
-    pq = conv_output_shape(params)
-    if isinstance(pq, str):
-        raise ctx.unsupported(pq)
-    P, Q = pq
+    params, P, Q = _window_params(ctx, (N, H, W, C), K, kernel, begin, end, strides, dil, G)
     # bf16 nodes (the precision pass's _precision) run CONV_BF16 where its
     # weights are constants; grouped convs and run-time weights stay fp32.
     packed = _packed_weights_bf16(ctx, w) if ctx.attr("_precision", "fp32") == "bf16" and G == 1 else None
@@ -209,6 +219,81 @@ def _conv_step(ctx, op, y, xt, packed, b, residual, params, act, p0, p1, conv_wo
     words = (ConvBf16IoStep(conv=params, act=act, workspace_bytes=ws_bytes, io=io) if op == Op.CONV_BF16_IO
              else ConvStep(conv=params, act=act, workspace_bytes=ws_bytes)).words()
     ctx.step(op, [y, xt, packed, b, residual, ctx.scratch(ws_bytes)], words, [p0, p1])
+
+
+# Pixels of the direct conv kernel's AVX-512 tile (14, conv_direct_avx512.c):
+# CONV_DW_PW runs a stage only over rows at least this long (lower_conv_dw_pw).
+FUSE_MIN_ROW = 14
+
+
+def lower_conv_dw_pw(ctx: LoweringContext) -> None:
+    """ConvDwPw (engine.passes.fuse_dw_pw): one CONV_DW_PW step, bitwise the
+    [expand,] depthwise and project CONV steps it replaces."""
+    x, wd, bd, wp, bp, residual, wx, bx = (ctx.input(i) for i in (0, 1, 2, 4, 5, 7, 8, 9))
+    if wd is None or wp is None:
+        raise ctx.unsupported("input W of the depthwise or the project conv is missing")
+    for v, what in ((x, "input"), (wd, "weights"), (wp, "project weights"), (wx, "expand weights")):
+        if v is not None:
+            ctx.require_dtype(v, (np.float32,), what)
+    if x.rank != 4 or wd.rank != 4 or wp.rank != 4 or (wx is not None and wx.rank != 4):
+        raise ctx.unsupported(f"an input of rank {x.rank}: an NHWC image and 2-D kernels expected")
+    N, H, W, C = x.shape
+    ex = None
+    if wx is not None:
+        if wx.shape[1:] != (C, 1, 1):
+            raise ctx.unsupported(f"expand weights {wx.shape}: not a 1x1 conv over {C} channels")
+        ex = conv_params(N=N, H=H, W=W, C=C, K=wx.shape[0], R=1, S=1, stride_h=1, stride_w=1, dil_h=1, dil_w=1,
+                         groups=1)
+        C = wx.shape[0]
+    begin, end, strides, dil = _spatial(ctx, (H, W), wd.shape[2:])
+    G, K = ctx.attr("group", 1), wp.shape[0]
+    if not (G == C == wd.shape[0] and wd.shape[1] == 1) or wp.shape[1:] != (C, 1, 1):
+        raise ctx.unsupported(f"weights {wd.shape} and {wp.shape}: not a depthwise conv over {C} channels "
+                              "and a 1x1 conv on its output")
+    dw, P, Q = _window_params(ctx, (N, H, W, C), C, wd.shape[2:], begin, end, strides, dil, G)
+    pw = conv_params(N=N, H=P, W=Q, C=C, K=K, R=1, S=1, stride_h=1, stride_w=1, dil_h=1, dil_w=1, groups=1)
+    for b, n in ((bd, C), (bp, K), (bx, C)):
+        if b is not None:
+            ctx.require_dtype(b, (np.float32,))
+            if b.shape != (n,):
+                raise ctx.unsupported(f"bias of shape {b.shape}, expected ({n},)")
+    packed_dw = _packed_weights(ctx, wd, dw, G, False)
+    packed_pw = _packed_weights(ctx, wp, pw, 1, False, blob_input=6, isa_attr="_pw_packed_isa")
+    packed_ex = None if ex is None else _packed_weights(ctx, wx, ex, 1, False, blob_input=10,
+                                                         isa_attr="_ex_packed_isa")
+    act, p0, p1 = ctx.attr("_act", 0), ctx.attr("_p0", 0.0), ctx.attr("_p1", 0.0)
+    y = ctx.out(0, (N, P, Q, K), np.float32)
+    if y.size == 0:
+        return
+    ex_act = (ctx.attr("_ex_act", 0), ctx.attr("_ex_p0", 0.0), ctx.attr("_ex_p1", 0.0))
+    dw_act = (ctx.attr("_dw_act", 0), ctx.attr("_dw_p0", 0.0), ctx.attr("_dw_p1", 0.0))
+    # Rows shorter than the direct kernel's tile (FUSE_MIN_ROW) would run its
+    # half-height tiles, and stream the weights once per row instead of once
+    # per tile of the flat 1x1 conv; tensors that small stay in L2 anyway, so
+    # there the convs run as their own steps (the same bits).
+    if ex is not None and min(W, Q) < FUSE_MIN_ROW:
+        xe = ctx.temp((N, H, W, C), np.float32)
+        _conv_step(ctx, Op.CONV, xe, x, packed_ex, bx, None, ex, *ex_act, conv_workspace)
+        x, ex, packed_ex, bx = xe, None, None, None
+    if Q < FUSE_MIN_ROW:
+        mid = ctx.temp((N, P, Q, C), np.float32)
+        _conv_step(ctx, Op.CONV, mid, x, packed_dw, bd, None, dw, *dw_act, conv_workspace)
+        _conv_step(ctx, Op.CONV, y, mid, packed_pw, bp, residual, pw, act, p0, p1, conv_workspace)
+        return
+    # a residual of another shape is a broadcasting Add: its own step, as in lower_conv
+    broadcast = residual is not None and residual.shape != y.shape
+    conv_y = ctx.temp(y.shape, np.float32) if broadcast else y
+    ws = dw_pw_workspace(ex, dw, pw, ctx.planner.nthreads)
+    words = ConvDwPwStep(dw=dw, pw=pw, ex=ex if ex is not None else conv_params(), dw_act=dw_act[0],
+                         pw_act=0 if broadcast else act, ex_act=ex_act[0], workspace_bytes=ws).words()
+    ctx.step(Op.CONV_DW_PW, [conv_y, x, packed_dw, bd, packed_pw, bp, None if broadcast else residual,
+                             ctx.scratch(ws), packed_ex, bx], words, [*dw_act[1:], p0, p1, *ex_act[1:]])
+    if broadcast and act:
+        summed = ctx.temp(y.shape, np.float32)
+        emit_binary(ctx, summed, conv_y, residual, Binary.ADD)
+        emit_unary(ctx, y, summed, Unary(act), p0, p1)
+    elif broadcast:
+        emit_binary(ctx, y, conv_y, residual, Binary.ADD)
 
 
 def lower_conv_transpose(ctx: LoweringContext) -> None:
@@ -375,7 +460,7 @@ def lower_resize(ctx: LoweringContext) -> None:
 
 
 RULES = {
-    "Conv": {1: lower_conv}, "ConvTranspose": {1: lower_conv_transpose}, "MaxPool": {8: lower_maxpool}, "AveragePool": {7: lower_avgpool},
+    "Conv": {1: lower_conv}, "ConvDwPw": {1: lower_conv_dw_pw}, "ConvTranspose": {1: lower_conv_transpose}, "MaxPool": {8: lower_maxpool}, "AveragePool": {7: lower_avgpool},
     "GlobalAveragePool": {1: lower_global_pool}, "GlobalMaxPool": {1: lower_global_pool},
     "BatchNormalization": {9: lower_batchnorm}, "Resize": {11: lower_resize},
 }
@@ -385,6 +470,8 @@ _WINDOW = {"auto_pad", "pads", "strides", "dilations", "kernel_shape"}
 _FUSED = {"_nhwc", "_act", "_p0", "_p1", "_packed_isa"}
 ATTRS = {
     "Conv": _WINDOW | {"group", "_precision", "_w_shape", "_y_bf16"} | _FUSED,
+    "ConvDwPw": _WINDOW | {"group", "_dw_act", "_dw_p0", "_dw_p1", "_pw_packed_isa", "_ex_act", "_ex_p0", "_ex_p1",
+                           "_ex_packed_isa"} | _FUSED,
     "ConvTranspose": _WINDOW | {"group", "output_padding", "output_shape"} | _FUSED,
     "MaxPool": _WINDOW | {"ceil_mode", "storage_order", "_nhwc"},
     "AveragePool": _WINDOW | {"ceil_mode", "count_include_pad", "_nhwc"},

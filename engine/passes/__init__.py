@@ -14,6 +14,7 @@ from engine.passes.folding import fold_batchnorm, fold_constants
 from engine.passes.fusion import (fuse_bias_activation, fuse_conv_residual, fuse_gelu, fuse_layernorm,
                                   fuse_matmul_scale, fuse_silu)
 from engine.passes.fuse_attention import fuse_attention
+from engine.passes.fuse_dw_pw import fuse_depthwise_pointwise
 from engine.passes.fuse_recurrent import fuse_recurrent_input
 from engine.passes.fuse_rmsnorm import fuse_rmsnorm
 from engine.passes.gemm_conv import gemm_as_pointwise_conv
@@ -28,7 +29,8 @@ DEFAULT_PASSES: tuple[Callable[[Graph], Graph], ...] = (
     # After fuse_matmul_scale (the 1/sqrt(d) is then the GEMM's alpha), before
     # fuse_bias_activation (which would take a constant mask for a bias).
     fuse_attention, fuse_silu, fuse_bias_activation, fuse_gelu, fuse_recurrent_input,
-    to_kernel_layout, gemm_as_pointwise_conv, fuse_conv_residual, prepack_weights, eliminate_dead_nodes,
+    to_kernel_layout, gemm_as_pointwise_conv, fuse_conv_residual, prepack_weights, fuse_depthwise_pointwise,
+    eliminate_dead_nodes,
 )
 
 

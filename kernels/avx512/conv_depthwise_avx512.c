@@ -3,4 +3,5 @@
 #include "vf_avx512.h"
 
 #define DW_ROWS aie_dwconv_rows_avx512
+#define DW_SPAN aie_dwconv_span_avx512
 #include "conv_depthwise_body.h"

@@ -241,7 +241,7 @@ int aie_conv2d(const aie_conv2d_params *p, const float *x, const void *packed_w,
 
     if (is_depthwise(p)) {
         int64_t rows = p->N * P, pieces = nt > 1 ? 4 * (int64_t)nt : 1;
-        dw_ctx d = {{p, P, Q, x, (const float *)body, bias, residual, &e, y}, (rows + pieces - 1) / pieces};
+        dw_ctx d = {{p, P, Q, x, (const float *)body, bias, residual, &e, y, NULL, 0}, (rows + pieces - 1) / pieces};
         aie_parallel_dynamic((rows + d.rows_per_task - 1) / d.rows_per_task, nt, dw_task, &d);
         return AIE_OK;
     }

@@ -18,11 +18,21 @@ typedef struct {
     const float *x, *w, *bias, *residual;
     const aie_epilogue *ep;
     float *y;
+    /* NULL: input rows are x's. Else (the fused block, conv_dw_pw.c) input
+     * row h of the one image being computed is ring + (h % ring_rows) * W * C. */
+    const float *ring;
+    int64_t ring_rows;
 } aie_dwconv_args;
 
 /* A function type: each ISA's kernel is declared with it (one prototype). */
 typedef void aie_dwconv_fn(const aie_dwconv_args *a, int64_t row0, int64_t row1);
 aie_dwconv_fn aie_dwconv_rows_scalar, aie_dwconv_rows_avx2, aie_dwconv_rows_avx512;
+/* Output pixels [q0, q1) of output row `row` (the flattened (n, p) range),
+ * pixel q's C channels written at out + (q - q0) * C instead of into y (the
+ * same arithmetic as aie_dwconv_fn): the fused depthwise -> 1x1 conv keeps
+ * them in a per-thread scratch. */
+typedef void aie_dwconv_span_fn(const aie_dwconv_args *a, int64_t row, int64_t q0, int64_t q1, float *out);
+aie_dwconv_span_fn aie_dwconv_span_scalar, aie_dwconv_span_avx2, aie_dwconv_span_avx512;
 
 /* Direct (packing-free) convolution micro-kernel, NHWC, groups == 1.
  * One call computes an h-pixel x NR-channel output tile (h <= MR consecutive

@@ -12,7 +12,8 @@
 /* The fp32 kernels of one vector ISA (scalar, avx2, avx512). */
 #define FP32(isa)                                                                                         \
     .sgemm = &aie_gemm_kernels_##isa, .conv_direct = &aie_conv_direct_##isa, .winograd = &aie_winograd_##isa, \
-    .dwconv = aie_dwconv_rows_##isa, .dwconv_s8 = aie_dwconv_s8_rows_##isa, .pool = aie_pool_rows_##isa, .gpool = aie_gpool_##isa, .vm = &aie_vm_##isa, \
+    .dwconv = aie_dwconv_rows_##isa, .dwconv_span = aie_dwconv_span_##isa,                                 \
+    .dwconv_s8 = aie_dwconv_s8_rows_##isa, .pool = aie_pool_rows_##isa, .gpool = aie_gpool_##isa, .vm = &aie_vm_##isa, \
     .q8 = &Q8_##isa
 #define ROW(l, isa, bf16_k, s8_k)                                                                      \
     [l] = {.level = l, FP32(isa), .bf16 = &aie_lowp_bf16_##bf16_k, .s8 = &aie_lowp_s8_##s8_k,          \

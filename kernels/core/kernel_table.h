@@ -23,6 +23,7 @@ typedef struct {
     const aie_conv_direct_kernel *conv_direct; /* direct conv tiles (and Winograd's products) */
     const aie_winograd_kernel *winograd;       /* Winograd tile transforms */
     aie_dwconv_fn *dwconv;
+    aie_dwconv_span_fn *dwconv_span; /* one row's pixel run into a buffer (conv_dw_pw.c) */
     aie_dwconv_s8_fn *dwconv_s8; /* int8 depthwise rows (exact int32: any ISA gives the same) */
     aie_pool_fn *pool;
     aie_gpool_fn *gpool;

@@ -35,6 +35,18 @@ int aie_x_conv(const aie_step_args *a) {
     return AIE_OK;
 }
 
+/* t: y, x, dw packed, dw bias, pw packed, pw bias, residual, workspace, ex packed, ex bias. */
+int aie_x_conv_dw_pw(const aie_step_args *a) {
+    const aie_conv_dw_pw_step *sp = (const aie_conv_dw_pw_step *)(const void *)a->ip;
+    aie_epilogue de = {NULL, AIE_BIAS_NONE, (int)sp->dw_act, (float)a->fp[0], (float)a->fp[1]};
+    aie_epilogue pe = {NULL, AIE_BIAS_NONE, (int)sp->pw_act, (float)a->fp[2], (float)a->fp[3]};
+    aie_epilogue xe = {NULL, AIE_BIAS_NONE, (int)sp->ex_act, (float)a->fp[4], (float)a->fp[5]};
+    const aie_conv_stage dw = {&sp->dw, a->t[2], a->t[3], &de}, pw = {&sp->pw, a->t[4], a->t[5], &pe};
+    const aie_conv_stage ex = {&sp->ex, a->t[8], a->t[9], &xe};
+    return aie_conv2d_dw_pw(sp->ex.K ? &ex : NULL, &dw, &pw, a->t[1], a->t[6], a->t[0], a->t[7],
+                            (size_t)sp->workspace_bytes, a->nthreads);
+}
+
 int aie_x_conv_transpose(const aie_step_args *a) {
     const aie_conv_step *sp = (const aie_conv_step *)(const void *)a->ip;
     aie_epilogue ep = {NULL, AIE_BIAS_NONE, (int)sp->act, (float)a->fp[0], (float)a->fp[1]};

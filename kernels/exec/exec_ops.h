@@ -65,6 +65,7 @@ int aie_x_attention(const aie_step_args *a);
 int aie_x_gemm_bf16_packed(const aie_step_args *a);
 int aie_x_conv_bf16(const aie_step_args *a);
 int aie_x_conv_bf16_io(const aie_step_args *a);
+int aie_x_conv_dw_pw(const aie_step_args *a);
 int aie_x_nonzero(const aie_step_args *a);
 int aie_x_compress(const aie_step_args *a);
 int aie_x_unique(const aie_step_args *a);

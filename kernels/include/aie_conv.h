@@ -83,6 +83,31 @@ int aie_conv2d(const aie_conv2d_params *p, const float *x, const void *packed_w,
                const float *residual, const aie_epilogue *ep, float *y, void *workspace,
                size_t workspace_size, int nthreads);
 
+/* MobileNetV2's inverted-residual block in one pass: an optional 1x1
+ * expand conv, a depthwise conv (groups == C == K > 1) and a 1x1 project
+ * conv on its output (1x1 convs: stride 1, unpadded, groups 1), y =
+ * act_pw(pw(act_dw(dw(act_ex(ex(x) + ex_bias)) + dw_bias)) + pw_bias +
+ * residual) with the intermediates kept in per-thread scratch (a ring of
+ * expanded rows, tiles of depthwise pixels) instead of memory. ex NULL: x
+ * is the depthwise conv's input. Each stage: its params, its
+ * aie_conv2d_pack_weights blob, bias (NULL or K floats), epilogue (NULL:
+ * none; ep->bias must be NULL); each conv's N, H, W, C are the previous
+ * one's output. residual: NULL or shaped like y, not overlapping it. y is
+ * bitwise what aie_conv2d gives for the convs one by one when the 1x1
+ * convs take the direct path (AUTO, C <= 4608 and N*H*W at least half a
+ * tile), for any thread count. Workspace: aie_conv2d_dw_pw_workspace_size
+ * (0 on bad or mismatched params). */
+typedef struct {
+    const aie_conv2d_params *p;
+    const void *packed;
+    const float *bias;
+    const aie_epilogue *ep;
+} aie_conv_stage;
+size_t aie_conv2d_dw_pw_workspace_size(const aie_conv2d_params *ex, const aie_conv2d_params *dw,
+                                       const aie_conv2d_params *pw, int nthreads);
+int aie_conv2d_dw_pw(const aie_conv_stage *ex, const aie_conv_stage *dw, const aie_conv_stage *pw, const float *x,
+                     const float *residual, float *y, void *workspace, size_t workspace_size, int nthreads);
+
 /* Algorithm selection. aie_conv2d picks per call from the params and the
  * selected ISA (AUTO): depthwise direct, the direct NHWC kernel (see the
  * list above: the input is read in place, no im2col packing), 1x1 stride-1

@@ -55,6 +55,13 @@ extern "C" {
  *   CONV      2-D convolution, NHWC (aie_conv2d). t: y, x, packed weights,
  *             bias (or NONE), residual (or NONE; may be y), workspace (or
  *             NONE). ip: aie_conv_step. fp: p0, p1.
+ *   CONV_DW_PW [a 1x1 expand conv,] a depthwise conv and the 1x1 project
+ *             conv on its output (aie_conv2d_dw_pw). t: y, x, depthwise
+ *             packed weights, depthwise bias (or NONE), project packed
+ *             weights, project bias (or NONE), residual (or NONE; not y),
+ *             workspace, expand packed weights (or NONE: no expand conv),
+ *             expand bias (or NONE). ip: aie_conv_dw_pw_step. fp: dw p0,
+ *             p1, pw p0, p1, ex p0, p1.
  *   POOL      2-D pooling, NHWC (aie_pool2d). t: y, x. ip: aie_pool_step.
  *   LAYERNORM t: out, x, scale (or NONE), bias (or NONE). ip: aie_norm_step.
  *             fp: epsilon.

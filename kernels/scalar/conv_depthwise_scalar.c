@@ -4,4 +4,5 @@
 #include "vf_scalar.h"
 
 #define DW_ROWS aie_dwconv_rows_scalar
+#define DW_SPAN aie_dwconv_span_scalar
 #include "conv_depthwise_body.h"

@@ -195,6 +195,113 @@ static void test_errors(void) {
 
 /* The forced direct algo reaches the direct kernel on every ISA for the
  * cases written for it (else the loop above would test GEMM twice). */
+/* aie_conv2d_dw_pw: bitwise the aie_conv2d calls it replaces (the 1x1s on
+ * the direct path), on every ISA and 1-2 threads, and within the conv bound
+ * of a float64 reference of the project conv on the depthwise step's output
+ * (the other steps are checked by the cases above). cin > 0: an expand conv
+ * cin -> dw.C first (x then has cin channels). */
+typedef struct {
+    const char *name;
+    aie_conv2d_params dw;
+    int64_t K, cin;
+    int dw_act, pw_act, residual;
+} dw_pw_case;
+
+static const dw_pw_case DW_PW_CASES[] = {
+    {"dw 3x3 s1 -> 24, residual", P(2, 9, 23, 37, 37, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 37), 24, 0, AIE_U_CLIP,
+     AIE_U_IDENTITY, 1},
+    {"dw 3x3 s2 -> 13 (narrow)", P(1, 17, 33, 19, 19, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 19), 13, 0, AIE_U_CLIP,
+     AIE_U_RELU, 0},
+    {"dw 5x5 asym -> 45, Q 4", P(3, 6, 5, 33, 33, 5, 5, 1, 1, 1, 1, 2, 1, 0, 2, 33), 45, 0, AIE_U_HARDSWISH,
+     AIE_U_CLIP, 1},
+    {"dw 3x3 s1 W30 -> 70", P(1, 4, 30, 64, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 64), 70, 0, AIE_U_RELU,
+     AIE_U_IDENTITY, 1},
+    {"expand 7 -> dw 3x3 s1 -> 7, residual", P(2, 19, 9, 42, 42, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 42), 7, 7,
+     AIE_U_CLIP, AIE_U_IDENTITY, 1},
+    {"expand 16 -> dw 3x3 s2 -> 24", P(3, 13, 31, 96, 96, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 96), 24, 16, AIE_U_CLIP,
+     AIE_U_IDENTITY, 0},
+    {"expand 5 -> dw 3x3 d2 s2 asym -> 33", P(1, 23, 15, 17, 17, 3, 3, 2, 1, 2, 1, 0, 1, 2, 1, 17), 33, 5,
+     AIE_U_HARDSWISH, AIE_U_RELU, 1},
+};
+
+static void test_dw_pw_case(const dw_pw_case *cs) {
+    const aie_conv2d_params *dw = &cs->dw;
+    int64_t P, Q;
+    KT_CHECK(aie_conv2d_output_shape(dw, &P, &Q) == AIE_OK, "%s: shape", cs->name);
+    const aie_conv2d_params pw = P(dw->N, P, Q, dw->K, cs->K, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1);
+    const aie_conv2d_params ex = P(dw->N, dw->H, dw->W, cs->cin, dw->C, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1);
+    const int64_t cx = cs->cin ? cs->cin : dw->C;
+    const size_t nx = (size_t)(dw->N * dw->H * dw->W * cx), ne = (size_t)(dw->N * dw->H * dw->W * dw->C);
+    const size_t nm = (size_t)(dw->N * P * Q * dw->K), ny = (size_t)(dw->N * P * Q * cs->K);
+    const size_t nwd = (size_t)(dw->K * dw->R * dw->S), nwp = (size_t)(cs->K * dw->K), nwx = (size_t)(dw->C * cx);
+    float *x = malloc(nx * 4), *wd = malloc(nwd * 4), *wp = malloc(nwp * 4), *bd = malloc((size_t)dw->K * 4);
+    float *bp = malloc((size_t)cs->K * 4), *res = malloc(ny * 4), *mid = malloc(nm * 4), *y = malloc(ny * 4);
+    float *y2 = malloc(ny * 4), *wx = malloc(nwx * 4), *bx = malloc((size_t)dw->C * 4), *xe = malloc(ne * 4);
+    double *ref = malloc(ny * 8), *scale = malloc(ny * 8);
+    kt_fill(x, nx, 11), kt_fill(wd, nwd, 12), kt_fill(wp, nwp, 13), kt_fill(bd, (size_t)dw->K, 14);
+    kt_fill(bp, (size_t)cs->K, 15), kt_fill(res, ny, 16), kt_fill(wx, nwx, 17), kt_fill(bx, (size_t)dw->C, 18);
+    const float *r = cs->residual ? res : NULL;
+    aie_epilogue ed = {NULL, AIE_BIAS_NONE, cs->dw_act, 0.f, 6.f}, ep = {NULL, AIE_BIAS_NONE, cs->pw_act, 0.f, 6.f};
+    aie_epilogue ex_ep = {NULL, AIE_BIAS_NONE, AIE_U_CLIP, 0.f, 6.f};
+    const aie_isa saved = aie_selected_isa();
+    for (int isa = AIE_ISA_SCALAR; isa <= (int)aie_best_isa(); isa++) {
+        aie_set_isa((aie_isa)isa);
+        const char *in = aie_isa_name((aie_isa)isa);
+        size_t sd = aie_conv2d_packed_size(dw), sp = aie_conv2d_packed_size(&pw), sx = aie_conv2d_packed_size(&ex);
+        void *pd = aligned_alloc(64, AIE_TEST_ROUND64(sd)), *pp = aligned_alloc(64, AIE_TEST_ROUND64(sp));
+        void *px = cs->cin ? aligned_alloc(64, AIE_TEST_ROUND64(sx)) : NULL;
+        KT_CHECK(aie_conv2d_pack_weights(dw, wd, pd, sd) == AIE_OK && aie_conv2d_pack_weights(&pw, wp, pp, sp) == AIE_OK
+                     && (!cs->cin || aie_conv2d_pack_weights(&ex, wx, px, sx) == AIE_OK),
+                 "%s/%s: pack: %s", cs->name, in, aie_last_error());
+        /* the unfused steps: [expand,] depthwise into memory, then the 1x1 (direct path) */
+        KT_CHECK(aie_conv2d_algo(&pw) == AIE_CONV_ALGO_DIRECT && (!cs->cin || aie_conv2d_algo(&ex) == AIE_CONV_ALGO_DIRECT),
+                 "%s/%s: a 1x1 is not on the direct path", cs->name, in);
+        size_t w2 = aie_conv2d_workspace_size(&pw, 1), w3 = aie_conv2d_workspace_size(&ex, 1);
+        if (w3 > w2) w2 = w3;
+        void *ws2 = w2 ? malloc(w2) : NULL;
+        const float *dx = x;
+        if (cs->cin) {
+            KT_CHECK(aie_conv2d(&ex, x, px, bx, NULL, &ex_ep, xe, ws2, w2, 1) == AIE_OK, "%s/%s: expand: %s", cs->name,
+                     in, aie_last_error());
+            dx = xe;
+        }
+        KT_CHECK(aie_conv2d(dw, dx, pd, bd, NULL, &ed, mid, NULL, 0, 1) == AIE_OK &&
+                     aie_conv2d(&pw, mid, pp, bp, r, &ep, y2, ws2, w2, 1) == AIE_OK,
+                 "%s/%s: unfused: %s", cs->name, in, aie_last_error());
+        aie_ref_conv2d(&pw, P, Q, mid, wp, bp, r, cs->pw_act, 0.0, 6.0, ref, scale);
+        const aie_conv_stage sdw = {dw, pd, bd, &ed}, spw = {&pw, pp, bp, &ep}, sex = {&ex, px, bx, &ex_ep};
+        const aie_conv_stage *e = cs->cin ? &sex : NULL;
+        for (int nt = 1; nt <= 2; nt++) {
+            size_t wsz = aie_conv2d_dw_pw_workspace_size(cs->cin ? &ex : NULL, dw, &pw, nt);
+            void *ws = malloc(wsz);
+            int rc = aie_conv2d_dw_pw(e, &sdw, &spw, x, r, y, ws, wsz, nt);
+            KT_CHECK(rc == AIE_OK, "%s/%s/%d: dw_pw: %s", cs->name, in, nt, aie_last_error());
+            KT_CHECK(memcmp(y, y2, ny * 4) == 0, "%s/%s/%d threads: fused differs from the unfused steps", cs->name,
+                     in, nt);
+            double worst = 0;
+            for (size_t i = 0; i < ny; i++) {
+                double err = fabs(y[i] - ref[i]) / scale[i];
+                if (!(err <= worst)) worst = err;
+            }
+            KT_CHECK(worst < 1e-6, "%s/%s/%d threads: normalised error %.3g", cs->name, in, nt, worst);
+            rc = aie_conv2d_dw_pw(e, &sdw, &spw, x, r, y, ws, wsz - 1, nt);
+            KT_CHECK(rc == AIE_ENOMEM, "%s/%s: a short workspace was accepted", cs->name, in);
+            free(ws);
+        }
+        free(ws2), free(pd), free(pp), free(px);
+    }
+    aie_set_isa(saved);
+    /* mismatched: the project conv reads other channels than the depthwise writes */
+    aie_conv2d_params bad = pw;
+    bad.C += 1;
+    KT_CHECK(aie_conv2d_dw_pw_workspace_size(NULL, dw, &bad, 1) == 0, "%s: mismatched pair sized", cs->name);
+    bad = ex;
+    bad.K += 1;
+    KT_CHECK(aie_conv2d_dw_pw_workspace_size(&bad, dw, &pw, 1) == 0, "%s: mismatched expand sized", cs->name);
+    free(x), free(wd), free(wp), free(bd), free(bp), free(res), free(mid), free(y), free(y2), free(wx), free(bx);
+    free(xe), free(ref), free(scale);
+}
+
 static void test_direct_taken(void) {
     const aie_isa saved = aie_selected_isa();
     aie_conv2d_set_algo(AIE_CONV_ALGO_DIRECT);
@@ -231,6 +338,7 @@ int main(void) {
     }
     g_winograd = 0;
     test_direct_taken();
+    for (size_t i = 0; i < sizeof DW_PW_CASES / sizeof DW_PW_CASES[0]; i++) test_dw_pw_case(&DW_PW_CASES[i]);
     test_transpose();
     test_errors();
     return kt_report("test_conv");
