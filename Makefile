@@ -33,11 +33,13 @@ help:
 venv: $(STAMP)
 
 # The stamp depends on every file that decides what is installed, so editing
-# the pins re-runs pip; pip itself is idempotent.
-$(STAMP): requirements/constraints.txt requirements/base.in requirements/build.in requirements/test.in pyproject.toml
+# the pins re-runs pip; pip itself is idempotent. This machine gets what a
+# host runs (host.in), the build machine's packages (build.in, the engine's
+# `build` extra) and the tests' (test.in); hosts get host.in only (the bundle).
+$(STAMP): requirements/constraints.txt requirements/host.in requirements/build.in requirements/test.in pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "ai-engine needs Python >= 3.11, found " + sys.version.split()[0])'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -c requirements/constraints.txt -r requirements/base.in -r requirements/build.in -r requirements/test.in
+	$(BIN)/python -m pip install --quiet -c requirements/constraints.txt -r requirements/host.in -r requirements/build.in -r requirements/test.in
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	@touch $@
 

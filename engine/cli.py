@@ -19,7 +19,7 @@ import os
 import sys
 
 from engine import __version__
-from engine.errors import EngineError, print_error
+from engine.errors import EngineError, missing_package, print_error
 
 # name -> (module, one-line help). Modules are imported only when used, so
 # `ai-engine --help` stays fast and a broken subcommand cannot break others.
@@ -63,6 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - last line of defence for users
         if os.environ.get("AIE_DEBUG"):
             raise
+        if isinstance(exc, ModuleNotFoundError) and (exc.name or "engine").split(".")[0] not in ("engine", "hostspec"):
+            # e.g. `convert` on a host, whose venv has no onnx; a module of ours missing is a bug
+            return print_error(missing_package(exc, "this command"), f"ai-engine {args.command}: error")
         print(f"ai-engine {args.command}: internal error: {type(exc).__name__}: {exc} "
               "(set AIE_DEBUG=1 for a traceback)", file=sys.stderr)
         return 70

@@ -53,6 +53,15 @@ class InvalidArgument(EngineError, ValueError):
     """Inputs given to a session do not match the model (name, shape, dtype)."""
 
 
+def missing_package(exc: ModuleNotFoundError, what: str, cls: type[EngineError] = EngineError) -> EngineError:
+    """`what` needs a package this install lacks. On a host that is by design:
+    its venv holds only what serving needs (requirements/host.in); reading
+    ONNX, the tasks and the deployer's SSH are the build machine's
+    (requirements/build.in, the `ai-engine[build]` extra)."""
+    return cls(f"{what} needs the Python package {exc.name!r}, which is not installed here",
+               hint="a host installs only what serving needs; on a build machine: pip install 'ai-engine[build]'")
+
+
 def error_lines(exc: BaseException, prefix: str = "error") -> list[str]:
     """What a CLI prints for `exc`: `prefix: where: what (hint)`, one line per
     problem (a SpecError holds every problem of a spec)."""

@@ -23,12 +23,11 @@ import numpy as np
 
 from engine import aie_format, kernels
 from engine.arena import PLAN_ARENAS, ArenaPolicy
-from engine.errors import InvalidArgument, KernelError, UnsupportedOperatorError
+from engine.errors import ConversionError, InvalidArgument, KernelError, UnsupportedOperatorError, missing_package
 from engine.ir import Graph, type_string
 from engine.kernels._lib import lib
 from engine.kernels.conv_lowp import conv_bf16_path
 from engine.kernels.gemm_lowp import paths as lowp_paths
-from engine.onnx_import import import_file
 from engine.passes import run_passes
 from engine.passes.precision import precision_of
 from engine.plan import ExecPlan, NeedsValue, PlanCache
@@ -86,6 +85,10 @@ class InferenceSession:
         if loaded is not None:
             self._model = loaded
         elif path.suffix == ".onnx":
+            try:  # onnx is a build-machine package: a host's venv serves .aie files without it
+                from engine.onnx_import import import_file
+            except ModuleNotFoundError as exc:
+                raise missing_package(exc, f"reading {path.name} (an ONNX model)", ConversionError) from None
             graph, passes = run_passes(import_file(path))
             self._model = aie_format.parse(aie_format.serialize(graph, {"passes": passes}), str(path))
         else:

@@ -54,8 +54,10 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     # PEP 562 attribute: the package root stays stdlib-only, because the deploy
     # host side (engine.deploy.remote, run by a bare python3) imports it.
     ("engine", "engine.session"): "engine.InferenceSession without numpy for stdlib-only importers",
-    # Optional extras (pyproject [fast]) and tools that are not dependencies.
-    ("engine.server.server", "uvloop"): "optional extra; asyncio's loop otherwise",
+    # onnx is the build machine's (requirements/build.in): a host's venv serves .aie files without it.
+    ("engine.session", "engine.onnx_import"): "only for a .onnx path; names the missing onnx in one line",
+    # Optional at run time, and tools that are not host dependencies.
+    ("engine.server.server", "uvloop"): "optional; asyncio's loop otherwise",
     ("engine.server.grpc_stubs", "grpc_tools"): "grpcio-tools generates the stubs at build time, not a runtime dependency",
     ("engine.server.grpc_stubs", "engine.server.grpc_gen.grpc_service_pb2"):
         "generated at build time; load() names the command when missing",

@@ -74,7 +74,7 @@ def dependency_inputs() -> str:
     """What decides the dependency wheels: the requirement files, this Python
     and machine, the bundled pip (the "dependency wheels" step's inputs and
     their cache key)."""
-    req = [REPO / "requirements" / "base.in", REPO / "requirements" / "constraints.txt"]
+    req = [REPO / wheels.HOST_REQUIREMENTS, REPO / "requirements" / "constraints.txt"]
     return digest(*req, platform.python_version(), platform.machine(), wheels.pip_wheel())
 
 

@@ -54,8 +54,8 @@ def build_venv(release_dir: Path, python: str) -> None:
         raise DeployError("no pip wheel in the bundle", where=str(wheels))
     # --isolated: no pip.conf or PIP_* of the host may add an index or a constraint.
     # --no-compile: bytecode is written lazily by the engine itself (saves ~half the install time).
-    # Every bundled wheel, not only what the engine wheel declares: the bundle
-    # carries requirements/base.in's closure (uvloop is an optional extra).
+    # Every bundled wheel: the bundle carries exactly requirements/host.in's
+    # closure, the engine wheel's dependencies.
     packages = sorted(str(w) for w in wheels.glob("*.whl") if not w.name.startswith("pip-"))
     run_command([str(venv / "bin" / "python"), f"{pip[-1]}/pip", "install", "--isolated", "--quiet", "--no-index",
           "--no-compile", "--disable-pip-version-check", "--find-links", str(wheels), *packages],

@@ -1,6 +1,7 @@
-"""Wheels for the bundle: every runtime dependency (requirements/base.in at
-the versions pinned in requirements/constraints.txt), pip itself (so a host
-needs no ensurepip) and the engine wheel with the kernel library inside.
+"""Wheels for the bundle: what a host runs (requirements/host.in's closure at
+the versions pinned in requirements/constraints.txt; never the build
+machine's requirements/build.in), pip itself (so a host needs no ensurepip)
+and the engine wheel with the kernel library inside.
 
 The engine wheel is built by the repo's own build backend (setuptools, from
 pyproject.toml) out of a staging copy of the sources, with SOURCE_DATE_EPOCH
@@ -20,8 +21,11 @@ from engine.deploy import DeployError
 from engine.deploy.bundle import FIXED_MTIME
 
 REPO = Path(__file__).resolve().parents[2]
-# What goes into the engine wheel's build (the packages pyproject.toml finds).
+# What goes into the engine wheel's build (the packages pyproject.toml finds,
+# and the requirement files it reads its dependencies from).
 ENGINE_SOURCES = ("engine", "sysconfig/hostspec")
+HOST_REQUIREMENTS = "requirements/host.in"
+WHEEL_METADATA = ("pyproject.toml", HOST_REQUIREMENTS, "requirements/build.in")
 
 
 def _pip(args: list[str], what: str) -> None:
@@ -50,24 +54,24 @@ def pip_wheel(dirs: tuple[Path, ...] = PIP_WHEEL_DIRS) -> Path:
 
 
 def dependency_wheels(out_dir: Path, repo: Path = REPO) -> list[Path]:
-    """pip wheel every runtime dependency into out_dir (emptied first)."""
+    """pip wheel what a host runs (requirements/host.in) into out_dir (emptied first)."""
     shutil.rmtree(out_dir, ignore_errors=True)
     out_dir.mkdir(parents=True)
     _pip(["wheel", "--quiet", "--wheel-dir", str(out_dir), "-c", str(repo / "requirements/constraints.txt"),
-          "-r", str(repo / "requirements/base.in")], "downloading the dependency wheels")
+          "-r", str(repo / HOST_REQUIREMENTS)], "downloading the dependency wheels")
     shutil.copy2(pip_wheel(), out_dir)
     return sorted(out_dir.glob("*.whl"))
 
 
 def source_files(repo: Path = REPO) -> list[Path]:
     """The engine's package sources as git sees them (tracked and new, not ignored)."""
-    proc = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "--", *ENGINE_SOURCES, "pyproject.toml"],
+    proc = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "--", *ENGINE_SOURCES, *WHEEL_METADATA],
                           cwd=repo, capture_output=True, text=True)
     if proc.returncode != 0:
         # Not a git checkout (an exported tree): every file but caches.
         files = [p.relative_to(repo) for d in ENGINE_SOURCES for p in (repo / d).rglob("*")
                  if p.is_file() and "__pycache__" not in p.parts]
-        return sorted([*files, Path("pyproject.toml")])
+        return sorted([*files, *map(Path, WHEEL_METADATA)])
     return sorted(Path(line) for line in proc.stdout.splitlines() if (repo / line).is_file())
 
 
@@ -86,7 +90,7 @@ def engine_wheel(out_dir: Path, kernels_so: Path, staging: Path, repo: Path = RE
                            str(repo / "proto")], cwd=staging, capture_output=True, text=True)
     if proc.returncode != 0:
         raise DeployError(f"generating the gRPC stubs failed: {proc.stderr.strip()[-400:]}", where=str(repo / "proto"),
-                          hint="grpcio-tools is a build dependency (requirements/build.in)")
+                          hint="grpcio-tools is a build-machine package (requirements/build.in)")
     native = staging / "engine" / "_native"
     native.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(kernels_so, native / "libaie_kernels.so")

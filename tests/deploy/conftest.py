@@ -14,6 +14,7 @@ namespaces deleted.
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import shutil
 import socket
@@ -201,6 +202,53 @@ def kernels_lib() -> Path:
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return REPO / "build" / "lib"
+
+
+def requirement_closure(req_file: Path) -> set[str]:
+    """The distributions a requirement file installs, with everything they
+    depend on (canonical names), read from this venv's installed metadata:
+    the same pinned versions the bundle's `pip wheel` resolves."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    todo = [line.split("#")[0].strip() for line in req_file.read_text().splitlines()]
+    todo = [canonicalize_name(Requirement(line).name) for line in todo if line]
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for text in importlib.metadata.requires(name) or []:
+            req = Requirement(text)
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(canonicalize_name(req.name))
+    return seen
+
+
+HOST_DISTS = requirement_closure(REPO / "requirements" / "host.in")
+# The build machine's own packages (requirements/build.in and what only they
+# pull in: ml_dtypes, paramiko, pygments, ...): a host never gets one.
+BUILD_ONLY_DISTS = requirement_closure(REPO / "requirements" / "build.in") - HOST_DISTS
+
+
+def venv_dists(venv: Path) -> set[str]:
+    """The distributions installed in a host's venv (canonical names), asked
+    of its own python, isolated from this test's environment (-I)."""
+    from packaging.utils import canonicalize_name
+
+    code = "import importlib.metadata as m; print('\\n'.join(d.metadata['Name'] for d in m.distributions()))"
+    proc = subprocess.run([str(venv / "bin" / "python"), "-I", "-c", code], capture_output=True, text=True,
+                          timeout=60, check=True)
+    return {canonicalize_name(name) for name in proc.stdout.split()}
+
+
+def assert_runtime_only(venv: Path) -> None:
+    """A host's venv holds the engine and requirements/host.in's closure:
+    nothing of the build machine's (onnx, invoke, fabric, rich, ...)."""
+    have = venv_dists(venv)
+    assert not have & BUILD_ONLY_DISTS, f"build-machine packages in a host venv: {sorted(have & BUILD_ONLY_DISTS)}"
+    assert have == HOST_DISTS | {"ai-engine"}, (sorted(have - HOST_DISTS), sorted(HOST_DISTS - have))
 
 
 def write_site(path: Path, hosts: list[dict], *, listen: str, http_port: int, extra: dict | None = None) -> Path:

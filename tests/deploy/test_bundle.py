@@ -8,13 +8,14 @@ import json
 import tarfile
 
 import pytest
+from packaging.utils import canonicalize_name
 
 from engine.deploy import DeployError
 from engine.deploy.bundle import FIXED_MTIME, build_bundle, extract, read_bundle
 from engine.deploy.prepare import check_files
 from engine.deploy.pipeline import Options, Pipeline
 from engine.deploy.report import Reporter
-from tests.deploy.conftest import REPO, write_site
+from tests.deploy.conftest import BUILD_ONLY_DISTS, HOST_DISTS, REPO, write_site
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +53,14 @@ def test_same_inputs_give_the_same_bytes(inputs, tmp_path):
                    "models/digits.aie", "models/digits.smoke.json", "rootfs/etc/ai-engine/engine.yaml",
                    "engine/deploy/remote.py"):
         assert any(n.startswith(prefix) for n in names), prefix
+    # The wheels are what a host runs and nothing else: requirements/host.in's closure.
+    wheels = {canonicalize_name(n.removeprefix("wheels/").split("-")[0]) for n in names if n.startswith("wheels/")}
+    assert not wheels & BUILD_ONLY_DISTS, sorted(wheels & BUILD_ONLY_DISTS)
+    assert {"onnx", "invoke", "fabric", "rich", "setuptools"} <= BUILD_ONLY_DISTS
+    assert wheels == HOST_DISTS | {"ai-engine", "pip"}, (sorted(wheels - HOST_DISTS), sorted(HOST_DISTS - wheels))
+    dependency_bytes = sum(m.size for m in members if m.name.startswith("wheels/") and "ai_engine-" not in m.name)
+    print(f"bundle {a.size / 1e6:.1f} MB; dependency wheels {dependency_bytes / 1e6:.1f} MB "
+          f"({len(wheels) - 1} with pip)")
 
 
 def test_any_changed_input_changes_the_version(light, tmp_path):

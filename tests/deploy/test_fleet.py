@@ -18,7 +18,7 @@ from engine.deploy import verify
 from engine.deploy.bundle import build_bundle
 from engine.deploy.hostroot import INSTALLED
 from engine.deploy.pipeline import Pipeline
-from tests.deploy.conftest import HTTP_PORT, REPO, recording_reporter
+from tests.deploy.conftest import HTTP_PORT, REPO, assert_runtime_only, recording_reporter
 
 TIMES = REPO / "build" / "reports" / "deploy-times.json"
 pytestmark = pytest.mark.root
@@ -67,6 +67,7 @@ def test_one_host_then_three_in_parallel_with_an_unreachable_one(pipeline_for, s
     assert r.status == "deployed", r.reason
     assert _active(ssh_hosts["h1"]) == p1.bundle().version
     _serves(p1, ssh_hosts["h1"])
+    assert_runtime_only(ssh_hosts["h1"].root / "opt/ai-engine/current/venv")  # built over SSH by the host's python3
 
     reporter, output = recording_reporter()
     p3 = pipeline_for(["h2", "h3", "h4", "dead"], reporter=reporter)

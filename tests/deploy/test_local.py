@@ -18,7 +18,7 @@ import yaml
 
 from engine.deploy import commands, install, service, supervise
 from engine.deploy.pipeline import Options
-from tests.deploy.conftest import REPO, write_site
+from tests.deploy.conftest import REPO, assert_runtime_only, write_site
 
 
 def _free_port() -> int:
@@ -49,7 +49,7 @@ def _bundle_version(build: Path) -> str:
     return json.loads((build / "deploy" / "state.json").read_text())["bundle"]["version"]
 
 
-def test_local_root_deploy_end_to_end(local_site, deploy_build, kernels_lib, capsys):
+def test_local_root_deploy_end_to_end(local_site, deploy_build, kernels_lib, digits_model, capsys):
     specs, root = local_site
     opts = Options(specs=specs, build_dir=deploy_build, lib_dir=kernels_lib)
     assert commands.deploy(opts) == 0, capsys.readouterr()
@@ -66,6 +66,7 @@ def test_local_root_deploy_end_to_end(local_site, deploy_build, kernels_lib, cap
     engine_yaml = (root / "etc/ai-engine/engine.yaml").read_text()
     assert "path: /opt/ai-engine/current/models/digits.aie" in engine_yaml
     assert (current / "models/digits.aie").is_file()
+    _host_venv_is_runtime_only(current / "venv", digits_model)
 
     # Same inputs: every build step skipped, the engine left alone. (Other
     # work in a shared checkout may edit engine sources meanwhile; then the
@@ -89,6 +90,27 @@ def test_local_root_deploy_end_to_end(local_site, deploy_build, kernels_lib, cap
     assert logs.returncode == 0, logs.stderr
     assert '"event"' in logs.stdout
 
+
+
+def _host_venv_is_runtime_only(venv: Path, onnx_model: Path) -> None:
+    """The release venv that just served the smoke inference has no build-machine
+    package; the commands that need one say so in one line instead of a traceback."""
+    assert_runtime_only(venv)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    ran = subprocess.run([str(venv / "bin" / "ai-engine"), "--help"], capture_output=True, text=True, env=env, timeout=60)
+    assert ran.returncode == 0 and "serve" in ran.stdout, ran.stderr  # every command's module imports without onnx
+    ran = subprocess.run([str(venv / "bin" / "ai-engine"), "convert", str(onnx_model), "-o", os.devnull],
+                         capture_output=True, text=True, env=env, timeout=60)
+    assert (ran.returncode, ran.stderr) == (1, "ai-engine convert: error: this command needs the Python package "
+                                               "'onnx', which is not installed here (a host installs only what "
+                                               "serving needs; on a build machine: pip install 'ai-engine[build]')\n"), \
+        ran.stderr
+    code = ("import sys\nfrom engine import InferenceSession\nfrom engine.errors import ConversionError\n"
+            "try:\n    InferenceSession(sys.argv[1])\nexcept ConversionError as exc:\n    print(exc)")
+    ran = subprocess.run([str(venv / "bin" / "python"), "-I", "-c", code, str(onnx_model)], capture_output=True,
+                         text=True, timeout=60)
+    assert ran.stdout.startswith("reading digits.onnx (an ONNX model) needs the Python package 'onnx'"), \
+        ran.stdout + ran.stderr
 
 
 def test_bench_three_phases_against_the_deployed_engine(local_site, tmp_path, capsys):

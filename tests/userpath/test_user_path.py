@@ -91,7 +91,7 @@ def _clone(dest: Path) -> Path:
 
 
 def _wheelhouse(dest: Path) -> Path:
-    """requirements/base.in's closure as wheels for the namespace's offline
+    """requirements/host.in's closure as wheels for the namespace's offline
     `pip wheel`: the session's cached dependency wheels when a deploy test
     built them already (the same inputs: engine.deploy.wheelcache), else
     fetched here, where the index is reachable."""
