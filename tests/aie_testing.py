@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import socket
 import threading
 import time
 from pathlib import Path
@@ -73,3 +74,21 @@ def run_concurrently(work, n: int, timeout: float) -> None:
     assert not hung, f"{hung} of {n} threads still running after {timeout} s"
     if errors:
         raise errors[0]
+
+
+# Ports this process handed out. The kernel may give a just-released port
+# again on the next bind, so two free_port() calls for one server's http and
+# grpc ports once returned the same number (and the server refused to start).
+_HANDED_OUT: set[int] = set()
+
+
+def free_port() -> int:
+    """A port free on 127.0.0.1 now and never returned before by this process."""
+    for _ in range(1000):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
+    raise RuntimeError("no fresh free port on 127.0.0.1 after 1000 tries")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -19,12 +18,8 @@ import yaml
 from engine.deploy import commands, install, service, supervise
 from engine.deploy.pipeline import Options
 from tests.deploy.conftest import REPO, assert_runtime_only, write_site
+from aie_testing import free_port
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +27,7 @@ def local_site(tmp_path_factory, digits_model):
     d = tmp_path_factory.mktemp("localdeploy")
     root = d / "root"
     site = write_site(d / "site.yaml", [{"name": "box", "type": "local", "root": str(root)}],
-                      listen="127.0.0.1", http_port=_free_port())
+                      listen="127.0.0.1", http_port=free_port())
     try:
         yield [REPO / "sysconfig" / "spec.yaml", site], root
     finally:

@@ -24,19 +24,15 @@ from engine.deploy import DeployError, commands, supervise
 from engine.deploy.pipeline import Options, Pipeline
 from engine.deploy.report import Reporter
 from tests.deploy.conftest import REPO
+from aie_testing import free_port
 
 SECRET = b"deploy-test-secret-0123456789abcdef"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def _site(d: Path, root: Path, port: int, auth: dict, **engine) -> list[Path]:
     site = {
-        "engine": {"listen": "127.0.0.1", "http_port": port, "binary_port": _free_port(), "auth": auth,
+        "engine": {"listen": "127.0.0.1", "http_port": port, "binary_port": free_port(), "auth": auth,
                    "models": [{"name": "digits", "source": str(REPO / "build/models/digits.onnx"),
                                "sample": str(REPO / "build/models/digits.sample.npy"),
                                "max_batch_size": 16, "instances": 1}], **engine},
@@ -57,7 +53,7 @@ def box(tmp_path_factory, digits_model):
     root = d / "root"
     (root / "etc/ai-engine").mkdir(parents=True)
     (root / "etc/ai-engine/jwt.secret").write_bytes(SECRET + b"\n")
-    port = _free_port()
+    port = free_port()
     try:
         yield d, root, port
     finally:

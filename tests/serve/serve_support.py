@@ -34,6 +34,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 
+from aie_testing import free_port  # noqa: E402,F401 - re-exported: the serving tests import it from here
 from kernel_mlp import write_mlp  # noqa: E402
 
 
@@ -133,24 +134,6 @@ def startup_error(tmp_path: Path, engine: dict) -> str:
     err = proc.stderr.strip().splitlines()[-1]
     assert err.startswith("ai-engine serve: error:"), proc.stderr
     return err
-
-
-# Ports this process handed out. The kernel may give a just-released port
-# again on the next bind, so two free_port() calls for one server's http and
-# grpc ports once returned the same number (and the server refused to start).
-_HANDED_OUT: set[int] = set()
-
-
-def free_port() -> int:
-    """A port free on 127.0.0.1 now and never returned before by this process."""
-    for _ in range(1000):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port not in _HANDED_OUT:
-            _HANDED_OUT.add(port)
-            return port
-    raise RuntimeError("no fresh free port on 127.0.0.1 after 1000 tries")
 
 
 def ports_free_on(addresses, count: int) -> list[int]:

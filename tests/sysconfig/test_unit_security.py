@@ -11,7 +11,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ from hostspec.loader import load_spec
 from hostspec.render import render_tree
 from tests.serve.serve_support import stop_process
 from tests.sysconfig.test_render_targets import _systemd_root, _verify
+from aie_testing import free_port
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -178,11 +178,6 @@ def test_the_sandbox_harness_is_real(sandbox_unit, tmp_path):
     assert got["inet6"] == 0 and got["meminfo"] is False
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def test_engine_serves_under_the_sandbox(sandbox_unit, tmp_path, zoo):
     """A real .aie model (arena with hugepages asked for and mlock), HTTP and
@@ -197,7 +192,7 @@ def test_engine_serves_under_the_sandbox(sandbox_unit, tmp_path, zoo):
         pytest.skip(f"kernel library not built ({exc}); run `make kernels`")
     model = tmp_path / "mlp.aie"
     convert_file(zoo("mlp"), model)
-    http_port, binary_port = _free_port(), _free_port()
+    http_port, binary_port = free_port(), free_port()
     config = tmp_path / "engine.yaml"
     config.write_text(yaml.safe_dump({
         "listen": "127.0.0.1", "http_port": http_port, "binary_port": binary_port, "threads": 1,
