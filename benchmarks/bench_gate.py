@@ -455,10 +455,14 @@ def write_baseline(path: Path, samples: dict[str, list[float]], blocks: int, blo
         st = summarize(s)
         items[name] = {"ratio": round(st.ratio, 4), "se": round(st.se, 4), "noise": round(st.noise, 4), "pairs": st.n,
                        "drift": round((drift or {}).get(name, 0.0), 4), "pair_ratios": [round(x, 4) for x in s]}
+    _write_baseline_doc(path, items, blocks=blocks, block_s=block_s)
+
+
+def _write_baseline_doc(path: Path, items: dict, **how) -> None:
+    """The baseline document, written whole or not at all (a gate killed mid-write
+    must not leave a baseline the next run cannot read)."""
     doc = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": _commit(), "machine": _machine(),
-           "load_average": round(os.getloadavg()[0], 2), "blocks": blocks, "block_s": block_s,
-           "margin": MARGIN_FORMULA,
-           "items": items}
+           "load_average": round(os.getloadavg()[0], 2), **how, "margin": MARGIN_FORMULA, "items": items}
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(doc, indent=2) + "\n")
     tmp.replace(path)
@@ -510,12 +514,7 @@ def write_series_baseline(path: Path, series: dict[str, Stat], record: Path) -> 
     items = {name: {"ratio": round(st.ratio, 4), "se": round(st.se, 4), "noise": round(st.noise, 4),
                     "pairs": st.n, "drift": round(st.drift, 4), "from": f"median of {st.n} unchanged runs"}
              for name, st in series.items()}
-    doc = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": _commit(), "machine": _machine(),
-           "load_average": round(os.getloadavg()[0], 2), "record": record.name, "margin": MARGIN_FORMULA,
-           "items": items}
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc, indent=2) + "\n")
-    tmp.replace(path)
+    _write_baseline_doc(path, items, record=record.name)
 
 
 def append_record(path: Path, rows: list[Row], status: int, wall_s: float, note: str) -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import sys
 import time
 from pathlib import Path
 
@@ -54,9 +55,10 @@ def _normal(address: str) -> str:
 
 
 def _hex_address(text: str) -> str:
-    """/proc/net/tcp's address: 32-bit words in host (little-endian) order."""
-    raw = bytes.fromhex(text)
-    words = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+    """/proc/net/tcp's address: the kernel prints each 32-bit word of the
+    network-order address as a host-order integer (%08X), so each word's
+    bytes come back by writing that integer in this host's byte order."""
+    words = b"".join(int(text[i:i + 8], 16).to_bytes(4, sys.byteorder) for i in range(0, len(text), 8))
     return _normal(socket.inet_ntop(socket.AF_INET if len(words) == 4 else socket.AF_INET6, words))
 
 
