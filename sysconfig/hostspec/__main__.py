@@ -51,9 +51,8 @@ def run_provision(args: argparse.Namespace) -> int:
 
     spec = None
     if args.spec:
-        from .loader import load_spec
-
         from .hugepages import resolve_model_memory
+        from .loader import load_spec
 
         spec = resolve_model_memory(load_spec([Path(s) for s in args.spec]), args.models)
     root = Path(args.root)

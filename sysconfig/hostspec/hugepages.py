@@ -39,6 +39,10 @@ def _ceil_div(a: Fraction | int, b: int) -> int:
     return int(-(-Fraction(a) // b))
 
 
+AUTO_HINT = ("run `invoke convert --out build/models`, then render with `--models build/models` "
+             "(deploy converts first and does this itself)")
+
+
 def engine_need(spec) -> tuple[int, list[str]]:
     """Bytes the engine maps into hugepages, with a line per contribution."""
     engine = spec.data["engine"]
@@ -48,9 +52,7 @@ def engine_need(spec) -> tuple[int, list[str]]:
     for i, model in enumerate(engine["models"]):
         memory = model["memory"]
         if memory == "auto":
-            raise SpecError([spec.problem(("engine", "models", i, "memory"),
-                                          "auto is the converted model's planned memory, and no converted model "
-                                          "was given", AUTO_HINT)])
+            raise _unresolved(spec, i)
         if memory is not None:
             total += memory
             how = " (converted)" if model["name"] in spec.resolved_memory else ""
@@ -58,25 +60,23 @@ def engine_need(spec) -> tuple[int, list[str]]:
     return total, parts
 
 
-AUTO_HINT = ("run `invoke convert --out build/models`, then render with `--models build/models` "
-             "(deploy converts first and does this itself)")
-
-
-def auto_memory_models(spec) -> list[str]:
-    """Names of the models whose memory is auto (still to be resolved)."""
-    return [m["name"] for m in spec.data["engine"]["models"] if m["memory"] == "auto"]
+def _unresolved(spec, i: int) -> SpecError:
+    return SpecError([spec.problem(("engine", "models", i, "memory"),
+                                   "auto is the converted model's planned memory, and no converted model was given",
+                                   AUTO_HINT)])
 
 
 def resolve_model_memory(spec, models_dir: str | Path | None):
     """The spec with each `memory: auto` replaced by the planned memory the
     converter recorded in models_dir/<name>.aie (engine.aie_format.
-    planned_memory); the spec itself when no model asks. A missing or
-    unreadable converted model is a SpecError at that model's memory key."""
-    names = auto_memory_models(spec)
-    if not names:
+    planned_memory); the spec itself when no model asks or the arena takes
+    no hugepages (memory is not counted then). A missing or unreadable
+    converted model is a SpecError at that model's memory key."""
+    autos = [i for i, m in enumerate(spec.data["engine"]["models"]) if m["memory"] == "auto"]
+    if not autos or not spec.data["engine"]["arena"]["hugepages"]:
         return spec
     if models_dir is None:
-        engine_need(spec)  # raises: the one message for an unresolved auto
+        raise _unresolved(spec, autos[0])
     # Only here: reading a .aie needs numpy, which hostspec alone (rendering
     # and provisioning from the engine wheel without its dependencies) does not.
     from engine import aie_format

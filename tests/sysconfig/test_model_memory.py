@@ -69,6 +69,10 @@ def test_auto_memory_without_the_converted_model_is_one_line_saying_what_to_run(
         resolve_model_memory(spec, tmp_path / "none")
     assert len(missing.value.problems) == 1
     assert f"auto needs the converted model {tmp_path / 'none' / 'mlp.aie'}, which does not exist" in str(missing.value)
+    # an arena without hugepages counts no model memory: nothing to read
+    off = load_spec([write(in_tmp, "off.yaml", SPEC.format(memory="auto").replace("{size: 8M}",
+                                                                                   "{size: 8M, hugepages: false}"))])
+    assert resolve_model_memory(off, None) is off and hugepage_plan(off).count == 0
     err = io.StringIO()
     assert run_render(["spec.yaml"], in_tmp / "out", stdout=io.StringIO(), stderr=err) == 1
     assert err.getvalue().splitlines()[-1] == "render: 1 problem(s) in the spec; nothing written"
