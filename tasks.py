@@ -29,6 +29,8 @@ def _specs(spec: list[str] | None) -> list[Path]:
 
 
 _SPEC_HELP = "spec file; repeat to overlay site files on a base (later wins). Default: sysconfig/spec.yaml"
+_MODELS_HELP = ("directory of converted models (`invoke convert --out DIR`) that a model's memory: auto "
+                "(hugepages count auto) is read from")
 
 
 def _exit_with(rc: int) -> None:
@@ -77,9 +79,10 @@ def _grpc_stubs(c) -> None:
         "root": "install into this directory (default: /, the live system: kernel state, GRUB, systemd, users; needs root)",
         "check": "change nothing: print every difference (file diffs, live values) and exit 2 on drift, 0 in sync",
         "rollback": "restore the newest backup set under ROOT/var/lib/ai-engine/provision/backups (live values too at /)",
+        "models": _MODELS_HELP,
     },
 )
-def provision(c, spec=None, root="/", check=False, rollback=False):
+def provision(c, spec=None, root="/", check=False, rollback=False, models=None):
     """Install the rendered spec into ROOT (only changed files, backed up first); at / also apply live state.
     Then haproxy.cfg on each balancer host of the spec: `haproxy -c`, install, start or graceful reload."""
     from hostspec.__main__ import main as hostspec_main
@@ -88,7 +91,7 @@ def provision(c, spec=None, root="/", check=False, rollback=False):
     # A rollback must work even when the spec no longer loads: pass it only when given.
     specs = spec if rollback else _specs(spec)
     argv += [arg for path in specs or [] for arg in ("--spec", str(path))]
-    argv += ["--check"] * check + ["--rollback"] * rollback
+    argv += ["--check"] * check + ["--rollback"] * rollback + (["--models", str(ROOT / models)] if models else [])
     if rollback:
         _exit_with(hostspec_main(argv))
         return
@@ -108,13 +111,14 @@ def provision(c, spec=None, root="/", check=False, rollback=False):
     help={
         "spec": _SPEC_HELP,
         "out": "directory the file tree is written into, mirroring the target root (default: build/rootfs)",
+        "models": _MODELS_HELP,
     },
 )
-def render(c, spec=None, out="build/rootfs"):
+def render(c, spec=None, out="build/rootfs", models=None):
     """Validate the spec and render sysctl, GRUB, systemd, engine.yaml and check-host into OUT."""
     from hostspec.cli_render import run_render
 
-    if run_render(_specs(spec), Path(out)):
+    if run_render(_specs(spec), Path(out), models_dir=ROOT / models if models else None):
         raise Exit(code=1)
 
 

@@ -52,6 +52,31 @@ KERNEL_PATHS = {"gemm_bf16": lambda: lowp_paths()["bf16"], "conv_bf16": conv_bf1
 
 
 @dataclass(frozen=True)
+class ShapeBuckets:
+    """Pad one dimension up to the next bucket size, so a few plans serve
+    every size of it instead of one plan built per size.
+
+        ShapeBuckets(sizes=(16, 32, 64, 128),
+                     inputs={"input_ids": (1, 0), "attention_mask": (1, 0)},   # name -> (axis, pad value)
+                     outputs={"last_hidden_state": 1})                         # name -> axis cut back
+
+    Opt-in, because padding changes what most models compute: only where
+    the padded positions cannot reach the others (a key-padding attention
+    mask padded with 0 does that for an encoder like bert_mini; a conv over
+    a padded width does not: its edge columns see the padding). The
+    `inputs` share the padded size; `outputs` are cut back to it along
+    their axis, the rest returned as computed. A size above the largest
+    bucket runs unpadded (its own plan, as without buckets)."""
+
+    sizes: tuple[int, ...]
+    inputs: dict
+    outputs: dict
+
+    def bucket(self, n: int) -> int:
+        return next((b for b in self.sizes if b >= n), n)
+
+
+@dataclass(frozen=True)
 class NodeArg:
     """What get_inputs()/get_outputs() return (onnxruntime's NodeArg)."""
 
@@ -74,13 +99,15 @@ def describe_shapes(model: str, shapes: dict) -> str:
 
 class InferenceSession:
     def __init__(self, path, threads: int | None = None, plan_cache_size: int = DEFAULT_PLAN_CACHE_SIZE,
-                 arena: ArenaPolicy | None = None, *, loaded: aie_format.LoadedModel | None = None):
+                 arena: ArenaPolicy | None = None, *, loaded: aie_format.LoadedModel | None = None,
+                 buckets: ShapeBuckets | None = None):
         """arena: how plan arenas are backed (engine.arena of engine.yaml;
         default: hugepages when free, no mlock); their total is bounded by
         engine.arena.PLAN_ARENAS.limit, checked here against the shapes
         planned at conversion and again for every new arena. loaded: a model
         already in memory (engine.convert executes one before writing it);
-        `path` then only names it."""
+        `path` then only names it. buckets: pad a dimension that changes
+        every call to a few sizes (ShapeBuckets; opt-in, see there)."""
         path = Path(path)
         if loaded is not None:
             self._model = loaded
@@ -116,6 +143,9 @@ class InferenceSession:
         for planned in self._model.meta.get("planned", []):
             what = describe_shapes(self.arena_policy.owner, planned["inputs"]) + " (planned at conversion)"
             PLAN_ARENAS.check_fits(int(planned["arena_bytes"]), self.arena_policy, what)
+        self.buckets = buckets
+        if buckets is not None:
+            self._bucket_inputs, self._bucket_outputs = bucket_axes(self.graph, buckets)
 
     # -- onnxruntime-compatible metadata --
     def get_inputs(self) -> list[NodeArg]:
@@ -241,6 +271,8 @@ class InferenceSession:
         """onnxruntime's run(); `out`, when given, is a list of arrays (one per
         requested output, C-contiguous, of its shape and dtype) the outputs
         are written into and which is returned: no allocation per call."""
+        if self.buckets is not None:
+            return self._run_bucketed(output_names, input_feed, out)
         arrays = self._check_feeds(input_feed)
         plan = self._plan(arrays)
         if not output_names:
@@ -256,6 +288,17 @@ class InferenceSession:
                 full[k] = o
         outs = plan.run(self._weights_ptr, arrays, self.threads, full)
         return out if out is not None else [outs[k] for k in index]
+
+    def _run_bucketed(self, output_names, input_feed: dict, out) -> list[np.ndarray]:
+        """run() through the buckets: pad, run the bucket's plan, cut back."""
+        if out is not None:
+            raise InvalidArgument("out= is not supported with shape buckets: outputs are cut from a padded run")
+        arrays, n = pad_to_bucket(self.buckets, self._bucket_inputs, self._check_feeds(input_feed))
+        outs = self._plan(arrays).run(self._weights_ptr, arrays, self.threads, None)
+        index = self._output_indices(output_names) if output_names else range(len(outs))
+        if n is None:
+            return [outs[k] for k in index]
+        return [cut_from_bucket(outs[k], self._bucket_outputs[k], n) for k in index]
 
     def _output_indices(self, output_names) -> list[int]:
         names = self._output_names
@@ -308,6 +351,60 @@ class InferenceSession:
         diagnostic path, separate from run(), which carries no timing code."""
         arrays = self._check_feeds(input_feed)
         return self._plan(arrays).profile(self._weights_ptr, arrays, self.threads, repeats)
+
+
+def bucket_axes(graph: Graph, buckets: ShapeBuckets) -> tuple[list, list]:
+    """[(input index, axis, pad value)] and, per output, the axis cut back
+    (or None), checked against the graph: a padded axis must be symbolic."""
+    sizes = list(buckets.sizes)
+    if not sizes or sizes != sorted(set(sizes)) or sizes[0] < 1:
+        raise InvalidArgument(f"bucket sizes must be ascending positive sizes, got {sizes}")
+    index = {t.name: i for i, t in enumerate(graph.inputs)}
+    padded = []
+    for name, (axis, pad) in buckets.inputs.items():
+        t = graph.inputs[index[name]] if name in index else None
+        if t is None or t.shape is None or not -len(t.shape) <= axis < len(t.shape) \
+                or isinstance(t.shape[axis], int) and t.shape[axis] > 0:
+            got = "no such input" if t is None else f"dims {list(t.shape or [])}"
+            raise InvalidArgument(f"bucket input {name!r} axis {axis}: expected an input with a symbolic dim "
+                                  f"there ({got}; inputs: {', '.join(index)})")
+        padded.append((index[name], axis % len(t.shape), pad))
+    if not padded:
+        raise InvalidArgument("shape buckets name no input to pad")
+    outs = {t.name: t for t in graph.outputs}
+    unknown = sorted(set(buckets.outputs) - set(outs))
+    if unknown:
+        raise InvalidArgument(f"bucket outputs {unknown} are not outputs of the model ({', '.join(outs)})")
+    cut = [buckets.outputs.get(t.name) for t in graph.outputs]
+    return padded, cut
+
+
+def pad_to_bucket(buckets: ShapeBuckets, padded: list, arrays: list[np.ndarray]) -> tuple[list[np.ndarray], int | None]:
+    """The arrays with the bucketed axis padded to its bucket, and the size
+    they had; (arrays, None) when the size is a bucket or above them all."""
+    sizes = {arrays[i].shape[axis] for i, axis, _ in padded}
+    if len(sizes) != 1:
+        raise InvalidArgument("the bucketed inputs must agree in size along their bucketed axes, got "
+                              + ", ".join(f"{list(arrays[i].shape)}" for i, _, _ in padded))
+    [n] = sizes
+    size = buckets.bucket(n)
+    if size == n:
+        return arrays, None
+    out = list(arrays)
+    for i, axis, pad in padded:
+        a = arrays[i]
+        shape = list(a.shape)
+        shape[axis] = size
+        full = np.full(shape, pad, a.dtype)
+        full[(slice(None),) * axis + (slice(0, n),)] = a
+        out[i] = full
+    return out, n
+
+
+def cut_from_bucket(array: np.ndarray, axis: int | None, n: int) -> np.ndarray:
+    if axis is None:
+        return array
+    return np.ascontiguousarray(array[(slice(None),) * (axis % array.ndim) + (slice(0, n),)])
 
 
 def _forget_memo(session_ref):

@@ -15,16 +15,24 @@ from pathlib import Path
 
 from hostspec.__main__ import read_tree
 from hostspec.errors import SpecError
+from hostspec.hugepages import resolve_model_memory
 from hostspec.loader import load_spec
 from hostspec.provision import provision_tree, rollback
 from hostspec.report import ProvisionError
+
+
+def host_spec(tree_dir: Path, specs: list[Path]):
+    """The release's spec, a model's memory: auto read from the release's
+    converted models (TREE is RELEASE/rootfs, the models RELEASE/models:
+    engine.deploy.bundle), so the live hugepage count is the rendered one."""
+    return resolve_model_memory(load_spec(specs), tree_dir.parent / "models")
 
 
 def provision(tree_dir: Path, root: Path, specs: list[Path]) -> tuple[int, dict]:
     """Install the rendered tree into root; with spec files (root is /), also
     the live kernel state they ask for."""
     try:
-        spec = load_spec(specs) if specs else None
+        spec = host_spec(tree_dir, specs) if specs else None
         report = provision_tree(read_tree(tree_dir), root, spec=spec, live=bool(specs))
     except (SpecError, ProvisionError, OSError) as exc:
         return 1, {"error": str(exc)}

@@ -26,6 +26,7 @@ from typing import Callable
 import yaml
 
 from hostspec.balancer import backends
+from hostspec.hugepages import resolve_model_memory
 from hostspec.loader import load_spec
 from hostspec.render import render_tree
 
@@ -277,10 +278,13 @@ class Pipeline:
 
     def bundle_inputs(self) -> tuple[BundleInputs, str]:
         """Run every build step; the bundle's inputs and a digest over all of them."""
-        tree = self.render()
         kernels = self.kernels()
         libs = [kernels["so"], kernels["a"]]
         models = self.models(kernels["so"])
+        # After convert: a model's memory: auto (hugepages count auto) is the
+        # figure its converted file records (hostspec.hugepages).
+        self.spec = resolve_model_memory(self.spec, self.work / "models")
+        tree = self.render()
         wheel_files = self.wheels(kernels["so"])
         engine = self.spec.data["engine"]
         inputs = BundleInputs(wheels=wheel_files, libs=libs, models=models, rootfs=tree,

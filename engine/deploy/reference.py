@@ -3,8 +3,9 @@ it right after conversion (the reference a deployed host must reproduce).
 
 The input is engine.models[].sample when given (digits names its held-out
 images, one per digit, with labels beside them, so a deployment can print a
-meaningful prediction); else seeded random inputs at the model's declared
-shapes, with engine.models[].shapes filling in symbolic dimensions. A
+meaningful prediction); else the converter's seeded random inputs
+(engine.convert.representative_inputs) at the model's declared shapes, with
+engine.models[].shapes filling in symbolic dimensions. A
 symbolic dimension with neither is an error that says which key to add.
 """
 
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.convert import representative_inputs
 from engine.deploy import DeployError
 from engine.errors import EngineError
 from engine.session import InferenceSession
@@ -98,16 +100,12 @@ def _sample_inputs(name: str, session, sample: Path | None, shapes: dict | None)
     if sample is not None:
         return _load_sample(name, sample, inputs), {"labels": _labels(sample)}
     concrete = _input_shapes(name, inputs, shapes)
-    rng = np.random.default_rng(SEED)
-    feeds = {}
     for arg in inputs:
         if arg.type not in _DTYPES:
             raise DeployError(f"no smoke input for input {arg.name!r} of type {arg.type}", where=f"model {name!r}",
                               hint=f"supported: {', '.join(_DTYPES)}; or give engine.models[{name}].sample")
-        dtype = _DTYPES[arg.type][1]
-        shape = concrete[arg.name]
-        feeds[arg.name] = (rng.standard_normal(shape).astype(dtype) if dtype == np.float32
-                           else rng.integers(0, 2, size=shape, dtype=dtype))
+    # the converter's seeded inputs (what it executed the model on), at the smoke shapes
+    feeds, _ = representative_inputs(session.graph, concrete, seed=SEED)
     return feeds, {}
 
 

@@ -51,9 +51,10 @@ def run_provision(args: argparse.Namespace) -> int:
 
     spec = None
     if args.spec:
+        from .hugepages import resolve_model_memory
         from .loader import load_spec
 
-        spec = load_spec([Path(s) for s in args.spec])
+        spec = resolve_model_memory(load_spec([Path(s) for s in args.spec]), args.models)
     root = Path(args.root)
     if args.rollback:
         if args.check:
@@ -83,6 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     prov.add_argument("--spec", metavar="FILE", action="append",
                       help="spec file(s), later ones overlaid on earlier; needed for live state, renders the tree "
                            "when --tree is not given")
+    prov.add_argument("--models", metavar="DIR", default=None,
+                      help="converted models (`invoke convert --out DIR`) that a model's memory: auto is read from")
     prov.add_argument("--role", choices=("engine", "balancer"), default=None,
                       help="render only the files of a host with this role (default: every file the spec describes)")
     prov.add_argument("--root", metavar="ROOT", default="/", help="where to install (default: /, the live system)")

@@ -9,21 +9,23 @@ from pathlib import Path
 from typing import Sequence, TextIO
 
 from hostspec.errors import SpecError
-from hostspec.hugepages import hugepage_plan
+from hostspec.hugepages import hugepage_plan, resolve_model_memory
 from hostspec.loader import load_spec
 from hostspec.render import render_tree, source_names, write_tree
 
 
-def run_render(specs: Sequence[Path | str] | None, out_dir: Path | str, *,
+def run_render(specs: Sequence[Path | str] | None, out_dir: Path | str, *, models_dir: Path | str | None = None,
                stdout: TextIO = sys.stdout, stderr: TextIO = sys.stderr) -> int:
-    """Render `specs` into `out_dir`; 0 on success, 1 on a bad spec or output dir."""
+    """Render `specs` into `out_dir`; 0 on success, 1 on a bad spec or output dir.
+    models_dir: the converted models (OUT of `invoke convert`) a model's
+    `memory: auto` is read from."""
     out = Path(out_dir)
     if out.resolve() == Path("/"):
         print("render: refusing to write into / (render builds a tree to inspect; "
               "install it with `invoke provision`)", file=stderr)
         return 1
     try:
-        spec = load_spec(specs)
+        spec = resolve_model_memory(load_spec(specs), models_dir)
     except SpecError as exc:
         for problem in exc.problems:
             print(problem, file=stderr)

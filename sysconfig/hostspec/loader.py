@@ -43,6 +43,8 @@ class Spec:
     digest: str
     warnings: tuple[Problem, ...]
     origins: dict = field(default_factory=dict, repr=False, compare=False)  # key path -> (file, line)
+    # model name -> the converted model a `memory: auto` was read from (hostspec.hugepages.resolve_model_memory)
+    resolved_memory: dict = field(default_factory=dict, compare=False)
 
     def where(self, path: KeyPath) -> tuple[str | None, int | None]:
         """(file, line) that set `path` (or its nearest written ancestor)."""
@@ -85,6 +87,8 @@ def _normalise(value: object, schema: dict, path: KeyPath, origins: Origins, pro
             problems.append(Problem(file, line, format_path(path), str(exc).split(": ", 1)[1]))
             return value
     if "anyOf" in schema and value is not None:
+        if any(resolve_ref(option, root).get("const", ...) == value for option in schema["anyOf"]):
+            return value  # a word the schema allows as it is (memory: auto)
         for option in schema["anyOf"]:
             if resolve_ref(option, root).get("x-kind"):
                 return _normalise(value, option, path, origins, problems)

@@ -246,20 +246,26 @@ def files_for(spec, role: str | None = None) -> dict[str, int]:
 def render_tree(spec, role: str | None = None) -> dict[str, RenderedFile]:
     """Every file of the target tree (of a host with `role`; None: all),
     keyed by path relative to the target root."""
-    plan = hugepage_plan(spec)
+    files = files_for(spec, role)
     context = {
-        "banner": lambda comment="#": banner(spec, comment),
-        "spec": spec.data, "plan": plan, "format_size": format_size,
-        "sysctl": [(k, v, note(k)) for k, v in desired_sysctl(spec).items()],
-        "cmdline": desired_cmdline(spec),
-        "owned_keys": _owned_patterns(spec),
-        "engine_yaml": yaml.safe_dump(engine_config(spec, plan), sort_keys=False, default_flow_style=False,
-                                      allow_unicode=False, width=100).rstrip("\n"),
-        **_unit_context(spec), **_check_host_context(spec, plan),
+        "banner": lambda comment="#": banner(spec, comment), "spec": spec.data, "format_size": format_size,
         **haproxy_context(spec.data), "file_sd": file_sd(spec.data),
     }
+    if files.keys() & FILES.keys():
+        # Only an engine host's files need the hugepage plan, which a model's
+        # `memory: auto` ties to its converted file: a balancer's render does not.
+        plan = hugepage_plan(spec)
+        context.update({
+            "plan": plan,
+            "sysctl": [(k, v, note(k)) for k, v in desired_sysctl(spec).items()],
+            "cmdline": desired_cmdline(spec),
+            "owned_keys": _owned_patterns(spec),
+            "engine_yaml": yaml.safe_dump(engine_config(spec, plan), sort_keys=False, default_flow_style=False,
+                                          allow_unicode=False, width=100).rstrip("\n"),
+            **_unit_context(spec), **_check_host_context(spec, plan),
+        })
     tree = {}
-    for path, mode in files_for(spec, role).items():
+    for path, mode in files.items():
         text = _env().get_template(f"{path}.j2").render(context)
         tree[path] = RenderedFile(path=path, content=text.encode("utf-8"), mode=mode)
     return tree

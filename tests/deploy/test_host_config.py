@@ -46,3 +46,27 @@ def test_usage():
     done = subprocess.run([sys.executable, "-P", "-m", "engine.deploy.host_config", "bogus"], capture_output=True,
                           text=True, cwd=Path(__file__).resolve().parents[2])
     assert done.returncode == 2 and done.stderr.startswith("usage: python -m engine.deploy.host_config")
+
+
+def test_memory_auto_is_read_from_the_release_models(tmp_path, zoo, capsys):
+    from engine import aie_format
+    from engine.convert import PrecisionOptions, convert_file
+    from engine.deploy.host_config import host_spec
+    from hostspec.hugepages import hugepage_plan
+
+    host = _release(tmp_path)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("version: 1\nhost:\n  hugepages: {count: auto, headroom: 0%}\nengine:\n  arena: {size: 8M}\n"
+                    f"  models:\n    - {{name: mlp, source: {zoo('mlp')}, memory: auto}}\n")
+    tree = host.release("v1") / "rootfs"
+    # no converted model in the release: one JSON line, before anything is installed
+    assert main(["provision", str(tree), str(host.root), str(spec)]) == 1
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert "engine.models[0].memory: auto needs the converted model" in error and "\n" not in error
+    assert not (host.root / "etc/aie-test/a.conf").exists()
+    aie = host.release("v1") / "models" / "mlp.aie"
+    aie.parent.mkdir()
+    convert_file(zoo("mlp"), aie, precision=PrecisionOptions(max_shapes={"input": [64, 784]}))
+    resolved = host_spec(tree, [spec])
+    assert resolved.data["engine"]["models"][0]["memory"] == aie_format.planned_memory(aie)
+    assert hugepage_plan(resolved).count == -(-((8 << 20) + aie_format.planned_memory(aie)) // (2 << 20))
