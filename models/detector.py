@@ -14,7 +14,13 @@ graph, as detectors are exported for serving: NonMaxSuppression per class
 (center boxes, IoU 0.5, score 0.25, at most 20 per class) and the kept
 boxes and scores gathered by its indices:
   selected [K, 3] (batch, class, anchor), det_boxes [K, 4], det_scores [K]
-with K known only at run time.
+with K known only at run time. Its objectness logits carry a prior bias
+(OBJ_PRIOR) so that, like a trained detector's, about 1% of the anchors
+pass the score threshold: with the zoo's random inputs ~200 candidates at
+320x320 (K ~70) and ~650-1200 at 640x640 (K ~140 of at most 160); without
+it a quarter of all anchors would, and NMS would be timed on a case no
+real model produces. detector_nms_640 is the same network at 640x640 (an
+entry of its own: the heads' Reshape constants carry the grid size).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from models.graph_builder import FLOAT, GraphBuilder
 SIZE, CLASSES, ANCHORS = 160, 8, 3
 NMS_SIZE = 320
 PER_ANCHOR = 5 + CLASSES
+OBJ_PRIOR = -3.0  # ~1% of anchors over the 0.25 score threshold (checked: ~200 at 320, ~650-1200 at 640)
 
 
 def _csp_block(g: GraphBuilder, x: str, channels: int) -> str:
@@ -44,10 +51,14 @@ def _sppf(g: GraphBuilder, x: str, channels: int) -> str:
     return g.conv_bn(g.op("Concat", pools, axis=1), channels * 2, channels, 1, act="SiLU")
 
 
-def _head(g: GraphBuilder, x: str, channels: int, grid: int) -> str:
-    """1x1 conv to anchors x (box, objectness, classes), then [N, anchors*grid*grid, 13]."""
+def _head(g: GraphBuilder, x: str, channels: int, grid: int, obj_prior: float = 0.0) -> str:
+    """1x1 conv to anchors x (box, objectness, classes), then [N, anchors*grid*grid, 13].
+    obj_prior shifts the objectness logits, as trained detectors' are: most anchors see background."""
     w = g.normal((ANCHORS * PER_ANCHOR, channels, 1, 1), 1.0 / channels ** 0.5, "head_w")
-    y = g.op("Conv", [x, w, g.normal((ANCHORS * PER_ANCHOR,), 0.1, "head_b")], kernel_shape=[1, 1])
+    prior = np.zeros((ANCHORS, PER_ANCHOR))
+    prior[:, 4] = obj_prior
+    y = g.op("Conv", [x, w, g.normal((ANCHORS * PER_ANCHOR,), 0.1, "head_b", mean=prior.ravel())],
+             kernel_shape=[1, 1])
     y = g.op("Reshape", [y, g.const([0, ANCHORS, PER_ANCHOR, grid, grid], "head_shape", np.int64)])
     y = g.op("Transpose", [y], perm=[0, 1, 3, 4, 2])
     return g.op("Reshape", [y, g.const([0, -1, PER_ANCHOR], "flat_shape", np.int64)])
@@ -66,7 +77,7 @@ def detector() -> onnx.ModelProto:
 
 def detector_nms(size: int = NMS_SIZE) -> onnx.ModelProto:
     g = GraphBuilder("detector_nms", seed=107)
-    boxes, scores = _detector_body(g, size, outputs=False)
+    boxes, scores = _detector_body(g, size, outputs=False, obj_prior=OBJ_PRIOR)
     scores_t = g.op("Transpose", [scores], perm=[0, 2, 1])  # [N, classes, anchors], as NMS takes them
     selected = g.op("NonMaxSuppression", [boxes, scores_t, g.const([20], "max_out", np.int64),
                                           g.const([0.5], "iou"), g.const([0.25], "score_min")],
@@ -80,7 +91,13 @@ def detector_nms(size: int = NMS_SIZE) -> onnx.ModelProto:
     return g.model(f"YOLO-style detector 3x{size}x{size}, 8 classes, NMS in the graph, random weights.")
 
 
-def _detector_body(g: GraphBuilder, size: int, outputs: bool = True) -> tuple[str, str]:
+def detector_nms_640() -> onnx.ModelProto:
+    """detector_nms at 640x640: a separate entry (not symbolic H/W) because the
+    heads' Reshape constants carry the grid size."""
+    return detector_nms(640)
+
+
+def _detector_body(g: GraphBuilder, size: int, outputs: bool = True, obj_prior: float = 0.0) -> tuple[str, str]:
     x = g.input("images", FLOAT, ["N", 3, size, size])
     x = g.conv_bn(x, 3, 16, 3, 2, act="SiLU")                      # 80x80
     x = g.conv_bn(x, 16, 32, 3, 2, act="SiLU")                     # 40x40
@@ -95,7 +112,8 @@ def _detector_body(g: GraphBuilder, size: int, outputs: bool = True) -> tuple[st
              kernel_shape=[2, 2], strides=[2, 2])
     n3 = g.conv_bn(g.op("Concat", [g.activation(t, "SiLU"), p3], axis=1), 96, 64, 3, act="SiLU")  # 20x20
 
-    heads = [_head(g, n3, 64, size // 8), _head(g, n4, 64, size // 16), _head(g, p5, 128, size // 32)]
+    heads = [_head(g, n3, 64, size // 8, obj_prior), _head(g, n4, 64, size // 16, obj_prior),
+             _head(g, p5, 128, size // 32, obj_prior)]
     raw = g.op("Sigmoid", [g.op("Concat", heads, axis=1)])
     if not outputs:
         return _slice_last(g, raw, 0, 4), g.op("Mul", [_slice_last(g, raw, 4, 5), _slice_last(g, raw, 5, PER_ANCHOR)])

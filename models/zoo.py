@@ -57,6 +57,8 @@ ZOO: dict[str, Entry] = {
     "detector": Entry(detector.detector, "YOLO-style detector, images [N,3,160,160] -> boxes, scores"),
     "detector_nms": Entry(detector.detector_nms, "the detector at 320x320 with NonMaxSuppression in the graph, "
                           "images [N,3,320,320] -> selected [K,3], det_boxes [K,4], det_scores [K]"),
+    "detector_nms_640": Entry(detector.detector_nms_640, "detector_nms at 640x640, images [N,3,640,640] -> "
+                              "selected [K,3], det_boxes [K,4], det_scores [K]"),
     "lstm": Entry(recurrent.lstm_model, "LSTM classifier (input 64, hidden 128), x [N,seq,64] -> logits [N,10]"),
     "bert_mini": Entry(bert_mini.bert_mini, "BERT-mini encoder, input_ids/attention_mask int64 [N,S]"),
     "mobilenetv2": Entry(classifiers.mobilenetv2, "MobileNetV2 width 1.0, input [N,3,224,224] -> logits [N,1000]"),
@@ -188,6 +190,7 @@ def random_inputs(name: str, batch: int = 1, seed: int = 0, seq: int = 128) -> d
     shapes = {"digits": ("image", (1, 28, 28)), "mlp": ("input", (784,)), "cnn_bn": ("input", (3, 32, 32)),
               "detector": ("images", (3, detector.SIZE, detector.SIZE)),
               "detector_nms": ("images", (3, detector.NMS_SIZE, detector.NMS_SIZE)),
+              "detector_nms_640": ("images", (3, 640, 640)),
               "mobilenetv2": ("input", (3, 224, 224)), "resnet18": ("input", (3, 224, 224)),
               "lstm": ("x", (seq, recurrent.INPUT))}
     if name not in shapes:

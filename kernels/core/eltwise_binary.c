@@ -73,7 +73,25 @@ static int pow_is_vector_exact(float e) {
     return e == 0.0f || e == 0.5f || e == 1.0f || e == 2.0f || e == 3.0f || e == -1.0f;
 }
 
+/* Rows shorter than a vector (the detector's [anchors, 8] class scores by
+ * their [anchors, 1] objectness) paid more for the ISA dispatch than for the
+ * arithmetic: these four ops run inline, rounding exactly as the vector
+ * loops do (one correctly rounded operation each). */
+#define SHORT_ROW 16
+#define SHORT_LOOP(expr) for (int64_t i = 0; i < n; i++) { float u = a[i * sa], w = b[i * sb]; y[i] = (expr); }
+
+static int seg_f32_short(int op, const float *a, int64_t sa, const float *b, int64_t sb, float *y, int64_t n) {
+    switch (op) {
+    case AIE_BINARY_ADD: SHORT_LOOP(u + w); return 1;
+    case AIE_BINARY_SUB: SHORT_LOOP(u - w); return 1;
+    case AIE_BINARY_MUL: SHORT_LOOP(u * w); return 1;
+    case AIE_BINARY_DIV: SHORT_LOOP(u / w); return 1;
+    default: return 0;
+    }
+}
+
 static void seg_f32(bin_ctx *c, const float *a, int64_t sa, const float *b, int64_t sb, float *y, int64_t n) {
+    if (n <= SHORT_ROW && seg_f32_short(c->op, a, sa, b, sb, y, n)) return;
     int vec = (sa == 0 || sa == 1) && (sb == 0 || sb == 1);
     if (c->op == AIE_BINARY_POW) vec = vec && sb == 0 && sa == 1 && pow_is_vector_exact(b[0]);
     (vec ? aie_vm() : &aie_vm_scalar)->binary(c->op, a, sa, b, sb, y, n);

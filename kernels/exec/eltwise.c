@@ -18,22 +18,42 @@ typedef struct {
 
 static void copy_task(void *vctx, int64_t task, int64_t ntasks) {
     const copy_ctx *c = vctx;
-    int64_t rows = aie_nd_rows(&c->nd), n = c->nd.shape[c->nd.rank - 1], lo, hi, off[4];
-    int64_t so = c->nd.st[0][c->nd.rank - 1], si = c->nd.st[1][c->nd.rank - 1];
+    const aie_nd *nd = &c->nd;
+    int64_t rows = aie_nd_rows(nd), n = nd->shape[nd->rank - 1], lo, hi, off[4], cnt[AIE_MAX_DIMS];
+    int64_t so = nd->st[0][nd->rank - 1], si = nd->st[1][nd->rank - 1];
     int64_t es = (int64_t)c->esize;
+    int outer = nd->rank - 1;
     aie_chunk(rows, task, ntasks, &lo, &hi);
+    if (lo >= hi) return;
+    /* The row index is decomposed once; later rows step an odometer. A
+     * Concat slab's rows are short (16 floats for the detector's CSP blocks)
+     * and a division per row cost as much as the copy. */
+    aie_nd_row_offsets(nd, lo, off);
+    for (int64_t d = outer - 1, r = lo; d >= 0; d--) {
+        cnt[d] = r % nd->shape[d];
+        r /= nd->shape[d];
+    }
+    int64_t o0 = off[0], i0 = off[1];
+    size_t bytes = (size_t)(n * es);
     for (int64_t r = lo; r < hi; r++) {
-        aie_nd_row_offsets(&c->nd, r, off);
-        char *o = c->out + off[0] * es;
-        const char *i = c->in + off[1] * es;
+        char *o = c->out + o0 * es;
+        const char *i = c->in + i0 * es;
         if (so == 1 && si == 1) {
-            memcpy(o, i, (size_t)(n * es));
+            memcpy(o, i, bytes);
         } else if (es == 4) {
             for (int64_t k = 0; k < n; k++) memcpy(o + 4 * k * so, i + 4 * k * si, 4);
         } else if (es == 8) {
             for (int64_t k = 0; k < n; k++) memcpy(o + 8 * k * so, i + 8 * k * si, 8);
         } else {
             for (int64_t k = 0; k < n; k++) memcpy(o + es * k * so, i + es * k * si, (size_t)es);
+        }
+        for (int d = outer - 1; d >= 0; d--) {
+            o0 += nd->st[0][d];
+            i0 += nd->st[1][d];
+            if (++cnt[d] < nd->shape[d]) break;
+            cnt[d] = 0;
+            o0 -= nd->st[0][d] * nd->shape[d];
+            i0 -= nd->st[1][d] * nd->shape[d];
         }
     }
 }

@@ -125,7 +125,9 @@ def test_nan_inf_propagation(isa):
 BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
           "maximum": np.maximum, "minimum": np.minimum}
 SHAPES = [((), ()), ((7,), ()), ((), (17,)), ((31, 17), (17,)), ((31, 1), (31, 17)), ((3, 1, 5), (1, 7, 1)),
-          ((2, 3, 4, 5), (3, 1, 5)), ((1023,), (1023,)), ((0, 3), (3,)), ((2, 1, 3, 1, 2, 1, 2, 3), (3, 1, 1, 1, 3))]
+          ((2, 3, 4, 5), (3, 1, 5)), ((1023,), (1023,)), ((0, 3), (3,)), ((2, 1, 3, 1, 2, 1, 2, 3), (3, 1, 1, 1, 3)),
+          # rows of <= 16 (inline loop) and 17: a detector's scores, short rows from either side
+          ((6301, 1), (6301, 8)), ((9, 5, 15), (9, 5, 1)), ((129, 16), (1, 16)), ((33, 1), (1, 17))]
 
 
 @pytest.mark.parametrize("sa,sb", SHAPES)

@@ -40,6 +40,17 @@ def test_transpose_large_tiles_threads():
     assert np.array_equal(K.transpose(x, (0, 2, 1), threads=2), want)
 
 
+@pytest.mark.parametrize("dtype", (np.float32, np.int32, np.float16, np.int64))
+@pytest.mark.parametrize("hw", [(1, 1), (17, 19), (1, 255), (1, 257), (33, 65)])
+def test_nchw_to_nhwc_of_three_channels(dtype, hw):
+    """An RGB image to NHWC: three planes interleaved (4-byte elements take
+    their own loop), block edges of 256 pixels crossed, two threads."""
+    x = arr((2, 3, *hw), dtype, seed=hw[1])
+    want = np.transpose(x, (0, 2, 3, 1))
+    for threads in (1, 2):
+        assert np.array_equal(K.transpose(x, (0, 2, 3, 1), threads=threads), want)
+
+
 def test_contiguous_from_views():
     x = arr((17, 31), np.float32)
     for view in (x[::-1], x[:, ::3], x.T, x[3:10:2, ::-2].T, np.broadcast_to(x[:1], (5, 31))):
