@@ -23,6 +23,8 @@ session re-runs a segment at most log2(largest count / 16) times.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from engine.errors import InvalidArgument, UnsupportedOperatorError
@@ -133,6 +135,14 @@ OUT_REFUSED = ("out= needs output shapes known before the run; this model's outp
                "time, an If whose branches give different shapes)")
 
 
+def _trip_count(inputs: list[np.ndarray], where: tuple) -> int:
+    """The int64 a bounded Loop's trip count is, read from a segment input
+    (BoundedOutputs.trip) before the segment runs; negative runs no iteration."""
+    index, offset = where
+    raw = inputs[index].reshape(-1).view(np.uint8)
+    return max(int(raw[offset:offset + 8].view(np.int64)[0]), 0)
+
+
 class SegmentedPlan:
     """Runs a graph as segments (see the module docstring). Duck-types the
     parts of ExecPlan a session and server use: run, bind, arena_bytes."""
@@ -149,6 +159,8 @@ class SegmentedPlan:
         self.arena_policy = first.plan.arena_policy
         self._empty: ExecPlan | None = None
         self._later_names: dict[int, frozenset] = {}
+        self._learn = threading.Lock()   # see _regrow
+        self.segment_runs = 0   # segment plans run (a debug stat: a re-run for more room shows here)
 
     @property
     def builds(self) -> int:
@@ -181,15 +193,16 @@ class SegmentedPlan:
         inputs = sorted(n for n in env if n in later)
         while True:
             values = self.value_names.get(start, set())
+            capacities = self.capacities   # one set for the key and the plan (see _regrow)
             key = (start, tuple((n, env[n].shape, env[n].dtype.str) for n in inputs),
                    tuple(env[n].tobytes() for n in inputs if n in consts or n in values),
-                   tuple(sorted(self.capacities.items())))
+                   tuple(sorted(capacities.items())))
             seg = self.cache.get(key)
             if seg is not None:
                 return seg
             try:
                 seg = plan_segment(self.graph, start, env, inputs, (consts & set(inputs)) | values,
-                                   nthreads=self.nthreads, weights=self.weights, capacities=dict(self.capacities))
+                                   nthreads=self.nthreads, weights=self.weights, capacities=dict(capacities))
             except NeedsValue as need:
                 if need.name in values or env[need.name].size > MAX_CONST_CARRY:
                     raise UnsupportedOperatorError(
@@ -210,9 +223,17 @@ class SegmentedPlan:
         n_nodes = len(self.graph.nodes)
         regrown = 0
         while True:
-            arrays = seg.plan.run(weights_ptr, [env[n] for n in seg.inputs], nthreads)
-            k = len(seg.outputs)
             bounded = seg.bounded
+            seg_inputs = [env[n] for n in seg.inputs]
+            if bounded is not None and bounded.trip is not None:
+                trips = _trip_count(seg_inputs, bounded.trip)
+                if trips > bounded.capacity:
+                    # a trip count known before the loop starts: room for it first, one run
+                    seg = self._regrow(seg, trips, env, consts)
+                    continue
+            arrays = seg.plan.run(weights_ptr, seg_inputs, nthreads)
+            self.segment_runs += 1
+            k = len(seg.outputs)
             if bounded is not None and bounded.capacity is not None and int(arrays[-1][0]) > bounded.capacity:
                 # room for fewer than it counted: plan it with more and run it again
                 regrown += 1
@@ -233,17 +254,26 @@ class SegmentedPlan:
             seg, regrown = self._segment(seg.end, env, consts), 0
 
     def _regrow(self, seg: Segment, count: int, env: dict, consts: set[str]) -> Segment:
-        """seg planned again with room for `count` in its bounded outputs."""
+        """seg planned again with room for `count` in its bounded outputs.
+        Runs of one session on several threads learn here together: the
+        capacities are replaced, never changed in place (a run planning a
+        segment reads one consistent set), and one thread at a time grows
+        them, so a room another thread has just grown is taken, not doubled."""
         key = seg.bounded.key
-        self.capacities[key] = max(self.capacities.get(key, 0), count, 2 * seg.bounded.capacity)
-        if seg.start > 0:
-            return self._segment(seg.start, env, consts)
-        feeds = {t.name: env[t.name] for t in self.graph.inputs}
-        again = plan_graph(self.graph, feeds, nthreads=self.nthreads, value_inputs=self.value_inputs,
-                           weights=self.weights, capacities=dict(self.capacities))
-        self.first = again.first
-        self._configure(self.first.plan)
-        return self.first
+        with self._learn:
+            room = self.capacities.get(key, 0)
+            if room < count:
+                self.capacities = {**self.capacities, key: max(count, 2 * seg.bounded.capacity)}
+            if seg.start > 0:
+                return self._segment(seg.start, env, consts)
+            first = self.first
+            if first.bounded is None or first.bounded.capacity < count:
+                feeds = {t.name: env[t.name] for t in self.graph.inputs}
+                again = plan_graph(self.graph, feeds, nthreads=self.nthreads, value_inputs=self.value_inputs,
+                                   weights=self.weights, capacities=dict(self.capacities))
+                first = self.first = again.first
+                self._configure(first.plan)
+            return first
 
     def run(self, weights_ptr: int, inputs: list[np.ndarray], nthreads: int, out=None) -> list[np.ndarray]:
         if out is not None:

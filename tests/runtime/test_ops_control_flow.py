@@ -8,6 +8,8 @@ data."""
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import onnx
 import pytest
@@ -175,7 +177,9 @@ def test_trip_count_computed_from_data_feeds_more_ops(tmp_path):
         got = _check(sess, model, {"v": v.astype(np.float32), "acc0": np.array(0.5, np.float32)}, f"p={p_pos}")
         assert got[1].shape == (int((v > 0).sum()),)
     (plan,) = sess.plans()
-    assert plan.first.bounded.capacity is not None, "the first segment should end with the loop, not before it"
+    # the count is computed in the plan: it is cut before the loop, whose segment reads it before running
+    loops = [s for s in plan.cache.plans() if s.bounded is not None]
+    assert plan.first.bounded is None and loops and all(s.bounded.trip is not None for s in loops)
 
 
 # -- nested control flow --
@@ -275,3 +279,78 @@ def test_different_branch_shapes_inside_a_loop_body_are_cleanly_refused(tmp_path
     sess = _session(tmp_path, model)
     with pytest.raises(UnsupportedOperatorError, match="different shapes"):
         sess.run(None, {"M": np.array(2, np.int64), "go": np.array(True), "acc0": _vec()})
+
+
+# -- a trip count known before the loop sizes its room: one run per call --
+
+@pytest.mark.parametrize("m", [0, 1, 7, 300, 1000])
+def test_a_given_trip_count_runs_its_segment_once(tmp_path, m):
+    model = _loop_model()
+    sess = _session(tmp_path, model)
+    _check(sess, model, {"M": np.array(3, np.int64), "acc0": _vec(), "w": _vec()}, "Loop M=3")
+    (plan,) = sess.plans()
+    runs = plan.segment_runs
+    _check(sess, model, {"M": np.array(m, np.int64), "acc0": _vec(), "w": _vec()}, f"Loop M={m}")
+    assert plan.segment_runs - runs == 1, f"M={m}: the loop's segment ran {plan.segment_runs - runs} times"
+    assert plan.first.bounded.capacity >= m
+
+
+def test_a_trip_count_computed_by_an_earlier_segment_runs_the_loop_once(tmp_path):
+    # M = sum(k) is computed from data after NonZero's cut; the plan is cut
+    # again before the loop, whose segment reads M before it runs
+    node = _loop_model().graph.node[0]
+    nodes = [helper.make_node("NonZero", ["x"], ["nz"]),
+             helper.make_node("ReduceSum", ["k"], ["M"], keepdims=0), node]
+    model = _model(nodes, [_vi("x", F, [5]), _vi("k", I64, [2]), _vi("acc0", F, [3]), _vi("w", F, [3])],
+                   [_vi("nz", I64, [1, "z"]), _vi("acc", F, [3]), _vi("accs", F, ["n", 3]),
+                    _vi("squares", I64, ["n"])], [helper.make_tensor("go", B, [], [True])])
+    sess = _session(tmp_path, model)
+    for k in ((1, 2), (100, 200), (0, 0), (400, 600)):
+        x = np.where(RNG.random(5) < 0.5, 0, 1).astype(np.float32)
+        feeds = {"x": x, "k": np.array(k, np.int64), "acc0": _vec(), "w": _vec()}
+        (plan,) = sess.plans() or (None,)
+        runs = plan.segment_runs if plan is not None else 0
+        _check(sess, model, feeds, f"M={sum(k)} after a cut")
+        (plan,) = sess.plans()
+        # NonZero | ReduceSum (a cut before the loop, which reads M before it starts) | Loop
+        assert plan.segment_runs - runs == 3, f"k={k}: {plan.segment_runs - runs} segment runs for 3 segments"
+
+
+# -- one session, two threads, rooms learned while both run --
+
+def _feeds_growing(trip_input: bool) -> list[dict]:
+    if trip_input:
+        return [{"M": np.array(m, np.int64), "acc0": _vec(), "w": _vec()} for m in (2, 20, 50, 130, 700, 5)]
+    return [{"acc0": np.full(3, -s, np.float32), "w": np.full(3, s / 10, np.float32)}
+            for s in (0.1, 3.0, 30.0, 100.0, 300.0, 1.0)]
+
+
+@pytest.mark.parametrize("trip_input", [True, False], ids=["for", "while"])
+def test_one_session_learns_its_rooms_from_two_threads(tmp_path, trip_input):
+    model = _loop_model(trip_input=trip_input, cond_from_data=not trip_input)
+    feeds = _feeds_growing(trip_input)
+    want = [reference_outputs(model, f, "onnxruntime") for f in feeds]
+    lengths = sorted({w[1].shape[0] for w in want})
+    assert lengths[0] < INITIAL_CAPACITY and lengths[-1] > 4 * INITIAL_CAPACITY, lengths
+    sess = _session(tmp_path, model)
+    start, errors = threading.Barrier(2, timeout=60), []
+
+    def worker(order):
+        try:
+            start.wait()
+            for _ in range(3):
+                for i in order:
+                    assert_outputs_match(sess.run(None, feeds[i]), want[i], f"feeds {i}", 1e-5, 1e-6)
+        except BaseException as exc:   # reported by the main thread
+            errors.append(exc)
+
+    n = len(feeds)
+    threads = [threading.Thread(target=worker, args=(order,)) for order in (range(n), range(n - 1, -1, -1))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), "a run did not finish within 2 minutes"
+    assert not errors, errors[0]
+    (plan,) = sess.plans()
+    assert list(plan.capacities.values())[0] >= lengths[-1]
