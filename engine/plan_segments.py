@@ -128,11 +128,31 @@ def plan_graph(graph: Graph, feeds: dict[str, np.ndarray], *, nthreads: int = 1,
                          capacities=capacities)
 
 
-# out= is checked against shapes known before the run; a segmented plan
-# knows its output shapes only after it.
-OUT_REFUSED = ("out= needs output shapes known before the run; this model's output shapes depend on its input "
-               "values (a data-dependent op such as NonZero or NMS, a Loop whose iteration count is computed at run "
-               "time, an If whose branches give different shapes)")
+# Bindings prepared once (IOBinding, a server's bound run) need output
+# shapes known before the run; a segmented plan knows them only after it.
+OUT_REFUSED = ("a prepared output binding needs output shapes known before the run; this model's output shapes "
+               "depend on its input values (a data-dependent op such as NonZero or NMS, a Loop whose iteration "
+               "count is computed at run time, an If whose branches give different shapes): pass out= to run() "
+               "instead, checked against the shapes each run produces")
+
+
+def fill_out(out: list, produced: list[np.ndarray], names: list[str]) -> list[np.ndarray]:
+    """A segmented plan's outputs copied into the caller's arrays (None:
+    the produced array is returned). Output shapes are known only after the
+    run: every given array is checked before any is written, and a mismatch
+    names the output, the given shape and the produced one."""
+    for o, a, name in zip(out, produced, names):
+        if o is not None and (o.shape != a.shape or o.dtype != a.dtype):
+            raise InvalidArgument(f"out array for output {name!r} is {o.dtype} {list(o.shape)}; this run produced "
+                                  f"{a.dtype} {list(a.shape)} (its output shapes depend on the input values)")
+    result = []
+    for o, a in zip(out, produced):
+        if o is None:
+            result.append(a)
+        else:
+            np.copyto(o, a)
+            result.append(o)
+    return result
 
 
 def _trip_count(inputs: list[np.ndarray], where: tuple) -> int:
@@ -276,8 +296,8 @@ class SegmentedPlan:
             return first
 
     def run(self, weights_ptr: int, inputs: list[np.ndarray], nthreads: int, out=None) -> list[np.ndarray]:
-        if out is not None:
-            raise InvalidArgument(OUT_REFUSED)
+        """out: None, or one entry per graph output, an array to copy that
+        output into or None (see fill_out)."""
         env = self.evaluate(weights_ptr, inputs, nthreads)
         graph_inputs = {t.name for t in self.graph.inputs}
         outs = []
@@ -285,7 +305,7 @@ class SegmentedPlan:
             a = env[t.name] if t.name in env else self.graph.initializers[t.name]
             # a graph input or an initializer returned as an output: the caller gets its own copy
             outs.append(np.array(a) if t.name in graph_inputs or t.name not in env else a)
-        return outs
+        return outs if out is None else fill_out(out, outs, [t.name for t in self.graph.outputs])
 
     def bind(self, weights_ptr: int, inputs: list[np.ndarray]) -> BoundRun:
         """For servers that run plans on a C thread: the segments run here,

@@ -15,7 +15,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from engine.errors import UnsupportedOperatorError
+from engine.errors import InvalidArgument, UnsupportedOperatorError
 from engine.ops.loops import INITIAL_CAPACITY
 from engine.plan_segments import SegmentedPlan
 from engine.session import InferenceSession
@@ -314,6 +314,41 @@ def test_a_trip_count_computed_by_an_earlier_segment_runs_the_loop_once(tmp_path
         (plan,) = sess.plans()
         # NonZero | ReduceSum (a cut before the loop, which reads M before it starts) | Loop
         assert plan.segment_runs - runs == 3, f"k={k}: {plan.segment_runs - runs} segment runs for 3 segments"
+
+
+# -- out= with output shapes only the run tells --
+
+def test_out_arrays_for_a_segmented_plan(tmp_path):
+    model = _loop_model()
+    sess = _session(tmp_path, model)
+    m = 9
+    feeds = {"M": np.array(m, np.int64), "acc0": _vec(), "w": _vec()}
+    want = reference_outputs(model, feeds, "onnxruntime")
+    out = [np.empty(3, np.float32), np.empty((m, 3), np.float32), np.empty(m, np.int64)]
+    got = sess.run(None, feeds, out=out)
+    assert all(g is o for g, o in zip(got, out))
+    assert_outputs_match(got, want, "out= all outputs", 1e-5, 1e-6)
+    squares = np.empty(m, np.int64)
+    (got,) = sess.run(["squares"], feeds, out=[squares])
+    assert got is squares and np.array_equal(squares, want[2])
+    # a shape that is not what this run produced: named, nothing written
+    short = [np.zeros(3, np.float32), np.zeros((m - 1, 3), np.float32), np.zeros(m, np.int64)]
+    with pytest.raises(InvalidArgument, match=r"output 'accs' is float32 \[8, 3\]; this run produced float32 \[9, 3\]"):
+        sess.run(None, feeds, out=short)
+    assert not any(a.any() for a in short)
+    with pytest.raises(InvalidArgument, match="output 'squares' is int32"):
+        sess.run(["squares"], feeds, out=[np.empty(m, np.int32)])
+    with pytest.raises(InvalidArgument, match="non-contiguous"):
+        sess.run(["accs"], feeds, out=[np.empty((3, m), np.float32).T])
+    with pytest.raises(InvalidArgument, match="list of 1 arrays"):
+        sess.run(["accs"], feeds, out=np.empty((m, 3), np.float32))
+    # a binding prepared once cannot know these shapes: one clear line
+    binding = sess.io_binding()
+    for name, a in feeds.items():
+        binding.bind_cpu_input(name, a)
+    binding.bind_output("accs")
+    with pytest.raises(InvalidArgument, match="pass out= to run"):
+        sess.run_with_iobinding(binding)
 
 
 # -- one session, two threads, rooms learned while both run --
