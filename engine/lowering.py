@@ -166,8 +166,8 @@ class LoweringContext:
         """Outputs whose shapes depend on values (see BoundedOutputs): the
         planner ends its segment after this node and plans what follows
         once the count is known."""
-        if len(self.planner.env) > 1:
-            raise self.unsupported("a data-dependent output shape inside a subgraph (If/Loop/Scan body)")
+        if self.planner.owners:
+            raise self.nested("an output shape that only a run tells")
         self.planner.bounded = BoundedOutputs(values, count, shape_of, capacity, self.capacity_key(), trip)
         self.outputs = list(values)
 
@@ -205,4 +205,18 @@ class LoweringContext:
         self.planner.emit(Step(op, list(tensors), [int(i) for i in ints], [float(f) for f in floats]))
 
     def lower_subgraph(self, graph: Graph) -> list[Value]:
-        return self.planner.lower_subgraph(graph)
+        owners = self.planner.owners
+        owners.append(self.node)
+        try:
+            return self.planner.lower_subgraph(graph)
+        finally:
+            owners.pop()
+
+    def nested(self, what: str) -> UnsupportedOperatorError:
+        """The refusal of a node whose output shapes only a run tells inside
+        a subgraph: only the graph's top level can cut the plan after it (a
+        run-time-length Loop, an If whose branches differ in shape). Names
+        this node and the If/Loop/Scan nodes whose bodies hold it."""
+        chain = " inside ".join(f"{n.op} (node {n.name!r})" for n in reversed(self.planner.owners))
+        return self.unsupported(f"{what}, inside a subgraph of {chain}: only the graph's top level can plan what "
+                                "follows for the shapes a run produces")

@@ -49,6 +49,8 @@ class Planner:
         # room a bounded node's outputs get, by LoweringContext.capacity_key,
         # as runs have taught it (engine.plan_segments)
         self.capacities: dict[tuple, int] = capacities or {}
+        # the If/Loop/Scan nodes whose subgraphs are being lowered, outermost first
+        self.owners: list[Node] = []
 
     # -- what lowering rules reach through ctx.planner --
     def supported_ops(self) -> list[str]:

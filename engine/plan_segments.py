@@ -18,7 +18,10 @@ Bounded outputs with a capacity (a Loop's scan outputs: the iteration count
 is known only after the run) have room for that many; a run that counts
 more is planned again with room for max(count, twice the capacity) and run
 again. The room is kept per node for later plans of this graph, so a
-session re-runs a segment at most log2(largest count / 16) times.
+session re-runs a segment at most log2(largest count / 16) times. When the
+segment receives an upper bound of the count as an input (a `for` loop's
+trip count, BoundedOutputs.trip), it is read first and the segment planned
+with room for it before its one run.
 """
 
 from __future__ import annotations

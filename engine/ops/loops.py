@@ -17,8 +17,10 @@ plan time and its condition stays true (a `for` loop) the stacked outputs
 are trip count long. Otherwise their length is known only after the run:
 they are bounded outputs (BoundedOutputs) with room for a capacity of
 iterations, the iteration count is the produced count, and the plan is cut
-after the node as after the data-dependent ops. A run that iterates past
-the capacity keeps going without storing (COPY_AT at the last slot) and is
+after the node as after the data-dependent ops. A `for` loop's run-time
+trip count is read before the run, which gets room for it first (the plan
+is cut before the loop when this segment computes the count). A while
+loop that iterates past the capacity keeps going without storing (COPY_AT at the last slot) and is
 planned again with room for twice as many or the count, whichever is more,
 and run again (engine.plan_segments). A Loop whose body needs
 plan-time values per iteration (or a bounded one inside a subgraph) is
@@ -326,6 +328,8 @@ def _in_place_or_unrolled(ctx: LoweringContext, in_place, unrolled) -> None:
     except RuntimeValueNeeded:
         raise   # the planner cuts the plan before the node and tries again with the value known
     except UnsupportedOperatorError as exc:
+        if exc.message == why_not_in_place:   # the body fails the same way both times: say it once
+            raise
         raise UnsupportedOperatorError(f"{exc.message}; as a loop in the plan: {why_not_in_place}",
                                        where=exc.where, hint=exc.hint) from None
 
@@ -344,7 +348,7 @@ def lower_loop(ctx: LoweringContext) -> None:
     if m_in is not None and m_in.const is not None and _condition_stays_true(body, ctx.input(1)):
         trips = max(int(np.asarray(m_in.const).reshape(-1)[0]), 0)
         return _in_place_or_unrolled(ctx, lambda cx: lower_for_loop_in_place(cx, trips), lower_loop_unrolled)
-    if m_in is not None and m_in.const is None and m_in.buf.kind != LOC_INPUT and len(ctx.planner.env) == 1 \
+    if m_in is not None and m_in.const is None and m_in.buf.kind != LOC_INPUT and not ctx.planner.owners \
             and _body_keeps_condition(body):
         # A `for` loop whose trip count this segment computes: the plan is
         # cut before the loop, so its segment receives the count as an input

@@ -258,7 +258,8 @@ def test_a_run_time_length_loop_inside_a_branch_is_cleanly_refused(tmp_path):
                       _vi("e", F, ["n", 3]), after=False, y_shape=("n", 3))
     model.graph.input.extend([_vi("acc0", F, [3]), _vi("w", F, [3])])
     sess = _session(tmp_path, model)
-    with pytest.raises(UnsupportedOperatorError, match="inside a subgraph"):
+    with pytest.raises(UnsupportedOperatorError, match=r"Loop \(node 'Loop_0'.*: an output shape that only a run tells, "
+                                                        r"inside a subgraph of If \(node 'If_2'\)"):
         sess.run(None, {"x": np.ones(4, np.float32), "M": np.array(0, np.int64), "acc0": _vec(), "w": _vec()})
 
 
@@ -277,8 +278,30 @@ def test_different_branch_shapes_inside_a_loop_body_are_cleanly_refused(tmp_path
     model = _model([node], [_vi("M", I64, []), _vi("go", B, []), _vi("acc0", F, [3])],
                    [_vi("acc", F, [3]), _vi("ys", F, ["n", "k"])])
     sess = _session(tmp_path, model)
-    with pytest.raises(UnsupportedOperatorError, match="different shapes"):
+    with pytest.raises(UnsupportedOperatorError, match=r"^If \(node 'If_2'.*different shapes \(\[3\] vs \[6\]\) "
+                                                        r"for a run-time condition, inside a subgraph of Loop \(node 'Loop_0'\)"):
         sess.run(None, {"M": np.array(2, np.int64), "go": np.array(True), "acc0": _vec()})
+
+
+def test_a_run_time_length_loop_two_levels_down_names_every_level(tmp_path):
+    # If 'outer' > Loop 'middle' (two iterations) > Loop 'inner' (a while loop with scan outputs)
+    inner = helper.make_node("Loop", ["", "go", "acc"], ["acc_out", "accs", "squares"], body=_body(True), name="inner")
+    middle_body = helper.make_graph(
+        [inner, helper.make_node("ReduceSum", ["accs"], ["s"], keepdims=0),
+         helper.make_node("Identity", ["c_in"], ["c_out"])],
+        "middle_body", [_vi("j", I64, []), _vi("c_in", B, []), _vi("acc", F, [3])],
+        [_vi("c_out", B, []), _vi("acc_out", F, [3]), _vi("s", F, [])])
+    middle = helper.make_node("Loop", ["two", "", "acc0"], ["acc_m", "sums"], body=middle_body, name="middle")
+    then_g = helper.make_graph([middle], "then", [], [_vi("sums", F, [2])])
+    else_g = helper.make_graph([helper.make_node("ReduceSum", ["acc0"], ["e"], keepdims=1),
+                                helper.make_node("Concat", ["e", "e"], ["ee"], axis=0)], "else", [], [_vi("ee", F, [2])])
+    outer = helper.make_node("If", ["p"], ["y"], then_branch=then_g, else_branch=else_g, name="outer")
+    model = _model([outer], [_vi("p", B, []), _vi("acc0", F, [3]), _vi("w", F, [3])], [_vi("y", F, [2])],
+                   [helper.make_tensor("two", I64, [], [2]), helper.make_tensor("go", B, [], [True])])
+    sess = _session(tmp_path, model)
+    with pytest.raises(UnsupportedOperatorError, match=r"Loop \(node 'inner'.*inside a subgraph of Loop \(node 'middle'\) "
+                                                        r"inside If \(node 'outer'\)"):
+        sess.run(None, {"p": np.array(True), "acc0": _vec(), "w": _vec()})
 
 
 # -- a trip count known before the loop sizes its room: one run per call --
