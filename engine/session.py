@@ -289,8 +289,10 @@ class InferenceSession:
         _check_out_list(out, index)
         for k, o in zip(index, out):
             if type(o) is not np.ndarray or not o.flags.c_contiguous or not o.flags.writeable:
-                got = (f"{list(o.shape)}{'' if o.flags.c_contiguous else ' non-contiguous'}"
-                       f"{'' if o.flags.writeable else ' read-only'}" if isinstance(o, np.ndarray) else type(o).__name__)
+                got = type(o).__name__
+                if isinstance(o, np.ndarray):
+                    got = (f"{list(o.shape)}{'' if o.flags.c_contiguous else ' non-contiguous'}"
+                           f"{'' if o.flags.writeable else ' read-only'}")
                 raise InvalidArgument(f"out array for output {self._output_names[k]!r} is {got}, expected a "
                                       "writable C-contiguous numpy array")
         full = [None] * len(self._output_names)
@@ -330,8 +332,8 @@ class InferenceSession:
 
 def _check_out_list(out, index: list[int]) -> None:
     if not isinstance(out, (list, tuple)) or len(out) != len(index):
-        raise InvalidArgument(f"out must be a list of {len(index)} arrays (one per requested output), "
-                              f"got {type(out).__name__}" + (f" of {len(out)}" if isinstance(out, (list, tuple)) else ""))
+        got = type(out).__name__ + (f" of {len(out)}" if isinstance(out, (list, tuple)) else "")
+        raise InvalidArgument(f"out must be a list of {len(index)} arrays (one per requested output), got {got}")
 
 
 def _forget_memo(session_ref):

@@ -258,8 +258,8 @@ def test_a_run_time_length_loop_inside_a_branch_is_cleanly_refused(tmp_path):
                       _vi("e", F, ["n", 3]), after=False, y_shape=("n", 3))
     model.graph.input.extend([_vi("acc0", F, [3]), _vi("w", F, [3])])
     sess = _session(tmp_path, model)
-    with pytest.raises(UnsupportedOperatorError, match=r"Loop \(node 'Loop_0'.*: an output shape that only a run tells, "
-                                                        r"inside a subgraph of If \(node 'If_2'\)"):
+    nested = r"Loop \(node 'Loop_0'.*: an output shape that only a run tells, inside a subgraph of If \(node 'If_2'\)"
+    with pytest.raises(UnsupportedOperatorError, match=nested):
         sess.run(None, {"x": np.ones(4, np.float32), "M": np.array(0, np.int64), "acc0": _vec(), "w": _vec()})
 
 
@@ -278,8 +278,9 @@ def test_different_branch_shapes_inside_a_loop_body_are_cleanly_refused(tmp_path
     model = _model([node], [_vi("M", I64, []), _vi("go", B, []), _vi("acc0", F, [3])],
                    [_vi("acc", F, [3]), _vi("ys", F, ["n", "k"])])
     sess = _session(tmp_path, model)
-    with pytest.raises(UnsupportedOperatorError, match=r"^If \(node 'If_2'.*different shapes \(\[3\] vs \[6\]\) "
-                                                        r"for a run-time condition, inside a subgraph of Loop \(node 'Loop_0'\)"):
+    nested = (r"^If \(node 'If_2'.*different shapes \(\[3\] vs \[6\]\) for a run-time condition, "
+              r"inside a subgraph of Loop \(node 'Loop_0'\)")
+    with pytest.raises(UnsupportedOperatorError, match=nested):
         sess.run(None, {"M": np.array(2, np.int64), "go": np.array(True), "acc0": _vec()})
 
 
@@ -294,13 +295,14 @@ def test_a_run_time_length_loop_two_levels_down_names_every_level(tmp_path):
     middle = helper.make_node("Loop", ["two", "", "acc0"], ["acc_m", "sums"], body=middle_body, name="middle")
     then_g = helper.make_graph([middle], "then", [], [_vi("sums", F, [2])])
     else_g = helper.make_graph([helper.make_node("ReduceSum", ["acc0"], ["e"], keepdims=1),
-                                helper.make_node("Concat", ["e", "e"], ["ee"], axis=0)], "else", [], [_vi("ee", F, [2])])
+                                helper.make_node("Concat", ["e", "e"], ["ee"], axis=0)],
+                               "else", [], [_vi("ee", F, [2])])
     outer = helper.make_node("If", ["p"], ["y"], then_branch=then_g, else_branch=else_g, name="outer")
     model = _model([outer], [_vi("p", B, []), _vi("acc0", F, [3]), _vi("w", F, [3])], [_vi("y", F, [2])],
                    [helper.make_tensor("two", I64, [], [2]), helper.make_tensor("go", B, [], [True])])
     sess = _session(tmp_path, model)
-    with pytest.raises(UnsupportedOperatorError, match=r"Loop \(node 'inner'.*inside a subgraph of Loop \(node 'middle'\) "
-                                                        r"inside If \(node 'outer'\)"):
+    nested = r"Loop \(node 'inner'.*inside a subgraph of Loop \(node 'middle'\) inside If \(node 'outer'\)"
+    with pytest.raises(UnsupportedOperatorError, match=nested):
         sess.run(None, {"p": np.array(True), "acc0": _vec(), "w": _vec()})
 
 
