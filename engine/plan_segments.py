@@ -26,6 +26,7 @@ with room for it before its one run.
 
 from __future__ import annotations
 
+import os
 import threading
 
 import numpy as np
@@ -166,6 +167,18 @@ def _trip_count(inputs: list[np.ndarray], where: tuple) -> int:
     return max(int(raw[offset:offset + 8].view(np.int64)[0]), 0)
 
 
+def _check_room(bounded, trips: int) -> None:
+    """A trip count whose scan outputs could not be held in this machine's
+    memory is refused in one line before anything is planned for it."""
+    nbytes = sum(int(np.prod(shape, dtype=np.float64)) * v.dtype.itemsize
+                 for v, shape in zip(bounded.values, bounded.shape_of(trips)) if v is not None)
+    memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    if nbytes > memory:
+        names = ", ".join(repr(n) for n in bounded.key if n)
+        raise InvalidArgument(f"the Loop producing {names} has a trip count of {trips}: its outputs would take "
+                              f"{nbytes} bytes, more than this machine's {memory} bytes of memory")
+
+
 class SegmentedPlan:
     """Runs a graph as segments (see the module docstring). Duck-types the
     parts of ExecPlan a session and server use: run, bind, arena_bytes."""
@@ -251,6 +264,7 @@ class SegmentedPlan:
             if bounded is not None and bounded.trip is not None:
                 trips = _trip_count(seg_inputs, bounded.trip)
                 if trips > bounded.capacity:
+                    _check_room(bounded, trips)
                     # a trip count known before the loop starts: room for it first, one run
                     seg = self._regrow(seg, trips, env, consts)
                     continue

@@ -320,6 +320,15 @@ def test_a_given_trip_count_runs_its_segment_once(tmp_path, m):
     assert plan.first.bounded.capacity >= m
 
 
+def test_a_trip_count_too_large_to_hold_its_outputs_is_one_clear_line(tmp_path):
+    model = _loop_model()
+    sess = _session(tmp_path, model)
+    with pytest.raises(InvalidArgument, match=r"Loop producing 'acc', 'accs', 'squares' has a trip count of "
+                                              r"1000000000000: its outputs would take \d+ bytes, more than"):
+        sess.run(None, {"M": np.array(10**12, np.int64), "acc0": _vec(), "w": _vec()})
+    _check(sess, model, {"M": np.array(4, np.int64), "acc0": _vec(), "w": _vec()}, "Loop M=4 after the refusal")
+
+
 def test_a_trip_count_computed_by_an_earlier_segment_runs_the_loop_once(tmp_path):
     # M = sum(k) is computed from data after NonZero's cut; the plan is cut
     # again before the loop, whose segment reads M before it runs
