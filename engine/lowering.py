@@ -216,7 +216,9 @@ class LoweringContext:
         """The refusal of a node whose output shapes only a run tells inside
         a subgraph: only the graph's top level can cut the plan after it (a
         run-time-length Loop, an If whose branches differ in shape). Names
-        this node and the If/Loop/Scan nodes whose bodies hold it."""
+        this node and the If/Loop/Scan nodes whose bodies hold it, and marks
+        the top-level node for running on the host (Planner.lower_segment)."""
+        self.planner.nested_refused = True
         chain = " inside ".join(f"{n.op} (node {n.name!r})" for n in reversed(self.planner.owners))
         return self.unsupported(f"{what}, inside a subgraph of {chain}: only the graph's top level can plan what "
                                 "follows for the shapes a run produces")

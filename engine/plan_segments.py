@@ -6,7 +6,9 @@ Planning walks the nodes as engine.plan does. A segment ends
   with a computed condition): its kernel writes into outputs sized for the
   most its input allows and stores the count it produced; or
 - before a node whose lowering needs the value of a tensor computed at run
-  time (TopK's K, a Reshape target computed from data).
+  time (TopK's K, a Reshape target computed from data);
+- around an If or Loop whose subgraph holds such shapes itself: it runs on
+  the host (HostSegment), its subgraph a plan of its own.
 A run executes segment 0, cuts the bounded outputs to their counts (views,
 no copy), then looks up the next segment's plan for the shapes (and the
 values a lowering asked for) it now has, building it on first use. Later
@@ -32,9 +34,9 @@ import threading
 import numpy as np
 
 from engine.errors import InvalidArgument, UnsupportedOperatorError
-from engine.ir import Graph, node_reads
-from engine.plan import (BLOB_WEIGHTS, LOC_BLOB, LOC_INPUT, Buffer, ExecPlan, NeedsValue, PlanCache, Planner, Value,
-                         trim_bounded)
+from engine.ir import Graph, TensorInfo, node_reads, outer_reads
+from engine.plan import (BLOB_WEIGHTS, LOC_BLOB, LOC_INPUT, Buffer, ExecPlan, NeedsValue, PlanCache, Planner,
+                         RunsOnHost, Value, trim_bounded)
 from engine.plan_run import BoundRun
 
 # A segment's outputs small enough to key later plans by value stay
@@ -124,10 +126,14 @@ def plan_graph(graph: Graph, feeds: dict[str, np.ndarray], *, nthreads: int = 1,
         if t.name in value_inputs:
             v.const = arr.copy()
         planner.define(t.name, v)
-    end = planner.lower_segment(graph.nodes, 0)
-    if end == len(graph.nodes) and planner.bounded is None:
-        return planner.finish([planner.lookup(t.name) for t in graph.outputs])
-    first = finish_segment(planner, graph, 0, end, [t.name for t in graph.inputs])
+    try:
+        end = planner.lower_segment(graph.nodes, 0)
+    except RunsOnHost:
+        first = HostSegment(graph, 0)
+    else:
+        if end == len(graph.nodes) and planner.bounded is None:
+            return planner.finish([planner.lookup(t.name) for t in graph.outputs])
+        first = finish_segment(planner, graph, 0, end, [t.name for t in graph.inputs])
     return SegmentedPlan(graph, first, nthreads=nthreads, weights=weights, value_inputs=value_inputs,
                          capacities=capacities)
 
@@ -165,6 +171,63 @@ def _trip_count(inputs: list[np.ndarray], where: tuple) -> int:
     index, offset = where
     raw = inputs[index].reshape(-1).view(np.uint8)
     return max(int(raw[offset:offset + 8].view(np.int64)[0]), 0)
+
+
+class HostSegment:
+    """An If or Loop whose subgraphs hold shapes only a run tells (a
+    run-time-length Loop, an If whose branches differ in shape, a
+    data-dependent op): the host takes the branch or iterates, running the
+    subgraph as a plan of its own (a segmented one where it needs to be),
+    planned per shape and cached. The price is a host round trip per branch
+    or iteration instead of a jump in the step list."""
+
+    bounded = None
+    consts: frozenset = frozenset()
+
+    def __init__(self, graph: Graph, start: int):
+        self.node, self.start, self.end = graph.nodes[start], start, start + 1
+        self.plan = Planner(graph.opset).finish([])   # no steps: what SegmentedPlan reads of a segment
+        self.outputs = [n for n in self.node.outputs if n]
+        self.runners: dict[str, SubgraphRunner] = {}
+
+
+class SubgraphRunner:
+    """A subgraph as a graph of its own: its declared inputs, then the
+    outer-scope values it reads, as inputs; outer initializers as its own."""
+
+    def __init__(self, sub: Graph, outer: Graph, env: dict):
+        declared = {t.name for t in sub.inputs}
+        reads = list(dict.fromkeys(n for n in outer_reads(sub) if n not in declared and n not in sub.initializers))
+        self.outer = [n for n in reads if n in env or n not in outer.initializers]
+        inits = {n: outer.initializers[n] for n in reads if n not in self.outer}
+        infos = list(sub.inputs) + [TensorInfo(n, env[n].dtype, env[n].shape) for n in self.outer]
+        self.graph = Graph(sub.name, sub.nodes, infos, sub.outputs, {**inits, **sub.initializers}, outer.opset)
+        self.plans = PlanCache(SEGMENT_CACHE_SIZE)
+        self.value_inputs: frozenset = frozenset()
+
+    def run(self, owner: "SegmentedPlan", declared: list[np.ndarray], env: dict, weights_ptr: int,
+            nthreads: int) -> list[np.ndarray]:
+        arrays = [np.ascontiguousarray(a) for a in list(declared) + [env[n] for n in self.outer]]
+        feeds = {t.name: a for t, a in zip(self.graph.inputs, arrays)}
+        while True:
+            key = (tuple((a.shape, a.dtype.str) for a in arrays),
+                   tuple(feeds[n].tobytes() for n in sorted(self.value_inputs)))
+            plan = self.plans.get(key)
+            if plan is not None:
+                break
+            try:
+                plan = plan_graph(self.graph, feeds, nthreads=nthreads, value_inputs=self.value_inputs)
+            except NeedsValue as need:
+                if need.name in self.value_inputs or feeds[need.name].size > MAX_CONST_CARRY:
+                    raise UnsupportedOperatorError(
+                        f"tensor {need.name!r} determines shapes in a subgraph run on the host and has "
+                        f"{feeds[need.name].size} elements (at most {MAX_CONST_CARRY} supported)") from None
+                self.value_inputs = self.value_inputs | {need.name}
+                continue
+            owner._configure(plan)
+            self.plans.put(key, plan)
+            break
+        return plan.run(weights_ptr, arrays, nthreads)
 
 
 def _check_room(bounded, trips: int) -> None:
@@ -239,6 +302,8 @@ class SegmentedPlan:
             try:
                 seg = plan_segment(self.graph, start, env, inputs, (consts & set(inputs)) | values,
                                    nthreads=self.nthreads, weights=self.weights, capacities=dict(capacities))
+            except RunsOnHost:
+                seg = HostSegment(self.graph, start)
             except NeedsValue as need:
                 if need.name in values or env[need.name].size > MAX_CONST_CARRY:
                     raise UnsupportedOperatorError(
@@ -259,6 +324,13 @@ class SegmentedPlan:
         n_nodes = len(self.graph.nodes)
         regrown = 0
         while True:
+            if isinstance(seg, HostSegment):
+                env.update(self._run_host(seg, env, weights_ptr, nthreads))
+                consts = consts - set(seg.outputs)
+                if seg.end >= n_nodes:
+                    return env
+                seg, regrown = self._segment(seg.end, env, consts), 0
+                continue
             bounded = seg.bounded
             seg_inputs = [env[n] for n in seg.inputs]
             if bounded is not None and bounded.trip is not None:
@@ -289,6 +361,54 @@ class SegmentedPlan:
             if seg.end >= n_nodes:
                 return env
             seg, regrown = self._segment(seg.end, env, consts), 0
+
+    def _run_host(self, seg: HostSegment, env: dict, weights_ptr: int, nthreads: int) -> dict:
+        """The outputs of seg's If or Loop, by name (see HostSegment)."""
+        node = seg.node
+
+        def value(name: str) -> np.ndarray:
+            return env[name] if name in env else self.graph.initializers[name]
+
+        def runner(attr: str) -> SubgraphRunner:
+            r = seg.runners.get(attr)
+            if r is None:
+                r = seg.runners[attr] = SubgraphRunner(node.attrs[attr], self.graph, env)
+            return r
+
+        if node.op == "If":
+            branch = "then_branch" if bool(value(node.inputs[0]).reshape(-1)[0]) else "else_branch"
+            results = runner(branch).run(self, [], env, weights_ptr, nthreads)
+        else:
+            results = self._run_host_loop(node, value, runner("body"), env, weights_ptr, nthreads)
+        return {n: a for n, a in zip(node.outputs, results) if n}
+
+    def _run_host_loop(self, node, value, body: SubgraphRunner, env: dict, weights_ptr: int,
+                       nthreads: int) -> list[np.ndarray]:
+        names = node.inputs + [""] * (2 - len(node.inputs))
+        trips = int(value(names[0]).reshape(-1)[0]) if names[0] else None
+        go = bool(value(names[1]).reshape(-1)[0]) if names[1] else True
+        carried = [value(n) for n in node.inputs[2:]]
+        n, infos = len(carried), body.graph.outputs
+        per_iteration: list[list[np.ndarray]] = [[] for _ in infos[1 + n:]]
+        i = 0
+        while go and (trips is None or i < trips):
+            results = body.run(self, [np.array(i, np.int64), np.array(go)] + carried, env, weights_ptr, nthreads)
+            go, carried = bool(results[0].reshape(-1)[0]), list(results[1:1 + n])
+            for collected, r in zip(per_iteration, results[1 + n:]):
+                collected.append(r)
+            i += 1
+        stacked = []
+        for info, collected in zip(infos[1 + n:], per_iteration):
+            if not collected:   # no iteration: the declared per-iteration shape where it is static
+                dims = info.shape if info.shape and all(isinstance(d, int) and d >= 0 for d in info.shape) else ()
+                stacked.append(np.zeros((0, *dims), info.dtype))
+            elif any(c.shape != collected[0].shape for c in collected):
+                raise InvalidArgument(f"Loop (node {node.name!r}): scan output {info.name!r} changes shape between "
+                                      f"iterations ({list(collected[0].shape)}, then "
+                                      f"{next(list(c.shape) for c in collected if c.shape != collected[0].shape)})")
+            else:
+                stacked.append(np.stack(collected))
+        return [np.array(c) for c in carried] + stacked
 
     def _regrow(self, seg: Segment, count: int, env: dict, consts: set[str]) -> Segment:
         """seg planned again with room for `count` in its bounded outputs.

@@ -24,7 +24,8 @@ loop that iterates past the capacity keeps going without storing (COPY_AT at the
 planned again with room for twice as many or the count, whichever is more,
 and run again (engine.plan_segments). A Loop whose body needs
 plan-time values per iteration (or a bounded one inside a subgraph) is
-unrolled at plan time, which needs a plan-time trip count and condition."""
+unrolled at plan time, which needs a plan-time trip count and condition;
+else, at the top level, it runs on the host (engine.plan_segments HostSegment)."""
 
 from __future__ import annotations
 

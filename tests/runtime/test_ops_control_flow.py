@@ -250,20 +250,29 @@ def test_a_loop_in_an_if_branch_with_another_shape_in_the_other(tmp_path):
         _check(sess, model, {"x": x, "M": np.array(m, np.int64)}, f"If sign {sign} M={m}")
 
 
-def test_a_run_time_length_loop_inside_a_branch_is_cleanly_refused(tmp_path):
+def _up():
+    # positive weights: the body's sum grows past its limit, so a while loop ends
+    return (np.abs(RNG.standard_normal(3)) + 0.5).astype(np.float32)
+
+
+def test_a_run_time_length_loop_inside_a_branch_runs_the_branch_on_the_host(tmp_path):
     # the stacked output's length is known only after the run, and a
-    # subgraph cannot cut the plan: one clear error naming both ways tried
+    # subgraph cannot cut the plan: the If runs on the host, its branch a plan of its own
     then_nodes = [helper.make_node("Loop", ["", "c", "acc0"], ["acc_final", "accs", "squares"], body=_body(True))]
-    model = _if_model(then_nodes, _vi("accs", F, ["n", 3]), [helper.make_node("Neg", ["w"], ["e"])],
-                      _vi("e", F, ["n", 3]), after=False, y_shape=("n", 3))
+    model = _if_model(then_nodes, _vi("accs", F, ["n", 3]), [helper.make_node("Neg", ["w"], ["e"]),
+                                                           helper.make_node("Unsqueeze", ["e", "ax"], ["e2"])],
+                      _vi("e2", F, ["n", 3]), y_shape=("n", 3))
+    model.graph.initializer.append(helper.make_tensor("ax", I64, [1], [0]))
     model.graph.input.extend([_vi("acc0", F, [3]), _vi("w", F, [3])])
     sess = _session(tmp_path, model)
-    nested = r"Loop \(node 'Loop_0'.*: an output shape that only a run tells, inside a subgraph of If \(node 'If_2'\)"
-    with pytest.raises(UnsupportedOperatorError, match=nested):
-        sess.run(None, {"x": np.ones(4, np.float32), "M": np.array(0, np.int64), "acc0": _vec(), "w": _vec()})
+    for sign in (1, -1, 1):
+        feeds = {"x": np.full(4, sign, np.float32), "M": np.array(0, np.int64), "acc0": _vec(), "w": _up()}
+        _check(sess, model, feeds, f"If sign {sign}")
+    (plan,) = sess.plans()
+    assert isinstance(plan, SegmentedPlan) and plan.builds >= 2
 
 
-def test_different_branch_shapes_inside_a_loop_body_are_cleanly_refused(tmp_path):
+def test_different_branch_shapes_inside_a_loop_body_run_the_loop_on_the_host(tmp_path):
     then_g = helper.make_graph([helper.make_node("Identity", ["acc"], ["t"])], "then", [], [_vi("t", F, [3])])
     else_g = helper.make_graph([helper.make_node("Concat", ["acc", "acc"], ["e"], axis=0)], "else", [],
                                [_vi("e", F, [6])])
@@ -278,13 +287,12 @@ def test_different_branch_shapes_inside_a_loop_body_are_cleanly_refused(tmp_path
     model = _model([node], [_vi("M", I64, []), _vi("go", B, []), _vi("acc0", F, [3])],
                    [_vi("acc", F, [3]), _vi("ys", F, ["n", "k"])])
     sess = _session(tmp_path, model)
-    nested = (r"^If \(node 'If_2'.*different shapes \(\[3\] vs \[6\]\) for a run-time condition, "
-              r"inside a subgraph of Loop \(node 'Loop_0'\)")
-    with pytest.raises(UnsupportedOperatorError, match=nested):
-        sess.run(None, {"M": np.array(2, np.int64), "go": np.array(True), "acc0": _vec()})
+    for sign, m in ((1, 2), (-1, 3), (1, 1)):
+        feeds = {"M": np.array(m, np.int64), "go": np.array(True), "acc0": np.abs(_vec()) * sign}
+        _check(sess, model, feeds, f"Loop M={m} If sign {sign}")
 
 
-def test_a_run_time_length_loop_two_levels_down_names_every_level(tmp_path):
+def test_a_run_time_length_loop_two_levels_down_runs_on_the_host(tmp_path):
     # If 'outer' > Loop 'middle' (two iterations) > Loop 'inner' (a while loop with scan outputs)
     inner = helper.make_node("Loop", ["", "go", "acc"], ["acc_out", "accs", "squares"], body=_body(True), name="inner")
     middle_body = helper.make_graph(
@@ -301,9 +309,25 @@ def test_a_run_time_length_loop_two_levels_down_names_every_level(tmp_path):
     model = _model([outer], [_vi("p", B, []), _vi("acc0", F, [3]), _vi("w", F, [3])], [_vi("y", F, [2])],
                    [helper.make_tensor("two", I64, [], [2]), helper.make_tensor("go", B, [], [True])])
     sess = _session(tmp_path, model)
-    nested = r"Loop \(node 'inner'.*inside a subgraph of Loop \(node 'middle'\) inside If \(node 'outer'\)"
+    for p in (True, False):
+        _check(sess, model, {"p": np.array(p), "acc0": _vec(), "w": _up()}, f"If {p} > Loop > while Loop")
+
+
+def test_a_run_time_length_loop_in_a_scan_body_names_both(tmp_path):
+    # Scan is not run on the host: one clear line naming the Scan and the Loop in it
+    inner = helper.make_node("Loop", ["", "go", "x_t"], ["acc_out", "accs", "squares"], body=_body(True), name="inner")
+    body = helper.make_graph([inner, helper.make_node("ReduceSum", ["accs"], ["s"], keepdims=0),
+                              helper.make_node("Add", ["st", "s"], ["st_out"]),
+                              helper.make_node("Identity", ["s"], ["s2"])],
+                             "scan_body", [_vi("st", F, []), _vi("x_t", F, [3])],
+                             [_vi("st_out", F, []), _vi("s2", F, [])])
+    scan = helper.make_node("Scan", ["st0", "xs"], ["st", "ss"], body=body, num_scan_inputs=1, name="outer")
+    model = _model([scan], [_vi("st0", F, []), _vi("xs", F, [2, 3]), _vi("w", F, [3])],
+                   [_vi("st", F, []), _vi("ss", F, [2])], [helper.make_tensor("go", B, [], [True])])
+    sess = _session(tmp_path, model)
+    nested = r"Loop \(node 'inner'.*inside a subgraph of Scan \(node 'outer'\)"
     with pytest.raises(UnsupportedOperatorError, match=nested):
-        sess.run(None, {"p": np.array(True), "acc0": _vec(), "w": _vec()})
+        sess.run(None, {"st0": np.array(0, np.float32), "xs": np.ones((2, 3), np.float32), "w": _up()})
 
 
 # -- a trip count known before the loop sizes its room: one run per call --
