@@ -46,13 +46,17 @@ class BoundedOutputs:
     None when the Values hold the most the input allows; else the count they
     have room for (a Loop's scan outputs): a run that counts more is planned
     again with more room and run again (engine.plan_segments), the room
-    kept per node under `key` (Planner.capacities)."""
+    kept per node under `key` (Planner.capacities). trip: where the count's
+    upper bound is read before the run, when the segment receives it as an
+    input (a Loop's run-time trip count): (input index, byte offset) of an
+    int64; a run then gets the room it needs before it starts."""
 
-    __slots__ = ("values", "count", "shape_of", "capacity", "key")
+    __slots__ = ("values", "count", "shape_of", "capacity", "key", "trip")
 
-    def __init__(self, values: list, count, shape_of, capacity: int | None = None, key: tuple = ()):
+    def __init__(self, values: list, count, shape_of, capacity: int | None = None, key: tuple = (),
+                 trip: tuple | None = None):
         self.values, self.count, self.shape_of = values, count, shape_of
-        self.capacity, self.key = capacity, key
+        self.capacity, self.key, self.trip = capacity, key, trip
 
 
 def align(n: int) -> int:
@@ -157,13 +161,14 @@ class LoweringContext:
         self.outputs[i] = v
         return v
 
-    def bounded(self, values: list, count: Value, shape_of, capacity: int | None = None) -> None:
+    def bounded(self, values: list, count: Value, shape_of, capacity: int | None = None,
+                trip: tuple | None = None) -> None:
         """Outputs whose shapes depend on values (see BoundedOutputs): the
         planner ends its segment after this node and plans what follows
         once the count is known."""
-        if len(self.planner.env) > 1:
-            raise self.unsupported("a data-dependent output shape inside a subgraph (If/Loop/Scan body)")
-        self.planner.bounded = BoundedOutputs(values, count, shape_of, capacity, self.capacity_key())
+        if self.planner.owners:
+            raise self.nested("an output shape that only a run tells")
+        self.planner.bounded = BoundedOutputs(values, count, shape_of, capacity, self.capacity_key(), trip)
         self.outputs = list(values)
 
     def capacity_key(self) -> tuple:
@@ -200,4 +205,20 @@ class LoweringContext:
         self.planner.emit(Step(op, list(tensors), [int(i) for i in ints], [float(f) for f in floats]))
 
     def lower_subgraph(self, graph: Graph) -> list[Value]:
-        return self.planner.lower_subgraph(graph)
+        owners = self.planner.owners
+        owners.append(self.node)
+        try:
+            return self.planner.lower_subgraph(graph)
+        finally:
+            owners.pop()
+
+    def nested(self, what: str) -> UnsupportedOperatorError:
+        """The refusal of a node whose output shapes only a run tells inside
+        a subgraph: only the graph's top level can cut the plan after it (a
+        run-time-length Loop, an If whose branches differ in shape). Names
+        this node and the If/Loop/Scan nodes whose bodies hold it, and marks
+        the top-level node for running on the host (Planner.lower_segment)."""
+        self.planner.nested_refused = True
+        chain = " inside ".join(f"{n.op} (node {n.name!r})" for n in reversed(self.planner.owners))
+        return self.unsupported(f"{what}, inside a subgraph of {chain}: only the graph's top level can plan what "
+                                "follows for the shapes a run produces")

@@ -33,6 +33,20 @@ from engine.plan_pack import (PARALLEL_MIN_BYTES, PARALLEL_MIN_FLOPS, assign_off
 from engine.plan_run import BoundRun, ExecPlan, PlanCache  # noqa: F401
 
 
+# Control-flow nodes a segmented plan can run on the host, a subgraph at a
+# time, when their subgraphs cannot be planned inline (engine.plan_segments).
+HOST_RUN_OPS = frozenset({"If", "Loop"})
+
+
+class RunsOnHost(Exception):
+    """The node a segment would start with runs on the host (HOST_RUN_OPS);
+    `error` is why it could not be planned inline."""
+
+    def __init__(self, error: UnsupportedOperatorError):
+        super().__init__(error.message)
+        self.error = error
+
+
 class Planner:
     """Lowers nodes for concrete shapes into steps and assigns arena offsets."""
 
@@ -49,6 +63,10 @@ class Planner:
         # room a bounded node's outputs get, by LoweringContext.capacity_key,
         # as runs have taught it (engine.plan_segments)
         self.capacities: dict[tuple, int] = capacities or {}
+        # the If/Loop/Scan nodes whose subgraphs are being lowered, outermost first
+        self.owners: list[Node] = []
+        # set by LoweringContext.nested: the node being lowered holds run-time shapes in a subgraph
+        self.nested_refused = False
 
     # -- what lowering rules reach through ctx.planner --
     def supported_ops(self) -> list[str]:
@@ -134,12 +152,22 @@ class Planner:
         node that needs a computed tensor's value (engine.plan_segments)."""
         for i in range(start, len(nodes)):
             mark = len(self.steps)
+            self.nested_refused = False
             try:
                 self.lower_node(nodes[i])
             except RuntimeValueNeeded:
                 if i == start:
                     raise
                 del self.steps[mark:]  # whatever the rule emitted before it asked
+                return i
+            except UnsupportedOperatorError as exc:
+                # an If/Loop whose subgraph holds shapes only a run tells: it
+                # runs on the host, as a segment of its own (engine.plan_segments)
+                if not (self.nested_refused and nodes[i].op in HOST_RUN_OPS):
+                    raise
+                if i == start:
+                    raise RunsOnHost(exc) from None
+                del self.steps[mark:]
                 return i
             if self.bounded is not None:
                 return i + 1

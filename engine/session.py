@@ -275,6 +275,8 @@ class InferenceSession:
             return self._run_bucketed(output_names, input_feed, out)
         arrays = self._check_feeds(input_feed)
         plan = self._plan(arrays)
+        if out is not None and not isinstance(plan, ExecPlan):
+            return self._run_segmented_into(plan, arrays, out, output_names)
         if not output_names:
             if out is not None:
                 self._check_out(plan, out, range(len(self._output_names)))
@@ -311,9 +313,7 @@ class InferenceSession:
         if not isinstance(plan, ExecPlan):
             raise InvalidArgument(OUT_REFUSED)
         index = list(index)
-        if not isinstance(out, (list, tuple)) or len(out) != len(index):
-            raise InvalidArgument(f"out must be a list of {len(index)} arrays (one per requested output), "
-                                  f"got {type(out).__name__}" + (f" of {len(out)}" if isinstance(out, (list, tuple)) else ""))
+        _check_out_list(out, index)
         for k, o in zip(index, out):
             shape, dtype, _ = plan.outputs[k]
             if (type(o) is not np.ndarray or o.dtype != dtype or o.shape != tuple(shape)
@@ -323,6 +323,26 @@ class InferenceSession:
                        if isinstance(o, np.ndarray) else type(o).__name__)
                 raise InvalidArgument(f"out array for output {self._output_names[k]!r} is {got}, expected a "
                                       f"writable C-contiguous {type_string(dtype)} array of shape {list(shape)}")
+
+    def _run_segmented_into(self, plan, arrays: list[np.ndarray], out, output_names) -> list[np.ndarray]:
+        """run(out=...) for a plan whose output shapes only the run tells
+        (engine.plan_segments): the arrays' kind and layout are checked
+        here, their shapes and dtypes against what the run produced."""
+        index = self._output_indices(output_names) if output_names else list(range(len(self._output_names)))
+        _check_out_list(out, index)
+        for k, o in zip(index, out):
+            if type(o) is not np.ndarray or not o.flags.c_contiguous or not o.flags.writeable:
+                got = type(o).__name__
+                if isinstance(o, np.ndarray):
+                    got = (f"{list(o.shape)}{'' if o.flags.c_contiguous else ' non-contiguous'}"
+                           f"{'' if o.flags.writeable else ' read-only'}")
+                raise InvalidArgument(f"out array for output {self._output_names[k]!r} is {got}, expected a "
+                                      "writable C-contiguous numpy array")
+        full = [None] * len(self._output_names)
+        for k, o in zip(index, out):
+            full[k] = o
+        plan.run(self._weights_ptr, arrays, self.threads, full)
+        return out
 
     def io_binding(self) -> "IOBinding":
         return IOBinding(self)
@@ -405,6 +425,12 @@ def cut_from_bucket(array: np.ndarray, axis: int | None, n: int) -> np.ndarray:
     if axis is None:
         return array
     return np.ascontiguousarray(array[(slice(None),) * (axis % array.ndim) + (slice(0, n),)])
+
+
+def _check_out_list(out, index: list[int]) -> None:
+    if not isinstance(out, (list, tuple)) or len(out) != len(index):
+        got = type(out).__name__ + (f" of {len(out)}" if isinstance(out, (list, tuple)) else "")
+        raise InvalidArgument(f"out must be a list of {len(index)} arrays (one per requested output), got {got}")
 
 
 def _forget_memo(session_ref):
@@ -491,6 +517,8 @@ class IOBinding:
         if not self._outputs:
             raise InvalidArgument("no output bound (bind_output)")
         plan = s._plan(arrays)
+        if not isinstance(plan, ExecPlan):
+            raise InvalidArgument(OUT_REFUSED)
         index = s._output_indices(list(self._outputs))
         given = [self._outputs[n] for n in self._outputs]
         for pos, (k, o) in enumerate(zip(index, given)):

@@ -45,10 +45,9 @@ def lower_if(ctx: LoweringContext) -> None:
         if r.dtype != o.dtype:
             raise ctx.unsupported(f"branches produce different types ({o.dtype.name} vs {r.dtype.name})")
         if r.shape != o.shape:
-            if len(planner.env) > 1:
-                raise ctx.unsupported(f"branches produce different shapes ({o.shape} vs {r.shape}) for a run-time "
-                                      "condition inside a subgraph; only the graph's top level can plan what "
-                                      "follows for the branch taken")
+            if planner.owners:
+                raise ctx.nested(f"branches produce different shapes ({list(o.shape)} vs {list(r.shape)}) for a "
+                                 "run-time condition")
             # room for the larger branch: the buffer is sized when offsets are assigned
             o.buf.nbytes = align(max(o.nbytes, r.nbytes, 1))
             reshaped = True

@@ -17,12 +17,15 @@ plan time and its condition stays true (a `for` loop) the stacked outputs
 are trip count long. Otherwise their length is known only after the run:
 they are bounded outputs (BoundedOutputs) with room for a capacity of
 iterations, the iteration count is the produced count, and the plan is cut
-after the node as after the data-dependent ops. A run that iterates past
-the capacity keeps going without storing (COPY_AT at the last slot) and is
+after the node as after the data-dependent ops. A `for` loop's run-time
+trip count is read before the run, which gets room for it first (the plan
+is cut before the loop when this segment computes the count). A while
+loop that iterates past the capacity keeps going without storing (COPY_AT at the last slot) and is
 planned again with room for twice as many or the count, whichever is more,
 and run again (engine.plan_segments). A Loop whose body needs
 plan-time values per iteration (or a bounded one inside a subgraph) is
-unrolled at plan time, which needs a plan-time trip count and condition."""
+unrolled at plan time, which needs a plan-time trip count and condition;
+else, at the top level, it runs on the host (engine.plan_segments HostSegment)."""
 
 from __future__ import annotations
 
@@ -30,7 +33,7 @@ import numpy as np
 
 from engine.kernels.abi import CopyAtStep, JumpStep, Op
 from engine.errors import UnsupportedOperatorError
-from engine.lowering import LoweringContext, RuntimeValueNeeded, Value
+from engine.lowering import LOC_INPUT, LoweringContext, RuntimeValueNeeded, Value
 from engine.ops.compose import Composer, const, ints
 from engine.ops.data import emit_copy, emit_fill
 
@@ -232,6 +235,11 @@ def _condition_stays_true(body, cond_in) -> bool:
     trip count runs exactly that many iterations (a `for` loop)."""
     if cond_in is not None and (cond_in.const is None or not bool(np.asarray(cond_in.const).reshape(-1)[0])):
         return False
+    return _body_keeps_condition(body)
+
+
+def _body_keeps_condition(body) -> bool:
+    """The body's condition output is its condition input or a constant true."""
     out, c_in = body.outputs[0].name, body.inputs[1].name
     if out == c_in:
         return True
@@ -269,13 +277,21 @@ def lower_while_loop_in_place(ctx: LoweringContext) -> None:
     m_in, cond_in = ctx.input(0), ctx.input(1)
     if m_in is None and cond_in is None:
         raise ctx.unsupported("neither a trip count nor a condition (an endless loop)")
-    if len(ctx.planner.env) > 1:   # ctx.bounded would refuse it after lowering the body: say so first
-        raise ctx.unsupported("scan outputs of a run-time length inside a subgraph (If/Loop/Scan body)")
     carried_in = list(ctx.inputs[2:])
     n = len(carried_in)
     cap = ctx.planner.capacities.get(ctx.capacity_key(), INITIAL_CAPACITY)
+    trip = None
     if m_in is not None and m_in.const is not None:
-        cap = min(cap, int(np.asarray(m_in.const).reshape(-1)[0]))
+        # the trip count bounds the iterations: a `for` loop (condition
+        # kept) makes exactly that many, a while loop at most that many
+        m = int(np.asarray(m_in.const).reshape(-1)[0])
+        cap = m if _body_keeps_condition(ctx.attr("body")) else min(cap, m)
+    elif m_in is not None and m_in.buf is not None and m_in.buf.kind == LOC_INPUT \
+            and _body_keeps_condition(ctx.attr("body")):
+        # A `for` loop whose trip count the segment receives: the run reads
+        # it before starting and gets room for it (engine.plan_segments).
+        # A while loop's trip count is often a huge "no limit": its room is learned.
+        trip = (m_in.buf.index, m_in.offset)
     cap = max(cap, 1)
     stacked = []
 
@@ -292,7 +308,7 @@ def lower_while_loop_in_place(ctx: LoweringContext) -> None:
     per_iter = [out.shape[1:] for out, _, _ in stacked]
     count = Value((1,), np.int64, buf=it.buf, offset=it.offset)
     ctx.bounded(slots + [out for out, _, _ in stacked], count,
-                lambda k: fixed + [(k, *shape) for shape in per_iter], capacity=cap)
+                lambda k: fixed + [(k, *shape) for shape in per_iter], capacity=cap, trip=trip)
 
 
 def _in_place_or_unrolled(ctx: LoweringContext, in_place, unrolled) -> None:
@@ -313,6 +329,8 @@ def _in_place_or_unrolled(ctx: LoweringContext, in_place, unrolled) -> None:
     except RuntimeValueNeeded:
         raise   # the planner cuts the plan before the node and tries again with the value known
     except UnsupportedOperatorError as exc:
+        if exc.message == why_not_in_place:   # the body fails the same way both times: say it once
+            raise
         raise UnsupportedOperatorError(f"{exc.message}; as a loop in the plan: {why_not_in_place}",
                                        where=exc.where, hint=exc.hint) from None
 
@@ -331,6 +349,12 @@ def lower_loop(ctx: LoweringContext) -> None:
     if m_in is not None and m_in.const is not None and _condition_stays_true(body, ctx.input(1)):
         trips = max(int(np.asarray(m_in.const).reshape(-1)[0]), 0)
         return _in_place_or_unrolled(ctx, lambda cx: lower_for_loop_in_place(cx, trips), lower_loop_unrolled)
+    if m_in is not None and m_in.const is None and m_in.buf.kind != LOC_INPUT and not ctx.planner.owners \
+            and _body_keeps_condition(body):
+        # A `for` loop whose trip count this segment computes: the plan is
+        # cut before the loop, so its segment receives the count as an input
+        # and the run sizes the scan outputs from it before starting.
+        raise RuntimeValueNeeded(ctx.unsupported("trip count computed at run time").message)
     return _in_place_or_unrolled(ctx, lower_while_loop_in_place, lower_loop_unrolled)
 
 

@@ -161,17 +161,20 @@ def test_the_server_path_binds_a_segmented_plan(tmp_path):
         bound.release()
 
 
-def test_a_data_dependent_node_inside_a_subgraph_is_a_clean_error(tmp_path):
-    from engine.errors import UnsupportedOperatorError
-
+def test_a_data_dependent_node_inside_a_subgraph_runs_the_branch_on_the_host(tmp_path):
+    # a subgraph cannot cut the plan: the If runs on the host (engine.plan_segments HostSegment)
     branch = helper.make_graph([helper.make_node("NonZero", ["x"], ["nz"])], "b", [],
                                [helper.make_tensor_value_info("nz", TensorProto.INT64, [1, "K"])])
     nodes = [helper.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=branch)]
     _, path = save(tmp_path, nodes, [helper.make_tensor_value_info("c", TensorProto.BOOL, []),
                                      helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
                    [helper.make_tensor_value_info("y", TensorProto.INT64, [1, "K"])])
-    with pytest.raises(UnsupportedOperatorError, match="inside a subgraph"):
-        InferenceSession(path, threads=1).run(None, {"c": np.array(True), "x": np.ones(4, np.float32)})
+    model = onnx.load(str(path))
+    sess = InferenceSession(path, threads=1)
+    for c, x in ((True, np.ones(4, np.float32)), (False, np.array([0, 2, 0, 3], np.float32)),
+                 (True, np.zeros(4, np.float32))):
+        feeds = {"c": np.array(c), "x": x}
+        assert_outputs_match(sess.run(None, feeds), reference_outputs(model, feeds, "onnxruntime"), "NonZero in If")
 
 
 def test_detector_with_nms_in_the_graph_converts_runs_and_matches_onnxruntime(zoo, tmp_path):
