@@ -234,6 +234,7 @@ def test_server_uses_the_session_interface():
 NOT_ERRORS = {
     "UnitError": "a ValueError every caller re-words as its own layer's error, with the key's location",
     "NeedsValue": "lowering asks the session for a constant's value",
+    "RunsOnHost": "the planner asks plan_segments to run an If/Loop node on the host",
     "ClientGone": "an HTTP peer left: the connection closes quietly",
 }
 
