@@ -28,6 +28,7 @@ PAIRS = 32          # ratios kept per pair of sizes (their median)
 RECENT = 16         # last runs that set the level (the host's speed now)
 TAIL = 0.01         # the window minimises the expected (1 - TAIL) quantile: p99
 Z = 2.326           # the standard normal's 99th percentile
+RESOLVE_EVERY = 8   # records between solves of the shape (it moves slowly; the level follows every run)
 
 
 class PairedCosts:
@@ -44,8 +45,10 @@ class PairedCosts:
     def __init__(self):
         self._prev: tuple[int, float] | None = None
         self._diffs: dict[tuple[int, int], deque] = {}
+        self._edges: dict[tuple[int, int], tuple[float, int]] = {}   # pair -> (median, count), kept per record
         self._recent: deque = deque(maxlen=RECENT)
-        self._shape: dict[int, float] | None = {}
+        self._shape: dict[int, float] = {}
+        self._stale = 0                 # records since the shape was solved
         self._curve: tuple | None = ()
 
     def record(self, items: int, seconds: float) -> None:
@@ -54,17 +57,21 @@ class PairedCosts:
         lt = math.log(seconds)
         if self._prev is not None and self._prev[0] != items:
             (a, la), (b, lb) = sorted([self._prev, (items, lt)])
-            self._diffs.setdefault((a, b), deque(maxlen=PAIRS)).append(lb - la)
+            d = self._diffs.setdefault((a, b), deque(maxlen=PAIRS))
+            d.append(lb - la)
+            self._edges[(a, b)] = (statistics.median(d), len(d))
+            self._stale += 1
         self._prev = (items, lt)
         self._recent.append((items, lt))
-        self._shape = None
         self._curve = None
 
     def shape(self) -> dict[int, float]:
-        """{size: log cost relative to the smallest connected size}."""
-        if self._shape is None:
-            self._shape = _solve({k: (statistics.median(d), len(d)) for k, d in self._diffs.items()})
-            self._curve = None
+        """{size: log cost relative to the smallest connected size},
+        solved again every RESOLVE_EVERY new pairs (a solve over many
+        sizes costs ~ms of Python; once per batch would tax the loop)."""
+        if self._stale and (self._stale >= RESOLVE_EVERY or not self._shape):
+            self._shape = _solve(self._edges)
+            self._stale = 0
         return self._shape
 
     def _fit(self) -> tuple[list[int], list[float], float] | None:
@@ -122,18 +129,16 @@ def _solve(edges: dict[tuple[int, int], tuple[float, int]]) -> dict[int, float]:
                 todo.append(nb)
     sizes = sorted(seen)
     index = {s: i for i, s in enumerate(sizes)}
+    kept = [(index[a], index[b], d, w) for (a, b), (d, w) in edges.items() if a in index]
+    i, j, d, w = (np.array(col) for col in zip(*kept))
     lap = np.zeros((len(sizes), len(sizes)))
+    np.add.at(lap, (i, i), w)
+    np.add.at(lap, (j, j), w)
+    np.add.at(lap, (i, j), -w)
+    np.add.at(lap, (j, i), -w)
     rhs = np.zeros(len(sizes))
-    for (a, b), (d, w) in edges.items():
-        if a not in index:
-            continue
-        i, j = index[a], index[b]
-        lap[i, i] += w
-        lap[j, j] += w
-        lap[i, j] -= w
-        lap[j, i] -= w
-        rhs[j] += w * d
-        rhs[i] -= w * d
+    np.add.at(rhs, j, w * d)
+    np.add.at(rhs, i, -w * d)
     x = np.zeros(len(sizes))
     x[1:] = np.linalg.solve(lap[1:, 1:], rhs[1:])
     return dict(zip(sizes, np.maximum.accumulate(x).tolist()))
