@@ -688,8 +688,8 @@ def main(argv=None) -> int:
                 batches = {label: counts[m["name"]][0] / max(1, counts[m["name"]][1])
                            for (label, _, _, _), m in zip(CELLS, models)}
                 rows.append(report_pattern(pattern, _spread(services), labelled, batches))
-                diagnostics.append(f"{pattern}: service ms per repeat {[round(v, 2) for v in services]}; auto's window "
-                                   f"costs after each repeat (us by batch size) {fits}")
+                diagnostics.append(f"{pattern}: service ms per repeat {[round(v, 2) for v in services]}; "
+                                   f"auto's window costs after each repeat (us by batch size) {fits}")
                 diagnostics.append(compare_mirrored(pattern, labelled, mirrored))
             print_summary(rows, args.repeats)
             print("\n" + "\n".join(diagnostics))

@@ -272,8 +272,9 @@ def auto_policy(clock, max_batch=16) -> BatchPolicy:
 
 def simulate(p: BatchPolicy, clock: Clock, arrivals: list[float], cost=None) -> list[tuple[float, float, int, float]]:
     """Discrete-event run of one instance, a batch of b computing for
-    cost(b) (default compute_time): requests arrive at the given times; returns (time, window waited, batch size, the wait the policy
-    would choose for a lone request then) per dispatch."""
+    cost(b) (default compute_time): requests arrive at the given times;
+    returns (time, window waited, batch size, the wait the policy would
+    choose for a lone request then) per dispatch."""
     cost = cost or compute_time
     pending = sorted(arrivals)
     i, busy_until, running, out = 0, None, None, []

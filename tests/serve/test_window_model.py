@@ -16,7 +16,8 @@ from test_batching_policy import Clock, policy, poisson, simulate
 
 
 def weight_bound(b: float) -> float:
-    """The bench model's shape measured in process, paired (docs/PERFORMANCE.md, session 10): 4 ms, 1.05x at 2, 3x at 8."""
+    """The bench model's shape, measured in process with the sizes
+    interleaved (docs/PERFORMANCE.md, session 10): 1.05x at 2, 3x at 8."""
     return 0.004 * (0.71 + 0.29 * b)
 
 
