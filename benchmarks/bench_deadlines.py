@@ -422,6 +422,12 @@ def compare_mirrored(pattern: str, live: dict[str, list[dict]], sim: dict[str, l
             f"{[ratio(live, k) for k in reps]}, simulated {[ratio(sim, k) for k in reps]}")
 
 
+def _slices(n: int, parts: int) -> list[tuple[int, int]]:
+    """[lo, hi) of `parts` contiguous runs of n requests, as equal as they come."""
+    cuts = [round(i * n / parts) for i in range(parts + 1)]
+    return [(a, b) for a, b in zip(cuts, cuts[1:]) if b > a]
+
+
 def window_counts(port: int, model: str) -> tuple[int, float]:
     """(batches its window held back, seconds they waited in all) so far."""
     s = health(port)["models"][model]["scheduler"]
@@ -613,6 +619,9 @@ def main(argv=None) -> int:
     ap.add_argument("--requests", type=int, default=2400, help="requests per cell (pattern x window), all repeats")
     ap.add_argument("--repeats", type=int, default=8,
                     help="repeats per cell, each window's interleaved with the others' (rotated order)")
+    ap.add_argument("--slices", type=int, default=1,
+                    help="live: cut each repeat into this many slices, every cell running one before the next "
+                         "slice starts (finer interleaving: the cells share more of the host's moments)")
     ap.add_argument("--load", type=float, default=0.8, help="arrival rate / batch-1 capacity")
     ap.add_argument("--compute-ms", type=float, default=4.0, help="batch-1 compute time of the model")
     ap.add_argument("--max-batch", type=int, default=8)
@@ -629,6 +638,8 @@ def main(argv=None) -> int:
         timer_accuracy()
         return 0
     total = args.sim_requests if args.simulate else args.requests
+    if args.slices < 1:
+        ap.error(f"--slices must be >= 1, got {args.slices}")
     if args.repeats < 1 or total < args.repeats:
         ap.error(f"requests per cell ({total}) must be at least --repeats ({args.repeats}), which must be >= 1")
     if args.simulate:
@@ -654,7 +665,8 @@ def main(argv=None) -> int:
             per_rep = args.requests // args.repeats
             print(f"# bench_deadlines: {_commit()}, model sized for {args.compute_ms} ms of compute alone, "
                   f"load {args.load:.0%} of batch-1 capacity, {per_rep * args.repeats} requests per cell in "
-                  f"{args.repeats} interleaved repeats, load average {os.getloadavg()[0]:.1f} at the start\n")
+                  f"{args.repeats} interleaved repeats of {args.slices} slice(s), load average "
+                  f"{os.getloadavg()[0]:.1f} at the start\n")
             print(CELL_HEADER)
             rows, diagnostics = [], []
             for pattern in args.patterns.split(","):
@@ -671,15 +683,22 @@ def main(argv=None) -> int:
                     rng = random.Random(f"{args.seed}-{pattern}-{k}")
                     times = arrivals(pattern, args.load / compute_s, per_rep, rng, phase=k / args.repeats)
                     limits = deadlines(per_rep, compute_s, rng)
-                    for m in models[k % len(models):] + models[:k % len(models)]:  # rotated: same moments for all
-                        before, held = model_counts(http, m["name"]), window_counts(http, m["name"])
-                        one = run_load(port, m["name"], x, times, limits)
-                        after, held_after = model_counts(http, m["name"]), window_counts(http, m["name"])
-                        one |= {"batches": after[1] - before[1], "waits": held_after[0] - held[0],
-                                "waited_s": held_after[1] - held[1]}
-                        reps[m["name"]].append(summarize([one]) | one)
-                        counts[m["name"]][0] += after[0] - before[0]
-                        counts[m["name"]][1] += after[1] - before[1]
+                    parts: dict[str, list] = {m["name"]: [] for m in models}
+                    for lo, hi in _slices(per_rep, args.slices):
+                        turn = (k * args.slices + len(parts[models[0]["name"]])) % len(models)
+                        for m in models[turn:] + models[:turn]:  # rotated: the same moments for every cell
+                            before, held = model_counts(http, m["name"]), window_counts(http, m["name"])
+                            one = run_load(port, m["name"], x, [t - times[lo] for t in times[lo:hi]], limits[lo:hi])
+                            after, held_after = model_counts(http, m["name"]), window_counts(http, m["name"])
+                            parts[m["name"]].append(one | {"batches": after[1] - before[1],
+                                                           "waits": held_after[0] - held[0],
+                                                           "waited_s": held_after[1] - held[1]})
+                            counts[m["name"]][0] += after[0] - before[0]
+                            counts[m["name"]][1] += after[1] - before[1]
+                    for name, ps in parts.items():
+                        one = {"raw": [r for p in ps for r in p["raw"]], "limits": [v for p in ps for v in p["limits"]],
+                               **{key: sum(p[key] for p in ps) for key in ("batches", "waits", "waited_s")}}
+                        reps[name].append(summarize([one]) | one)
                     sched = health(http)["models"]["wauto"]["scheduler"]
                     fits.append(sched["window_costs_us"])
                     for label, window in (("0", 0), ("auto", None)):
