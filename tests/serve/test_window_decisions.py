@@ -15,8 +15,8 @@ from serve_support import REPO
 from test_batching_policy import Clock, Req
 
 sys.path.insert(0, str(REPO / "benchmarks"))
-from bench_deadlines import (PLACEBO, WINDOWS, bootstrap_ratio, pattern_summary, placebo_interval,  # noqa: E402
-                             settled_after, summarize, verdict)
+from bench_deadlines import (PLACEBO, WINDOWS, _slices, bootstrap_ratio, pattern_summary,  # noqa: E402
+                             placebo_interval, settled_after, summarize, verdict)
 
 
 def test_a_held_back_batch_counts_the_wait_added_once_the_instance_was_free():
@@ -113,6 +113,12 @@ def test_the_placebo_measures_the_benchmarks_own_noise_and_the_repeats_it_would_
     assert hi / lo > narrow[0] and need > narrow[1] >= reps
     quiet = {label: [np.array(rng.lognormal(np.log(10e-3), 0.4, 300)) for _ in range(8)] for label in ("0", PLACEBO)}
     assert placebo_interval(quiet, rounds=500)[3] < narrow[1] / 2   # no drift between cells: far fewer
+
+
+def test_slices_cover_every_request_once_in_order():
+    assert _slices(10, 3) == [(0, 3), (3, 7), (7, 10)]
+    assert _slices(2, 4) == [(0, 1), (1, 2)]         # no empty slice
+    assert _slices(300, 1) == [(0, 300)]
 
 
 def test_on_the_live_models_fit_auto_decides_like_window_0_through_a_sine():
