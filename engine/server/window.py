@@ -7,12 +7,13 @@ Why not the fitted line of engine.server.batching.ComputeTimes: on a shared
 host the batches that run while the host is slow are the large ones (a
 queue forms because the host is slow), so the median of each size mixes
 the size's cost with the host's speed when that size ran. The live
-benchmark's medians (docs/PERFORMANCE.md, session 10) had a batch of 2
-cheaper than a batch of 1 and a batch of 8 4.3x a batch of 1, where the
-model (weight-bound) costs ~1.3x; the line through them said batching
-gains nothing, so auto never waited. Two runs back to back see the same
-host, so PairedCosts takes the cost *shape* only from the ratio of
-consecutive runs and the *level* from the last runs.
+benchmark's medians had a batch of 8 at 11.8x a batch of 1 where the model
+costs 3.0x (measured in process with the sizes interleaved; session 9's
+had a batch of 2 cheaper than a batch of 1; docs/PERFORMANCE.md, session
+10); the line through them said batching gains nothing, so auto never
+waited. Two runs back to back see the same host, so PairedCosts takes the
+cost *shape* only from the ratio of consecutive runs and the *level* from
+the last runs.
 """
 
 from __future__ import annotations
@@ -40,7 +41,11 @@ class PairedCosts:
     RECENT runs. A larger batch never computes faster (x is made
     non-decreasing), and a size never measured is interpolated linearly
     between measured ones (beyond the largest: the last segment's slope;
-    below the smallest: proportional, no gain assumed)."""
+    below the smallest: proportional, no gain assumed). What pairing cannot
+    cancel: a slowdown that starts between the two runs of a pair. The
+    sizes that form at the onset of a slow spell read too costly (3 and 4
+    at 2.4-5.5x a batch of 1 live, 1.4x in process), which errs toward
+    fewer waits."""
 
     def __init__(self):
         self._prev: tuple[int, float] | None = None
