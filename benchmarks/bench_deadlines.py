@@ -13,7 +13,7 @@ service time of one request at saturation as the server delivers it now
 a fraction of it, and deadlines and load set from the bare compute time
 would be met or missed by the host's noise alone.
 
-    .venv/bin/python benchmarks/bench_deadlines.py             # ~5 minutes on a quiet 2-core host
+    .venv/bin/python benchmarks/bench_deadlines.py             # ~7 minutes on a quiet 2-core host (estimated)
     .venv/bin/python benchmarks/bench_deadlines.py --simulate  # the policy alone, deterministic, ~1 minute
     .venv/bin/python benchmarks/bench_deadlines.py --timer     # sub-ms wait accuracy vs a loop timer, ~2 s
 
@@ -33,7 +33,10 @@ total (default 2400), cut into --repeats repeats (default 8: one full
 rotation of the 8 cells) of their own seeded arrivals and deadlines,
 started at phases rotated through the pattern's cycle; each repeat runs
 every window once on the same arrivals, in an order rotated from one repeat
-to the next. Each repeat's load and deadlines scale from the service time
+to the next, cut into --slices slices (default 4): every cell runs a slice
+before the next slice starts, so the cells of a repeat sample the same
+stretch of the host's drift (the placebo's interval was 2-3x narrower in
+log width with 4 slices than with 1, docs/PERFORMANCE.md session 10). Each repeat's load and deadlines scale from the service time
 measured just before it.
 Per cell: the median p99 over repeats with its range, the p99 of all
 repeats pooled, the mean batch size, and what the window cost (batches held
@@ -619,7 +622,7 @@ def main(argv=None) -> int:
     ap.add_argument("--requests", type=int, default=2400, help="requests per cell (pattern x window), all repeats")
     ap.add_argument("--repeats", type=int, default=8,
                     help="repeats per cell, each window's interleaved with the others' (rotated order)")
-    ap.add_argument("--slices", type=int, default=1,
+    ap.add_argument("--slices", type=int, default=4,
                     help="live: cut each repeat into this many slices, every cell running one before the next "
                          "slice starts (finer interleaving: the cells share more of the host's moments)")
     ap.add_argument("--load", type=float, default=0.8, help="arrival rate / batch-1 capacity")
