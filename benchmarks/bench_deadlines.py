@@ -3,7 +3,8 @@
 patterns (steady Poisson, bursty on/off, sine-modulated), against the same
 model served with fixed batch windows (0, 500 us, 2 ms) and the adaptive one
 (auto), plus auto with queue_order: fifo, and window 0 with batching off in
-both orders, for the EDF-vs-FIFO comparison.
+both orders, for the EDF-vs-FIFO comparison, and window 0 a second time (the
+placebo: what two cells with the same decisions differ by is the noise).
 Per cell: the fraction of requests answered within their deadline, the
 fraction of the tight (3x) ones, and p99 latency from each request's
 scheduled time (answers of every status). "Compute time" here is the
@@ -12,7 +13,7 @@ service time of one request at saturation as the server delivers it now
 a fraction of it, and deadlines and load set from the bare compute time
 would be met or missed by the host's noise alone.
 
-    .venv/bin/python benchmarks/bench_deadlines.py             # ~5 minutes on a quiet 2-core host
+    .venv/bin/python benchmarks/bench_deadlines.py             # ~7 minutes on a quiet 2-core host (estimated)
     .venv/bin/python benchmarks/bench_deadlines.py --simulate  # the policy alone, deterministic, ~1 minute
     .venv/bin/python benchmarks/bench_deadlines.py --timer     # sub-ms wait accuracy vs a loop timer, ~2 s
 
@@ -28,11 +29,14 @@ The benchmark's own noise: a shared host drifts by more than the windows
 differ (the service time of one request moved 4-24 ms between repeats of one
 pattern on the loaded dev VM), and p99 of a few hundred requests is the
 third-slowest answer. So each cell (pattern x window) gets --requests in
-total (default 2100), cut into --repeats repeats (default 7: one full
-rotation of the 7 cells) of their own seeded arrivals and deadlines,
+total (default 2400), cut into --repeats repeats (default 8: one full
+rotation of the 8 cells) of their own seeded arrivals and deadlines,
 started at phases rotated through the pattern's cycle; each repeat runs
 every window once on the same arrivals, in an order rotated from one repeat
-to the next. Each repeat's load and deadlines scale from the service time
+to the next, cut into --slices slices (default 4): every cell runs a slice
+before the next slice starts, so the cells of a repeat sample the same
+stretch of the host's drift (the placebo's interval was 2-3x narrower in
+log width with 4 slices than with 1, docs/PERFORMANCE.md session 10). Each repeat's load and deadlines scale from the service time
 measured just before it.
 Per cell: the median p99 over repeats with its range, the p99 of all
 repeats pooled, the mean batch size, and what the window cost (batches held
@@ -41,12 +45,14 @@ Per pattern (the summary table, to paste): auto's p99 over the best fixed
 window's, paired per repeat -- their geometric mean is the ratio the Must's
 verdict (met / missed / not decided) is read from, with a 90% interval from
 drawing repeats (repeat_ratio, bootstrap_ratio) -- how many repeats the
-verdict needed, the EDF-minus-FIFO deadline-met fraction per repeat on the
+verdict needed, the placebo's paired ratio with its interval and the
+repeats that would narrow it to the Must's +-10%, the EDF-minus-FIFO deadline-met fraction per repeat on the
 auto window and with batching off, and the mean batch size (near 1: no queue
 formed, so EDF and FIFO ran the same order).
-After the tables, per pattern: auto's live fit and, per repeat, the share of
-batches it held back live against the simulation of the same arrivals with
-that fit (mirror): where the two differ, the live decisions are not the
+After the tables, per pattern: auto's window costs (/health
+scheduler.window_costs_us) and, per repeat, the share of batches it held
+back live against the simulation of the same arrivals with those costs
+(mirror): where the two differ, the live decisions are not the
 policy's alone.
 """
 
@@ -260,13 +266,16 @@ def simulate(window, times: list[float], limits: list[float], compute, *, edf: b
     return summarize([one]) | one
 
 
+# A second window-0 cell: the same decisions as "0", so its paired p99 ratio
+# against "0" is the benchmark's own noise (placebo_interval).
+PLACEBO = "0-again"
 # (label, window, edf, max batch: None = --max-batch). The last two compare
 # the orders alone, batching off: with batches of up to 8 a queue of eight or
 # fewer runs as one batch whatever its order, so at 80% load EDF and FIFO on
 # the auto window rarely differ (steady, sine); one at a time, a queue forms
 # and its order decides who meets a deadline.
 CELLS = ([(k, v, True, None) for k, v in WINDOWS.items()] + [("fifo-auto", "auto", False, None)]
-         + [("edf-b1", 0, True, 1), ("fifo-b1", 0, False, 1)])
+         + [("edf-b1", 0, True, 1), ("fifo-b1", 0, False, 1)] + [(PLACEBO, 0, True, None)])
 
 
 def report_pattern(pattern: str, service_ms: str, reps: dict[str, list[dict]], batches: dict[str, float]) -> dict:
@@ -389,12 +398,15 @@ def model_counts(port: int, model: str) -> tuple[int, int]:
     return s["inference_count"], s["execution_count"]
 
 
-def mirror(fit_us: dict, window, times: list[float], limits: list[float], max_batch: int, seed: int) -> dict:
+def mirror(costs_us: dict, window, times: list[float], limits: list[float], max_batch: int, seed: int) -> dict:
     """The simulation on a live repeat's own arrivals and deadlines, its
-    compute the line the live auto window had fitted by the repeat's end
-    (mild noise): what the policy decides when the host's noise is left out."""
-    fixed, per_item = fit_us["fixed"] / 1e6, fit_us["per_item"] / 1e6
-    return simulate(window, times, limits, lambda b: fixed + per_item * b, max_batch=max_batch, seed=seed)
+    compute the costs the live auto window had by the repeat's end
+    (/health scheduler.window_costs_us, linear between sizes, mild noise):
+    what the policy decides when the host's noise is left out."""
+    sizes = sorted(int(b) for b in costs_us)
+    us = [costs_us[str(b)] for b in sizes]
+    return simulate(window, times, limits, lambda b: float(np.interp(b, sizes, us)) / 1e6, max_batch=max_batch,
+                    seed=seed)
 
 
 def compare_mirrored(pattern: str, live: dict[str, list[dict]], sim: dict[str, list[dict]]) -> str:
@@ -409,8 +421,14 @@ def compare_mirrored(pattern: str, live: dict[str, list[dict]], sim: dict[str, l
         return f"{cells['auto'][k]['p99_ms'] / cells['0'][k]['p99_ms']:.2f}"
     reps = range(len(sim["auto"]))
     return (f"{pattern}: auto held back live {[held(live['auto'][k]) for k in reps]}, simulated on the same "
-            f"arrivals with its live fit {[held(sim['auto'][k]) for k in reps]}; p99 auto / window 0 live "
+            f"arrivals with its live costs {[held(sim['auto'][k]) for k in reps]}; p99 auto / window 0 live "
             f"{[ratio(live, k) for k in reps]}, simulated {[ratio(sim, k) for k in reps]}")
+
+
+def _slices(n: int, parts: int) -> list[tuple[int, int]]:
+    """[lo, hi) of `parts` contiguous runs of n requests, as equal as they come."""
+    cuts = [round(i * n / parts) for i in range(parts + 1)]
+    return [(a, b) for a, b in zip(cuts, cuts[1:]) if b > a]
 
 
 def window_counts(port: int, model: str) -> tuple[int, float]:
@@ -451,6 +469,20 @@ def bootstrap_ratio(lat: dict[str, list[np.ndarray]], fixed: list[str], rounds: 
     p99s = {label: np.array([np.percentile(b, 99) for b in lat[label]])[drawn] for label in list(fixed) + ["auto"]}
     ratios = repeat_ratio(p99s, fixed)
     return float(np.percentile(ratios, 5)), float(np.percentile(ratios, 95))
+
+
+def placebo_interval(lat: dict[str, list[np.ndarray]], rounds: int = 2000, seed: int = 0) -> tuple:
+    """The benchmark's resolution: the paired p99 ratio of two cells with
+    the same decisions (PLACEBO against window 0; 1.0 but for noise), its
+    90% interval over repeats drawn as bootstrap_ratio draws them, and the
+    repeats that would narrow that interval to +-10% (it narrows as one
+    over the square root of the repeats)."""
+    logs = np.log(np.array([np.percentile(a, 99) / np.percentile(b, 99) for a, b in zip(lat[PLACEBO], lat["0"])]))
+    drawn = np.random.default_rng(seed).integers(0, len(logs), (rounds, len(logs)))
+    lo, hi = np.percentile(logs[drawn].mean(axis=1), [5, 95])
+    half = (hi - lo) / 2
+    return float(np.exp(logs.mean())), float(np.exp(lo)), float(np.exp(hi)), \
+        max(len(logs), math.ceil(len(logs) * (half / math.log(MUST_RATIO)) ** 2))
 
 
 def settled_after(s: dict, lat: dict[str, list[np.ndarray]], fixed: list[str]) -> int | None:
@@ -499,7 +531,8 @@ def pattern_summary(pattern: str, reps: dict[str, list[dict]], batches: dict[str
             "pattern": pattern, "best": best, "best_p99": p99[best], "auto_p99": p99["auto"], "paired": paired,
             "pooled": pooled, "ratio": ratio, "ci": (lo, hi), "edf_gain": edf_gain, "tight_gain": tight_gain,
             "edf_wins": sum(g > 0 for g in edf_gain), "fifo_wins": sum(g < 0 for g in edf_gain),
-            "batch_auto": batches["auto"], "batch_fifo": batches["fifo-auto"], "lat": lat, "fixed": fixed}
+            "batch_auto": batches["auto"], "batch_fifo": batches["fifo-auto"], "lat": lat, "fixed": fixed,
+            "placebo": placebo_interval(lat) if PLACEBO in lat else None}
 
 
 def verdict(s: dict) -> str:
@@ -517,8 +550,9 @@ def print_summary(rows: list[dict], repeats: int) -> None:
           f"Must <= {MUST_RATIO:.2f})\n")
     print("| pattern | best fixed | p99 ms pooled, auto / best (ratio) | ratio per repeat: median [range] "
           "| paired ratio [90% CI] | Must | repeats it needed | EDF - FIFO met: median [range] | tight: median [range] "
-          "| repeats EDF > / < FIFO | mean batch auto / fifo | batching off: EDF - FIFO met | tight |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| repeats EDF > / < FIFO | mean batch auto / fifo | batching off: EDF - FIFO met | tight "
+          "| placebo: window 0 again / window 0 [90% CI] | repeats for +-10% |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for s in rows:
         need = settled_after(s, s["lat"], s["fixed"])
         print(f"| {s['pattern']} | {s['best']} | {s['auto_p99']:.1f} / {s['best_p99']:.1f} ({s['pooled']:.2f}) "
@@ -526,13 +560,22 @@ def print_summary(rows: list[dict], repeats: int) -> None:
               f"| {_spread(s['edf_gain'], '+.3f')} | {_spread(s['tight_gain'], '+.3f')} "
               f"| {s['edf_wins']} / {s['fifo_wins']} | {s['batch_auto']:.2f} / {s['batch_fifo']:.2f} "
               f"| {_spread(s['b1_gain'], '+.3f') if s['b1_gain'] else '-'} "
-              f"| {_spread(s['b1_tight_gain'], '+.3f') if s['b1_gain'] else '-'} |")
+              f"| {_spread(s['b1_tight_gain'], '+.3f') if s['b1_gain'] else '-'} | {_placebo(s['placebo'])} |")
     print("\nPaired ratio: the geometric mean over repeats of auto's p99 over the best fixed window's in the same "
           "repeat (best: the lowest geometric mean p99). Must: 'met' when its 90% interval (repeats resampled, the "
           "best fixed window re-picked) lies at or below it and most repeats are; 'missed' when the interval and most repeats "
           "lie above it. 'repeats it needed': the fewest leading repeats from which on the verdict stayed the final "
           "one. A mean batch near 1 means queues rarely formed: EDF and FIFO then run the same order; 'batching off': "
-          "window 0, batches of one (edf-b1, fifo-b1), where the order alone decides.")
+          "window 0, batches of one (edf-b1, fifo-b1), where the order alone decides. Placebo: a second window-0 "
+          "cell, the same decisions as window 0: its paired ratio is the benchmark's noise, and 'repeats for "
+          "+-10%' how many repeats would narrow its interval to the Must's margin.")
+
+
+def _placebo(p) -> str:
+    if p is None:
+        return "- | -"
+    ratio, lo, hi, need = p
+    return f"{ratio:.2f} [{lo:.2f}..{hi:.2f}] | {need}"
 
 
 async def wait_errors(rounds: int) -> dict[str, list[float]]:
@@ -576,9 +619,12 @@ def timer_accuracy(rounds: int = 200) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--timer", action="store_true", help="only the sub-ms wait accuracy vs a loop timer (~2 s)")
-    ap.add_argument("--requests", type=int, default=2100, help="requests per cell (pattern x window), all repeats")
-    ap.add_argument("--repeats", type=int, default=7,
+    ap.add_argument("--requests", type=int, default=2400, help="requests per cell (pattern x window), all repeats")
+    ap.add_argument("--repeats", type=int, default=8,
                     help="repeats per cell, each window's interleaved with the others' (rotated order)")
+    ap.add_argument("--slices", type=int, default=4,
+                    help="live: cut each repeat into this many slices, every cell running one before the next "
+                         "slice starts (finer interleaving: the cells share more of the host's moments)")
     ap.add_argument("--load", type=float, default=0.8, help="arrival rate / batch-1 capacity")
     ap.add_argument("--compute-ms", type=float, default=4.0, help="batch-1 compute time of the model")
     ap.add_argument("--max-batch", type=int, default=8)
@@ -595,6 +641,8 @@ def main(argv=None) -> int:
         timer_accuracy()
         return 0
     total = args.sim_requests if args.simulate else args.requests
+    if args.slices < 1:
+        ap.error(f"--slices must be >= 1, got {args.slices}")
     if args.repeats < 1 or total < args.repeats:
         ap.error(f"requests per cell ({total}) must be at least --repeats ({args.repeats}), which must be >= 1")
     if args.simulate:
@@ -609,6 +657,7 @@ def main(argv=None) -> int:
         models.append({"name": "fifo-auto", "max_queue_delay_us": "auto", "queue_order": "fifo", **base})
         for name, order in (("edf-b1", "edf"), ("fifo-b1", "fifo")):
             models.append({**base, "name": name, "max_queue_delay_us": 0, "queue_order": order, "max_batch_size": 1})
+        models.append({**base, "name": "w" + PLACEBO, "max_queue_delay_us": 0})
         calibrate = {**base, "name": "calibrate", "max_batch_size": 1}
         proc, http, port = start_server(tmp, models + [calibrate])
         began = time.monotonic()
@@ -619,7 +668,8 @@ def main(argv=None) -> int:
             per_rep = args.requests // args.repeats
             print(f"# bench_deadlines: {_commit()}, model sized for {args.compute_ms} ms of compute alone, "
                   f"load {args.load:.0%} of batch-1 capacity, {per_rep * args.repeats} requests per cell in "
-                  f"{args.repeats} interleaved repeats, load average {os.getloadavg()[0]:.1f} at the start\n")
+                  f"{args.repeats} interleaved repeats of {args.slices} slice(s), load average "
+                  f"{os.getloadavg()[0]:.1f} at the start\n")
             print(CELL_HEADER)
             rows, diagnostics = [], []
             for pattern in args.patterns.split(","):
@@ -636,24 +686,32 @@ def main(argv=None) -> int:
                     rng = random.Random(f"{args.seed}-{pattern}-{k}")
                     times = arrivals(pattern, args.load / compute_s, per_rep, rng, phase=k / args.repeats)
                     limits = deadlines(per_rep, compute_s, rng)
-                    for m in models[k % len(models):] + models[:k % len(models)]:  # rotated: same moments for all
-                        before, held = model_counts(http, m["name"]), window_counts(http, m["name"])
-                        one = run_load(port, m["name"], x, times, limits)
-                        after, held_after = model_counts(http, m["name"]), window_counts(http, m["name"])
-                        one |= {"batches": after[1] - before[1], "waits": held_after[0] - held[0],
-                                "waited_s": held_after[1] - held[1]}
-                        reps[m["name"]].append(summarize([one]) | one)
-                        counts[m["name"]][0] += after[0] - before[0]
-                        counts[m["name"]][1] += after[1] - before[1]
-                    fits.append(health(http)["models"]["wauto"]["scheduler"]["compute_fit_us"])
+                    parts: dict[str, list] = {m["name"]: [] for m in models}
+                    for lo, hi in _slices(per_rep, args.slices):
+                        turn = (k * args.slices + len(parts[models[0]["name"]])) % len(models)
+                        for m in models[turn:] + models[:turn]:  # rotated: the same moments for every cell
+                            before, held = model_counts(http, m["name"]), window_counts(http, m["name"])
+                            one = run_load(port, m["name"], x, [t - times[lo] for t in times[lo:hi]], limits[lo:hi])
+                            after, held_after = model_counts(http, m["name"]), window_counts(http, m["name"])
+                            parts[m["name"]].append(one | {"batches": after[1] - before[1],
+                                                           "waits": held_after[0] - held[0],
+                                                           "waited_s": held_after[1] - held[1]})
+                            counts[m["name"]][0] += after[0] - before[0]
+                            counts[m["name"]][1] += after[1] - before[1]
+                    for name, ps in parts.items():
+                        one = {"raw": [r for p in ps for r in p["raw"]], "limits": [v for p in ps for v in p["limits"]],
+                               **{key: sum(p[key] for p in ps) for key in ("batches", "waits", "waited_s")}}
+                        reps[name].append(summarize([one]) | one)
+                    sched = health(http)["models"]["wauto"]["scheduler"]
+                    fits.append(sched["window_costs_us"])
                     for label, window in (("0", 0), ("auto", None)):
                         mirrored[label].append(mirror(fits[-1], window, times, limits, args.max_batch, k))
                 labelled = {label: reps[m["name"]] for (label, _, _, _), m in zip(CELLS, models)}
                 batches = {label: counts[m["name"]][0] / max(1, counts[m["name"]][1])
                            for (label, _, _, _), m in zip(CELLS, models)}
                 rows.append(report_pattern(pattern, _spread(services), labelled, batches))
-                diagnostics.append(f"{pattern}: service ms per repeat {[round(v, 2) for v in services]}; auto's fit "
-                                   f"after each repeat (us) {[(f['fixed'], f['per_item']) for f in fits]}")
+                diagnostics.append(f"{pattern}: service ms per repeat {[round(v, 2) for v in services]}; "
+                                   f"auto's window costs after each repeat (us by batch size) {fits}")
                 diagnostics.append(compare_mirrored(pattern, labelled, mirrored))
             print_summary(rows, args.repeats)
             print("\n" + "\n".join(diagnostics))

@@ -58,23 +58,28 @@ When to dispatch (the head's batch is not full):
 - Adaptive window (max_queue_delay_us = auto), from the item arrival rate
   lambda (an exponentially decayed count of arrivals, time constant
   RATE_TAU_S, taken RATE_SIGMAS deviations below its estimate: see
-  ArrivalRate.confident) and c(b) = a + k b, the compute time fitted to the
-  measurements (ComputeTimes: robust to a noisy host's outliers). With n
-  items queued for the head's batch, for each candidate size b >= n:
-      L(b) = (b - n) / lambda  +  rho * c(b) / 2  +  c(b)
-      rho = lambda * c(k) / k,   k = max(b, lambda * c(b))
-  (the time to gather b items; the mean wait for a batch already running --
-  a batching instance takes everything queued, so a request waits for at
-  most the run in progress, busy a fraction rho of the time, k being the
-  batch the arrivals during this run make next; the compute), and L = inf
-  where rho >= 1 (that batch size cannot keep up). The head waits for the b*
-  that minimises L, i.e. until (b* - n) / lambda after the last arrival:
-  only while the throughput a larger batch buys lowers the expected latency
-  by more than the wait adds. Below saturation that is no wait (batches grow
-  on their own from what queues during a run); when batches of n cannot
-  keep up, it waits for the size that can. Never longer than
-  min(AUTO_CAP_S, c(max batch)) after the instance could have run the head;
-  no wait at all before anything has been measured.
+  ArrivalRate.confident) and the cost of a batch as the host runs now,
+  c(b), with its run-to-run spread sigma (engine.server.window.PairedCosts:
+  the shape from the ratios of consecutive runs, so a host whose slow
+  spells make the large batches is not read as batching not paying; the
+  fitted line until two sizes ran back to back). With n items queued for
+  the head's batch, for each candidate size b >= n, the expected 99th
+  percentile latency (engine.server.window.p99_latency):
+      L(b) = (b - n) / lambda  +  exp(2.33 sigma) (r99(k) + c(b))
+      r99(k) = c(k) (1 - 0.01 / rho),  rho = lambda c(k) / k,  k = max(b, lambda c(b))
+  (the time to gather b items; then, at the run times' 99th percentile, the
+  residual of the batch running when a request arrives -- a batching
+  instance takes everything queued, so a request waits for at most the run
+  in progress, busy a fraction rho of the time, k being the batch the
+  arrivals during this run make next -- and its own batch), and L = inf
+  where rho >= 1 (that batch size cannot keep up). The head waits for the
+  b* that minimises L, i.e. until (b* - n) / lambda after the last arrival.
+  Below saturation that is no wait: batches grow on their own from what
+  queues during a run, and waiting adds to the tail what it saves nowhere
+  (tests/serve/test_window_model.py); when batches of n cannot keep up, it
+  waits for the size that can. Never longer than min(AUTO_CAP_S, c(max
+  batch)) after the instance could have run the head; no wait at all
+  before anything has been measured.
 - Either way, never past the point where the earliest deadline among the
   compatible requests would be missed: leave by deadline - c(n).
 - No wait at all when one more request of the head's size would not pay
@@ -90,6 +95,8 @@ import statistics
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
+
+from engine.server.window import PairedCosts, p99_latency
 
 QUEUED, RUNNING, DONE = 0, 1, 2
 
@@ -159,8 +166,10 @@ class ComputeTimes:
         # after a record: ~20 us of Python per fit, which a server with a
         # fixed window and no deadlines would otherwise pay on every batch.
         self._line: tuple[float, float] | None = (0.0, 0.0)
+        self.paired = PairedCosts()             # the adaptive window's drift-free costs (engine.server.window)
 
     def record(self, items: int, seconds: float) -> None:
+        self.paired.record(items, seconds)
         runs = self._runs.get(items)
         if runs is None:
             runs = self._runs[items] = deque(maxlen=SAMPLES)
@@ -379,27 +388,28 @@ class BatchPolicy:
         lam = self.rate.confident(now)
         if lam <= 0 or not self.compute.measured:
             return 0.0
-        best_b, best_cost = items, self._expected_latency(items, items, lam)
+        cost, sigma = self._window_costs()
+        best_b, best_cost = items, p99_latency(items, items, lam, cost, sigma)
         for b in range(items + 1, min(self.target, items + AUTO_SIZES) + 1):
-            cost = self._expected_latency(b, items, lam)
-            if cost < best_cost:
-                best_b, best_cost = b, cost
+            c = p99_latency(b, items, lam, cost, sigma)
+            if c < best_cost:
+                best_b, best_cost = b, c
         return (best_b - items) / lam
 
-    def _expected_latency(self, b: int, items: int, lam: float) -> float:
-        c = self.compute.estimate(b)
-        # The next batch holds at least what arrives while this one runs.
-        k = max(b, lam * c)
-        rho = lam * self.compute.estimate(k) / k
-        if rho >= 1:
-            return math.inf
-        return (b - items) / lam + rho * c / 2 + c
+    def _window_costs(self) -> tuple[Callable[[float], float], float]:
+        """The adaptive window's cost of a batch and its spread: the paired
+        costs (engine.server.window) once two sizes ran back to back, else
+        the fitted line with no spread."""
+        paired = self.compute.paired
+        if paired.seconds(1) is None:
+            return self.compute.estimate, 0.0
+        return paired.seconds, paired.spread()
 
     def _leave_at(self, head, items: int, earliest: float | None, now: float) -> float:
         if self.auto:
             # The window is the wait added once the instance could run the head.
             start = max(head.arrival, self._last_finish)
-            cap = min(AUTO_CAP_S, self.compute.estimate(self.target))
+            cap = min(AUTO_CAP_S, self._window_costs()[0](self.target))
             leave = min(start + cap, max(self._last_event, start) + self.auto_wait_s(items, now))
         else:
             start = head.arrival
@@ -499,4 +509,10 @@ class BatchPolicy:
                 "compute_us_by_batch": {str(b): round(s * 1e6, 1) for b, s in self.compute.table().items()},
                 "compute_fit_us": {"fixed": round(self.compute.fixed * 1e6, 1),
                                    "per_item": round(self.compute.per_item * 1e6, 1)},
-                "window_waits": self.waits, "window_waited_us": round(self.waited_s * 1e6, 1)}
+                "window_waits": self.waits, "window_waited_us": round(self.waited_s * 1e6, 1),
+                "window_costs_us": self._window_cost_table(), "window_cost_sigma": round(self._window_costs()[1], 3)}
+
+    def _window_cost_table(self) -> dict[str, float]:
+        """The adaptive window's c(b) now, per measured size (engine.server.window)."""
+        cost = self._window_costs()[0]
+        return {str(b): round(cost(b) * 1e6, 1) for b in self.compute.table()}

@@ -270,24 +270,26 @@ def auto_policy(clock, max_batch=16) -> BatchPolicy:
     return policy(clock, max_batch=max_batch, delay_us=None, compute={b: compute_time(b) for b in (1, 2, 4, 8, 16)})
 
 
-def simulate(p: BatchPolicy, clock: Clock, arrivals: list[float]) -> list[tuple[float, float, int, float]]:
-    """Discrete-event run of one instance: requests arrive at the given
-    times; returns (time, window waited, batch size, the wait the policy
-    would choose for a lone request then) per dispatch."""
+def simulate(p: BatchPolicy, clock: Clock, arrivals: list[float], cost=None) -> list[tuple[float, float, int, float]]:
+    """Discrete-event run of one instance, a batch of b computing for
+    cost(b) (default compute_time): requests arrive at the given times;
+    returns (time, window waited, batch size, the wait the policy would
+    choose for a lone request then) per dispatch."""
+    cost = cost or compute_time
     pending = sorted(arrivals)
     i, busy_until, running, out = 0, None, None, []
     while i < len(pending) or p.queued or running:
         events = [t for t in (pending[i] if i < len(pending) else None, busy_until) if t is not None]
         d = p.decide() if running is None else None
         if d is not None and d.batch:
-            running, busy_until = d.batch, clock() + compute_time(sum(r.batch for r in d.batch))
+            running, busy_until = d.batch, clock() + cost(sum(r.batch for r in d.batch))
             out.append((clock(), p.window_s, len(d.batch), p.auto_wait_s(1, clock())))
             continue
         if d is not None and d.wait_until is not None:
             events.append(d.wait_until)
         clock.t = max(clock.t, min(events))
         if running is not None and clock.t >= busy_until:
-            p.finished(running, compute_time(sum(r.batch for r in running)))
+            p.finished(running, cost(sum(r.batch for r in running)))
             running, busy_until = None, None
         while i < len(pending) and pending[i] <= clock.t:
             p.add(Req(clock, f"r{i}"))
@@ -315,16 +317,19 @@ def test_auto_window_does_not_wait_on_a_high_reading_of_steady_traffic_below_cap
 
 
 def optimal_window(true_lam: float, n: int = 1, max_batch: int = 16) -> float:
-    """The model's optimum from the docstring's formula, independent of the
-    policy's code path, at the rate it decides on for a settled estimate of
-    true_lam (two deviations below)."""
+    """The model's optimum from engine.server.window.p99_latency's formula,
+    independent of the policy's code path, at the rate it decides on for a
+    settled estimate of true_lam (two deviations below), on the exact
+    costs (the fake runs have no spread: sigma 0)."""
     lam = true_lam * (1 - 2 / math.sqrt(2 * true_lam * 0.03))
 
     def cost(b):
         c = compute_time(b)
         k = max(b, lam * c)
         rho = lam * compute_time(k) / k
-        return math.inf if rho >= 1 else (b - n) / lam + rho * c / 2 + c
+        if rho >= 1:
+            return math.inf
+        return (b - n) / lam + compute_time(k) * max(0.0, 1 - 0.01 / rho) + c
     best = min(range(n, max_batch + 1), key=cost)
     return (best - n) / lam
 

@@ -114,6 +114,9 @@ def test_decisions_are_exposed_per_model(serve_factory, mlp_file):
     assert health["auto"]["scheduler"]["window"] == "auto"
     assert health["auto"]["scheduler"]["arrival_rate_per_s"] > 0
     assert health["auto"]["scheduler"]["queue_depth_by_priority"] == {"1": 0, "2": 0}
+    # The window's costs per measured size (engine.server.window), the line's until two sizes ran back to back.
+    sched = health["auto"]["scheduler"]
+    assert set(sched["window_costs_us"]) == set(sched["compute_us_by_batch"])
     assert health["fixed"]["scheduler"]["window"] == "fixed"
     assert health["fixed"]["scheduler"]["window_us"] == 700
     m = parse_prometheus(server.get("/metrics")[1].decode())

@@ -15,7 +15,8 @@ from serve_support import REPO
 from test_batching_policy import Clock, Req
 
 sys.path.insert(0, str(REPO / "benchmarks"))
-from bench_deadlines import WINDOWS, bootstrap_ratio, pattern_summary, settled_after, summarize, verdict  # noqa: E402
+from bench_deadlines import (PLACEBO, WINDOWS, _slices, bootstrap_ratio, pattern_summary,  # noqa: E402
+                             placebo_interval, settled_after, summarize, verdict)
 
 
 def test_a_held_back_batch_counts_the_wait_added_once_the_instance_was_free():
@@ -92,6 +93,32 @@ def test_the_interval_counts_picking_the_best_of_three_equal_windows():
     assert lo < 1.0 < hi
     s = pattern_summary("sine", cells, {k: 1.0 for k in cells})
     assert verdict(s) != "missed" and (verdict(s) == "met") == (settled_after(s, s["lat"], s["fixed"]) is not None)
+
+
+def test_the_placebo_measures_the_benchmarks_own_noise_and_the_repeats_it_would_take():
+    """Two cells with the same decisions (window 0 twice): their paired
+    ratio is 1 but for noise; its interval says how far apart two equal
+    policies land, and how many repeats would narrow that to +-10%."""
+    rng = np.random.default_rng(11)
+    for spread, reps in ((0.4, 8), (1.0, 8)):
+        cells = {}
+        slow = rng.lognormal(0, 0.6, reps)
+        for label in ("0", PLACEBO):   # each cell its own moments: drift not shared within a repeat
+            own = slow * rng.lognormal(0, spread, reps)
+            cells[label] = [np.array(rng.lognormal(np.log(10e-3 * own[k]), 0.4, 300)) for k in range(reps)]
+        ratio, lo, hi, need = placebo_interval(cells, rounds=500)
+        assert lo <= ratio <= hi
+        if spread == 0.4:
+            narrow = (hi / lo, need)
+    assert hi / lo > narrow[0] and need > narrow[1] >= reps
+    quiet = {label: [np.array(rng.lognormal(np.log(10e-3), 0.4, 300)) for _ in range(8)] for label in ("0", PLACEBO)}
+    assert placebo_interval(quiet, rounds=500)[3] < narrow[1] / 2   # no drift between cells: far fewer
+
+
+def test_slices_cover_every_request_once_in_order():
+    assert _slices(10, 3) == [(0, 3), (3, 7), (7, 10)]
+    assert _slices(2, 4) == [(0, 1), (1, 2)]         # no empty slice
+    assert _slices(300, 1) == [(0, 300)]
 
 
 def test_on_the_live_models_fit_auto_decides_like_window_0_through_a_sine():

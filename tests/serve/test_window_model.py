@@ -1,0 +1,119 @@
+"""The adaptive window's model (engine.server.window): batch costs taken
+from consecutive runs, so a host whose speed drifts with the queue does not
+bend them, and the expected 99th-percentile latency the window minimises.
+Fake clock and synthetic run times: no server, no sleeps."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from engine.server.batching import ComputeTimes
+from engine.server.window import PairedCosts, p99_latency
+from test_batching_policy import Clock, policy, poisson, simulate
+
+
+def weight_bound(b: float) -> float:
+    """The bench model's shape, measured in process with the sizes
+    interleaved (docs/PERFORMANCE.md, session 10): 1.05x at 2, 3x at 8."""
+    return 0.004 * (0.71 + 0.29 * b)
+
+
+def drifting_runs(rng: random.Random, cost, runs: int = 600) -> list[tuple[int, float]]:
+    """What a live instance records on a shared host: the host's speed
+    wanders 1-4x over tens of runs, and the queue, hence the next batch,
+    grows when it is slow: a batch's size follows the speed of the run
+    before it (what queued meanwhile)."""
+    out, slow = [], 1.0
+    for _ in range(runs):
+        size = max(1, min(8, round(slow * 2 - 1 + rng.uniform(-1, 1))))
+        slow = min(4.0, max(1.0, slow * rng.lognormvariate(0, 0.15)))
+        out.append((size, cost(size) * slow * rng.lognormvariate(0, 0.1)))
+    return out
+
+
+def test_consecutive_runs_recover_the_cost_shape_that_per_size_medians_lose_to_drift():
+    rng = random.Random(17)
+    times, paired = ComputeTimes(), PairedCosts()
+    for size, seconds in drifting_runs(rng, weight_bound):
+        times.record(size, seconds)
+        paired.record(size, seconds)
+    medians = times.table()
+    # The medians mix the size's cost with the host's speed when it ran: a batch of 8 looks >= 4x one.
+    assert medians[8] / medians[1] > 4.0
+    truth = weight_bound(8) / weight_bound(1)
+    assert paired.seconds(8) / paired.seconds(1) == pytest.approx(truth, rel=0.15)
+    assert paired.seconds(2) / paired.seconds(1) == pytest.approx(weight_bound(2) / weight_bound(1), rel=0.1)
+    # Never cheaper for more, interpolated between sizes, proportional below the smallest measured.
+    assert all(paired.seconds(b) <= paired.seconds(b + 0.5) for b in range(1, 12))
+    assert paired.spread() == pytest.approx(0.1, abs=0.06)
+
+
+def test_paired_costs_need_two_sizes_back_to_back_and_follow_the_host_level():
+    p = PairedCosts()
+    p.record(1, 0.004)
+    p.record(1, 0.004)
+    assert p.seconds(1) is None and p.spread() == 0.0
+    p.record(4, 0.006)
+    assert p.seconds(4) / p.seconds(1) == pytest.approx(1.5)
+    for _ in range(8):                  # the host now 2x slower: the level follows, the shape stays
+        p.record(1, 0.008)
+        p.record(4, 0.012)
+    assert p.seconds(1) == pytest.approx(0.008) and p.seconds(4) == pytest.approx(0.012)
+    assert p.seconds(8) == pytest.approx(0.012 + 4 * (0.012 - 0.008) / 3)
+
+
+@pytest.mark.parametrize("load", [0.3, 0.8, 0.95])
+def test_below_batch_1_capacity_the_tail_rule_never_waits(load):
+    """Waiting adds (b - n) / lambda and the residual of a longer run; a
+    batching instance already takes what queued during a run: below
+    saturation no batch size lowers the expected p99, whatever the costs."""
+    rng = random.Random(int(load * 100))
+    for _ in range(200):
+        a, k = rng.uniform(0, 0.01), rng.uniform(0, 0.002)
+        cost = (lambda b, a=a, k=k: a + k * b)
+        lam = load / cost(1)
+        sigma = rng.uniform(0, 0.5)
+        base = p99_latency(1, 1, lam, cost, sigma)
+        assert all(p99_latency(b, 1, lam, cost, sigma) >= base for b in range(2, 17)), (a, k, lam)
+
+
+def waits_at(load: float, cost, seconds: float = 2.0) -> tuple[int, float]:
+    """(batches held back, mean batch) of the auto window on Poisson arrivals at load x the batch-1 capacity."""
+    clock = Clock()
+    p = policy(clock, max_batch=16, delay_us=None, compute={b: cost(b) for b in (1, 2, 4, 8, 16)})
+    out = simulate(p, clock, poisson(random.Random(9), clock.t, seconds, load / cost(1)), cost)
+    return p.waits, sum(size for _, _, size, _ in out) / len(out)
+
+
+def test_where_batching_pays_auto_waits_and_where_it_does_not_it_never_waits():
+    # 2x the batch-1 capacity (the rate it decides on, two deviations
+    # below the estimate, 1.1x): batches of one cannot keep up.
+    held, mean_batch = waits_at(2.0, weight_bound)
+    assert held > 5 and mean_batch > 1.5
+    # Batches cost their size (no gain): waiting can only add latency.
+    def linear(b):
+        return 0.004 * b
+    assert waits_at(2.0, linear, 0.5)[0] == 0
+    assert waits_at(0.8, linear)[0] == 0
+    assert waits_at(0.8, weight_bound)[0] == 0
+
+
+def test_on_drifting_measurements_auto_still_sees_that_batching_pays():
+    """Session 9/10's live failure: the fitted line through drift-mixed
+    medians said batching gains nothing, so auto never waited, even past
+    the batch-1 capacity. On the paired costs it waits there."""
+    clock = Clock()
+    p = policy(clock, max_batch=8, delay_us=None)
+    for size, seconds in drifting_runs(random.Random(3), weight_bound, 300):
+        p.compute.record(size, seconds)
+    line = p.compute.estimate
+    assert line(8) / line(1) > 4                      # the line: (almost) no gain from batching
+    lam = 2.0 / p.compute.paired.seconds(1)           # 2x what batches of one keep up with
+    for _ in range(300):
+        clock.t += 1 / lam
+        p.rate.add(clock.t, 1)
+    assert p.auto_wait_s(1, clock()) > 0
+    assert math.isinf(p99_latency(1, 1, p.rate.confident(clock()), p.compute.paired.seconds, 0.0))
