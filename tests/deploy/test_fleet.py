@@ -118,12 +118,18 @@ def _corrupt_bundle(pipeline: Pipeline, out: Path):
     return build_bundle(dataclasses.replace(inputs, models={"digits": (bad_aie, smoke)}), out, version="corrupt-model")
 
 
-def test_failed_verification_rolls_back_to_the_previous_release(pipeline_for, ssh_hosts, tmp_path):
+@pytest.fixture(scope="module")
+def corrupt_bundle(pipeline_for, tmp_path_factory):
+    """The one damaged bundle both failing installs below take: it depends on
+    the fleet spec only, not on the host, so it is built once."""
+    return _corrupt_bundle(pipeline_for(["h2"]), tmp_path_factory.mktemp("corrupt"))
+
+
+def test_failed_verification_rolls_back_to_the_previous_release(pipeline_for, ssh_hosts, corrupt_bundle):
     p = pipeline_for(["h2"])
     good = p.bundle().version
-    bad = _corrupt_bundle(p, tmp_path)
     [target] = p.targets()
-    result = target.install(bad, lambda host, msg: None)
+    result = target.install(corrupt_bundle, lambda host, msg: None)
     target.close()
     assert result.status == "rolled-back", result.reason
     assert "rolled back to " + good in result.reason
@@ -132,11 +138,10 @@ def test_failed_verification_rolls_back_to_the_previous_release(pipeline_for, ss
     _serves(p, ssh_hosts["h2"])
 
 
-def test_first_deploy_failing_leaves_no_current(pipeline_for, ssh_hosts, tmp_path):
+def test_first_deploy_failing_leaves_no_current(pipeline_for, ssh_hosts, corrupt_bundle):
     p = pipeline_for(["h5"])
-    bad = _corrupt_bundle(p, tmp_path)
     [target] = p.targets()
-    result = target.install(bad, lambda host, msg: None)
+    result = target.install(corrupt_bundle, lambda host, msg: None)
     target.close()
     assert result.status == "failed"
     assert "no previous release" in result.reason and "inactive" in result.reason, result.reason

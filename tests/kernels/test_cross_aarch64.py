@@ -8,8 +8,10 @@ and alignment differ there)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -34,13 +36,19 @@ def test_aarch64_cross_build_runs_scalar_paths(repo_root, tmp_path):
     build = tmp_path / "aarch64"
     targets = [str(build / "lib" / "libaie_kernels.so")]
     targets += [str(build / "tests" / "kernels-rel" / name) for name in TESTS]
-    proc = subprocess.run(["make", "-C", str(repo_root / "kernels"), "-j2", f"CC={CROSS_CC}",
+    proc = subprocess.run(["make", "-C", str(repo_root / "kernels"), f"-j{os.cpu_count() or 1}", f"CC={CROSS_CC}",
                            f"BUILD_DIR={build}", f"OPT={OPT}", *targets], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     objects = list((build / "obj").rglob("*.o"))
     assert objects and not [o for o in objects if "/avx" in str(o)], "x86 ISA objects must not be built for aarch64"
-    for name in TESTS:
-        run = subprocess.run([QEMU, "-L", SYSROOT, str(build / "tests" / "kernels-rel" / name)],
-                             capture_output=True, text=True, timeout=300)
+    # The emulated tests are independent processes: one per core at once
+    # (under qemu each is several times slower than natively).
+    def under_qemu(name: str) -> tuple[str, subprocess.CompletedProcess]:
+        return name, subprocess.run([QEMU, "-L", SYSROOT, str(build / "tests" / "kernels-rel" / name)],
+                                    capture_output=True, text=True, timeout=300)
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        runs = list(pool.map(under_qemu, TESTS))
+    for name, run in runs:
         assert run.returncode == 0, f"{name} under qemu:\n{run.stdout[-2000:]}\n{run.stderr[-2000:]}"
         assert " 0 failed" in run.stdout, run.stdout[-500:]
