@@ -200,7 +200,8 @@ class Pipeline:
 
         def build() -> dict[str, Path]:
             jobs = self.opts.jobs or os.cpu_count() or 1
-            proc = subprocess.run(["make", "-C", str(REPO / "kernels"), f"-j{jobs}",
+            # `cpu`: the two libraries bundled here (no release ships the CUDA one yet).
+            proc = subprocess.run(["make", "-C", str(REPO / "kernels"), f"-j{jobs}", "cpu",
                                    f"BUILD_DIR={self.opts.build_dir.resolve()}"], capture_output=True, text=True)
             if proc.returncode != 0:
                 raise DeployError(f"building the kernels failed: {proc.stderr.strip()[-500:]}", where="kernels/",

@@ -198,7 +198,7 @@ def kernels_lib() -> Path:
     env = os.environ.get("AIE_KERNELS_LIB")
     if env:
         return Path(env).parent
-    proc = subprocess.run(["make", "-C", str(REPO / "kernels"), f"-j{os.cpu_count() or 1}"],
+    proc = subprocess.run(["make", "-C", str(REPO / "kernels"), f"-j{os.cpu_count() or 1}", "cpu"],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return REPO / "build" / "lib"
