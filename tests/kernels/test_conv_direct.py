@@ -68,6 +68,11 @@ CASES = {
     "3x3-Q8": (2, 8, 8, 9, 64, 3, 3, (1, 1), (1, 1), (1, 1, 1, 1)),
     "3x3-Q17": (1, 6, 17, 11, 35, 3, 3, (1, 1), (1, 1), (1, 1, 1, 1)),
     "3x3-Q23-s2": (1, 9, 46, 8, 16, 3, 3, (2, 2), (1, 1), (1, 1, 1, 1)),
+    # border tiles read one zero-padded input strip: padding on both sides of one tile,
+    # and a tile whose strip is all padding (pad 40 on a 2-pixel row)
+    "strip-s2-pad4-5": (1, 5, 9, 3, 16, 3, 3, (2, 2), (1, 1), (1, 4, 1, 5)),
+    "strip-all-pad": (1, 3, 2, 3, 13, 3, 3, (1, 1), (1, 1), (0, 40, 0, 0)),
+    "strip-wide-K40": (1, 4, 21, 5, 40, 3, 3, (1, 1), (1, 1), (1, 2, 1, 3)),
 }
 
 
