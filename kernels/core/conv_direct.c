@@ -107,6 +107,27 @@ static int tile_segments(const cd_ctx *d, int64_t n, int64_t p, int64_t q0, int6
             seg[nseg++] = (aie_conv_seg){row + w_first * C, lda, r * S * C, S * C};
             continue;
         }
+        if (cp->dil_w == 1 && cp->stride_w <= S) {
+            /* A border tile: the input strip its pixels span, zero-padded,
+             * is one memcpy into scratch, and the S taps stay one run per
+             * pixel -- not mr copies of C floats per border tap and S short
+             * segments (with 3-16 channels those copies cost about as much
+             * as the tile's FMAs). (mr - 1) * stride_w + S <= mr * S pixels:
+             * within the scratch's share for this tap row. The padding taps
+             * then add 0 * w, as a partly padded tap does on the other path. */
+            const int64_t span = (mr - 1) * cp->stride_w + S;
+            /* pixels [0, a) of the strip are left padding, [a, b) input, [b, span) right padding */
+            int64_t a = -w_first, b = W - w_first;
+            a = a < 0 ? 0 : a > span ? span : a;
+            b = b < a ? a : b > span ? span : b;
+            float *strip = scratch;
+            if (a > 0) memset(strip, 0, (size_t)(a * C) * sizeof(float));
+            if (b > a) memcpy(strip + a * C, row + (w_first + a) * C, (size_t)((b - a) * C) * sizeof(float));
+            if (b < span) memset(strip + b * C, 0, (size_t)((span - b) * C) * sizeof(float));
+            seg[nseg++] = (aie_conv_seg){strip, lda, r * S * C, S * C};
+            scratch += span * C;
+            continue;
+        }
         for (int64_t s = 0; s < S; s++) {
             int64_t lo = w_first + s * cp->dil_w, hi = w_last + s * cp->dil_w;
             if (hi < 0 || lo >= W) continue;

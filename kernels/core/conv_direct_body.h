@@ -75,6 +75,12 @@ static inline __attribute__((always_inline)) void cd_tile(const int MR_, const i
     /* ReLU is clip(0, +inf); x86 max/min return the second operand on NaN,
      * so a NaN accumulator stays NaN (as in the GEMM epilogue). */
     const int clamp = act == AIE_U_RELU || act == AIE_U_CLIP;
+    /* SiLU (every conv of a YOLO-style network) on the accumulators, not
+     * as act_row over the stored rows afterwards: with 16-32 output
+     * channels a row is one or two vectors, each a lone dependent exp /
+     * divide chain, while MR_ x NV_ independent registers overlap. Same
+     * function on the same values, so the same bits as act_row. */
+    const int silu = act == AIE_U_SILU;
     vf lo = vf_set1(act == AIE_U_CLIP ? ep->p0 : 0.0f);
     vf hi = vf_set1(act == AIE_U_CLIP ? ep->p1 : __builtin_inff());
 #pragma GCC unroll 32
@@ -90,13 +96,14 @@ static inline __attribute__((always_inline)) void cd_tile(const int MR_, const i
                 r = vf_add(r, nv >= VL ? vf_load(rp) : vf_loadn(rp, nv));
             }
             if (clamp) r = vf_max(lo, vf_min(hi, r));
+            else if (silu) r = vmf_silu(r);
             float *cp = c + i * ldc + v * VL;
             if (nv >= VL) vf_store(cp, r);
             else vf_storen(cp, r, nv);
         }
     }
     const int ncols = n < NV_ * VL ? n : NV_ * VL;
-    if (act != AIE_U_IDENTITY && !clamp)
+    if (act != AIE_U_IDENTITY && !clamp && !silu)
         for (int i = 0; i < MR_; i++) act_row(c + i * ldc, ncols, act, ep->p0, ep->p1);
 }
 

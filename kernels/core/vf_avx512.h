@@ -51,13 +51,11 @@ static inline vm vf_isnan(vf a) { return _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q);
 static inline vm vm_and(vm a, vm b) { return (vm)(a & b); }
 static inline vm vm_or(vm a, vm b) { return (vm)(a | b); }
 static inline vf vf_sel(vm m, vf a, vf b) { return _mm512_mask_blend_ps(m, b, a); }
-static inline vf vf_scale2n(vf e, vf n) {
-    __m512i ni = _mm512_cvttps_epi32(_mm512_maskz_mov_ps((__mmask16)~vf_isnan(n), n)), bias = _mm512_set1_epi32(127);
-    __m512i n1 = _mm512_srai_epi32(ni, 1), n2 = _mm512_sub_epi32(ni, n1);
-    __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, bias), 23));
-    __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, bias), 23));
-    return _mm512_mul_ps(_mm512_mul_ps(e, s1), s2);
-}
+/* e * 2^n for integral n: VSCALEFPS rounds once, as e * 2^(n/2) * 2^(n - n/2)
+ * did (for vmf_exp's n in [-150, 128] the first product stays normal), in 2
+ * uops instead of 11 -- exp is on the path of every sigmoid/SiLU epilogue.
+ * A NaN n gives NaN; vmf_exp replaces that lane with its NaN input anyway. */
+static inline vf vf_scale2n(vf e, vf n) { return _mm512_scalef_ps(e, n); }
 static inline vf vf_frexp(vf x, vf *e) {
     __m512i b = _mm512_castps_si512(x);
     *e = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_srli_epi32(b, 23), _mm512_set1_epi32(126)));

@@ -68,6 +68,11 @@ CASES = {
     "3x3-Q8": (2, 8, 8, 9, 64, 3, 3, (1, 1), (1, 1), (1, 1, 1, 1)),
     "3x3-Q17": (1, 6, 17, 11, 35, 3, 3, (1, 1), (1, 1), (1, 1, 1, 1)),
     "3x3-Q23-s2": (1, 9, 46, 8, 16, 3, 3, (2, 2), (1, 1), (1, 1, 1, 1)),
+    # border tiles read one zero-padded input strip: padding on both sides of one tile,
+    # and a tile whose strip is all padding (pad 40 on a 2-pixel row)
+    "strip-s2-pad4-5": (1, 5, 9, 3, 16, 3, 3, (2, 2), (1, 1), (1, 4, 1, 5)),
+    "strip-all-pad": (1, 3, 2, 3, 13, 3, 3, (1, 1), (1, 1), (0, 40, 0, 0)),
+    "strip-wide-K40": (1, 4, 21, 5, 40, 3, 3, (1, 1), (1, 1), (1, 2, 1, 3)),
 }
 
 
@@ -102,6 +107,32 @@ def test_direct_fused_epilogue_and_residual(isa, name):
         kernels.conv2d_packed(x, packed, b, residual=y, activation="relu", threads=2, out=y, **kw)
     ref.assert_close(y, ref.conv2d(x, w, b, residual=residual, act="relu", **kw), scale + np.abs(residual) + 1,
                      f"{name}/{isa} residual in place")
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("name", ["narrow-3x3-s2-K16", "narrow-5x5-K5-d2", "3x3-s2-asym", "1x1-s1-flat"])
+def test_direct_silu_on_accumulators_matches_unary_silu(isa, name):
+    """SiLU is applied to the tile's registers, not as a pass over the stored rows: the same
+    function on the same values, so bitwise the standalone silu of the unfused conv's output,
+    on narrow and wide tiles, ragged channel tails (K 5, 33, 45), and for outputs far in both
+    tails, NaN and inf (x scaled by 40, a few inputs non-finite)."""
+    case = CASES[name]
+    x, w, b = ref.conv_data(case, seed=7)
+    x *= 40
+    x.flat[::97] = np.nan
+    x.flat[5::211] = np.inf
+    kw = ref.conv_kw(case)
+    with kernels.use_isa(isa), conv_algo(ALGO_DIRECT):
+        fused = kernels.conv2d(x, w, b, activation="silu", threads=2, **kw)
+        plain = kernels.conv2d(x, w, b, threads=1, **kw)
+        want = kernels.silu(plain, threads=1)
+    assert np.isnan(plain).any() and (np.abs(plain) > 100).any()
+    assert np.array_equal(fused.view(np.uint32), want.view(np.uint32)), f"{name}/{isa}"
+    finite = np.isfinite(plain)
+    p64 = plain[finite].astype(np.float64)
+    with np.errstate(over="ignore"):
+        want64 = p64 / (1.0 + np.exp(-p64))
+    ref.assert_close(fused[finite], want64, np.abs(p64), f"{name}/{isa} vs float64")
 
 
 @pytest.mark.parametrize("isa", ISAS)
