@@ -310,8 +310,7 @@ class InferenceSession:
         return [names.index(n) for n in output_names]
 
     def _check_out(self, plan: ExecPlan, out, index) -> None:
-        if not isinstance(plan, ExecPlan):
-            raise InvalidArgument(OUT_REFUSED)
+        # run() sends a segmented plan's out= to _run_segmented_into before this.
         index = list(index)
         _check_out_list(out, index)
         for k, o in zip(index, out):
