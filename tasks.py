@@ -340,8 +340,9 @@ def bench(c, spec=None, host=None, rate=200.0, warmup_s=5.0, steady_s=20.0, spik
 
 @task(
     help={
-        "update-baseline": "measure (three times the pairs) and write benchmarks/gate_baseline.json instead of "
-                           "comparing; commit the file, its diff is the review",
+        "update-baseline": "measure (three times the pairs) and write this machine's "
+                           "benchmarks/gate_baselines/<machine>.json instead of comparing; commit the file, "
+                           "its diff is the review",
         "items": "comma-separated subset of mlp,mobilenetv2,resnet18,serve-mlp (default: all)",
         "record": "append this run's ratios and verdicts to this TSV file",
         "baseline-from": "measure nothing: write the baseline from a --record file of >= 5 runs of unchanged code "

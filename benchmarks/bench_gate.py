@@ -1,6 +1,7 @@
 """Latency gate: same-run ratios ai-engine / onnxruntime, compared with a
-committed baseline (benchmarks/gate_baseline.json). CI runs it after the
-tests (.ci/run); `invoke bench-gate` is the same thing.
+committed baseline for this machine (benchmarks/gate_baselines/<machine>.json,
+one per CPU model and kernel level). CI runs it after the tests (.ci/run);
+`invoke bench-gate` is the same thing.
 
     .venv/bin/python benchmarks/bench_gate.py                     # measure, compare, exit 0/1/2
     .venv/bin/python benchmarks/bench_gate.py --update-baseline   # measure (3x the pairs), write the baseline
@@ -32,6 +33,16 @@ other, so on a loaded host some pairs are far off. The item's ratio is the
 standard error from a seeded bootstrap of the pairs (`se`, relative); the
 table also shows the spread of one pair (robust sigma: 1.4826 x median
 absolute deviation / median), which says how loaded the host was.
+
+Baselines are per machine: a ratio to onnxruntime is a property of the CPU
+(AVX-512 or AMX kernels on one, AVX2 on another; onnxruntime's own kernels
+differ too), so a baseline taken on one machine says nothing about another.
+The file is named for the CPU model, its count and the best kernel level this
+CPU runs (not what AIE_ISA forces: forcing a slower path is a way to see the
+gate fail). On a machine with no baseline the gate measures, prints the
+ratios and says it judged nothing (exit 0): a new machine is not a regression,
+and the printed commands record one. A --baseline file recorded on another
+machine is refused (exit 2).
 
 Verdict: with r_b, se_b the baseline's ratio and standard error, r, se
 this run's, and drift the baseline's run-to-run spread of the ratio (what
@@ -71,6 +82,7 @@ import argparse  # noqa: E402
 import http.client  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
+import re  # noqa: E402
 import shutil  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -87,7 +99,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-BASELINE = REPO / "benchmarks" / "gate_baseline.json"
+BASELINES = REPO / "benchmarks" / "gate_baselines"
 ITEMS = ("mlp", "mobilenetv2", "resnet18", "serve-mlp")
 K = 3.0          # standard errors of the difference a regression must exceed
 FLOOR = 0.08     # never fail on less than 8%, however quiet both runs were
@@ -141,16 +153,18 @@ def regressed(base: Stat, now: Stat) -> bool:
 @dataclass
 class Row:
     item: str
-    base: Stat
+    base: Stat | None            # None: no baseline for this machine, measured but not judged
     first: Stat
     second: Stat | None = None   # the re-measure, taken only after a first regression
 
     @property
     def failed(self) -> bool:
-        return regressed(self.base, self.first) and self.second is not None and regressed(self.base, self.second)
+        return self.base is not None and regressed(self.base, self.first) and self.second is not None and regressed(self.base, self.second)
 
     @property
     def verdict(self) -> str:
+        if self.base is None:
+            return "not judged"
         if not regressed(self.base, self.first):
             return "pass"
         return "REGRESSION" if self.failed else "pass on re-measure"
@@ -162,7 +176,7 @@ def judge(baseline: dict[str, Stat], measure: Callable[[list[str]], dict[str, li
     `measure(names) -> {name: pair ratios}` is the benchmark (or recorded numbers)."""
     missing = [i for i in items if i not in baseline]
     if missing:
-        raise GateError(f"{BASELINE.name} has no entry for {', '.join(missing)} "
+        raise GateError(f"the baseline has no entry for {', '.join(missing)} "
                         "(run `invoke bench-gate --update-baseline` and commit the file)")
     first = measure(items)
     rows = [Row(i, baseline[i], summarize(first[i])) for i in items]
@@ -195,13 +209,32 @@ def table(rows: list[Row]) -> str:
 def load_baseline(path: Path) -> dict[str, Stat]:
     try:
         doc = json.loads(path.read_text())
-        return {name: Stat(float(e["ratio"]), float(e["se"]), float(e["noise"]), int(e["pairs"]),
-                           float(e.get("drift", 0.0))) for name, e in doc["items"].items()}
+        items = {name: Stat(float(e["ratio"]), float(e["se"]), float(e["noise"]), int(e["pairs"]),
+                            float(e.get("drift", 0.0))) for name, e in doc["items"].items()}
+        recorded_on = doc.get("machine")
     except FileNotFoundError:
         raise GateError(f"{path}: no baseline (run `invoke bench-gate --update-baseline` and commit the file)") from None
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise GateError(f"{path}: not a gate baseline ({type(exc).__name__}: {exc}); expected "
                         '{"items": {NAME: {"ratio": R, "se": E, "noise": S, "pairs": N}}}') from None
+    if recorded_on != machine():
+        raise GateError(f"{path}: recorded on {recorded_on!r}, this machine is {machine()!r}; ratios of different "
+                        f"machines are not comparable (record one here: see README \"Latency gate\")")
+    return items
+
+
+def machine() -> str:
+    """What a baseline is valid for: the CPU model and count, and the best kernel
+    level this CPU runs (not one AIE_ISA forces)."""
+    from bench_serve import _cpu_model
+    from engine.kernels import levels
+
+    return f"{_cpu_model()}, kernel level {levels.best_level()}"
+
+
+def machine_baseline() -> Path:
+    """This machine's baseline file: benchmarks/gate_baselines/<machine, as a file name>.json."""
+    return BASELINES / (re.sub(r"[^a-z0-9]+", "-", machine().lower().replace("kernel level", "")).strip("-") + ".json")
 
 
 # ---- the measurement ---------------------------------------------------------------
@@ -441,13 +474,6 @@ def _commit() -> str:
         return "unknown"
 
 
-def _machine() -> str:
-    from bench_serve import _cpu_model
-    from engine.kernels import levels
-
-    return f"{_cpu_model()}, kernel level {levels.level()}"
-
-
 def write_baseline(path: Path, samples: dict[str, list[float]], blocks: int, block_s: float,
                    drift: dict[str, float] | None = None) -> None:
     items = {}
@@ -461,7 +487,10 @@ def write_baseline(path: Path, samples: dict[str, list[float]], blocks: int, blo
 def _write_baseline_doc(path: Path, items: dict, **how) -> None:
     """The baseline document, written whole or not at all (a gate killed mid-write
     must not leave a baseline the next run cannot read)."""
-    doc = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": _commit(), "machine": _machine(),
+    from engine.kernels import levels
+
+    doc = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": _commit(), "machine": machine(),
+           "kernel_level": levels.level(),
            "load_average": round(os.getloadavg()[0], 2), **how, "margin": MARGIN_FORMULA, "items": items}
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(doc, indent=2) + "\n")
@@ -528,10 +557,28 @@ def append_record(path: Path, rows: list[Row], status: int, wall_s: float, note:
         cells = []
         for r in rows:
             now = r.second or r.first
+            judged = r.base is not None
             cells += [f"{r.first.ratio:.3f}" + (f"/{r.second.ratio:.3f}" if r.second else ""), f"{now.se:.3f}",
-                      f"{excess(r.base, now):+.3f}", f"{margin(r.base, now):.3f}", r.verdict]
+                      f"{excess(r.base, now):+.3f}" if judged else "nan", f"{margin(r.base, now):.3f}" if judged else "nan",
+                      r.verdict]
         f.write("\t".join([time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()), f"{os.getloadavg()[0]:.2f}",
                            os.environ.get("AIE_GATE_SLOWDOWN", "0"), note, f"{wall_s:.0f}", str(status), *cells]) + "\n")
+
+
+def measure_unjudged(bench: "Bench", items: list[str], path: Path) -> list[Row]:
+    """No baseline for this machine: the ratios (recorded like a judged run's, so
+    a series can become the baseline), and how to record one. Not a failure (a
+    new machine is not a regression), but said loudly."""
+    rows = [Row(name, None, summarize(s)) for name, s in bench.measure(items).items()]
+    print(f"latency gate: NOT JUDGED - no baseline for this machine ({machine()}): {path} does not exist")
+    for r in rows:
+        print(f"{r.item:<12} ratio {r.first.ratio:.3f} ± {r.first.se:.1%} (spread of one pair {r.first.noise:.1%}, "
+              f"{r.first.n} pairs)")
+    shown = path.relative_to(REPO) if path.is_relative_to(REPO) else path
+    print("to judge on this machine, quiet, record a series and commit the file it writes:\n"
+          "    for i in $(seq 20); do invoke bench-gate --record runs.tsv; done\n"
+          f"    invoke bench-gate --baseline-from runs.tsv        # writes {shown}")
+    return rows
 
 
 def main(argv=None) -> int:
@@ -540,7 +587,8 @@ def main(argv=None) -> int:
     ap.add_argument("--blocks", type=int, default=9, help="block pairs per item (>= 3)")
     ap.add_argument("--block-s", type=float, default=0.3, help="seconds of calls per block")
     ap.add_argument("--pause", type=float, default=0.15, help="idle seconds before each block")
-    ap.add_argument("--baseline", type=Path, default=BASELINE)
+    ap.add_argument("--baseline", type=Path,
+                    help="baseline file (default: this machine's, benchmarks/gate_baselines/<machine>.json)")
     ap.add_argument("--update-baseline", action="store_true",
                     help=f"measure ({BASELINE_BLOCKS} x --blocks pairs) and write the baseline; no verdict")
     ap.add_argument("--record", type=Path, help="append this run's ratios and verdicts to a TSV file")
@@ -550,12 +598,18 @@ def main(argv=None) -> int:
     ap.add_argument("--note", default="", help="a word for the --record line (e.g. busy-core)")
     args = ap.parse_args(argv)
     items = [i for i in args.items.split(",") if i]
+    # Only this machine's own file may be absent (a machine CI has not run on before):
+    # a file named on the command line that is missing is a mistake.
+    unjudged = args.baseline is None and not args.update_baseline and not args.baseline_from \
+        and not machine_baseline().exists()
+    args.baseline = args.baseline or machine_baseline()
     start = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="aie-gate-"))
     bench = None
     try:
         if args.baseline_from:
             series = series_from_record(args.baseline_from)
+            args.baseline.parent.mkdir(parents=True, exist_ok=True)
             write_series_baseline(args.baseline, series, args.baseline_from)
             for name, st in series.items():
                 print(f"{name:<12} ratio {st.ratio:.3f} ± {st.se:.1%} (run-to-run spread {st.drift:.1%}, {st.n} runs)")
@@ -563,7 +617,7 @@ def main(argv=None) -> int:
             return EXIT_PASS
         if args.blocks < 3:
             raise GateError(f"--blocks {args.blocks}: expected >= 3 (the noise needs a spread)")
-        baseline = None if args.update_baseline else load_baseline(args.baseline)
+        baseline = None if args.update_baseline or unjudged else load_baseline(args.baseline)
         # The baseline is every later run's reference: three times the pairs make its 25th
         # percentile land among the undisturbed pairs even when a third of them were disturbed.
         blocks = args.blocks * (BASELINE_BLOCKS if args.update_baseline else 1)
@@ -571,19 +625,23 @@ def main(argv=None) -> int:
               f"{args.pause:g} s pause; load average {os.getloadavg()[0]:.2f}"
               + (f"; AIE_GATE_SLOWDOWN={_slowdown():g}" if _slowdown() else ""), flush=True)
         bench = Bench(items, work, blocks, args.block_s, args.pause)
-        if args.update_baseline:
+        if unjudged:
+            rows = measure_unjudged(bench, items, args.baseline)
+        elif args.update_baseline:
             samples = bench.measure(items)
             try:  # the run-to-run drift is the host's, not this measurement's: kept
                 drift = {k: st.drift for k, st in load_baseline(args.baseline).items()}
             except GateError:
                 drift = {}
+            args.baseline.parent.mkdir(parents=True, exist_ok=True)
             write_baseline(args.baseline, samples, blocks, args.block_s, drift)
             for name, s in samples.items():
                 st = summarize(s)
                 print(f"{name:<12} ratio {st.ratio:.3f} ± {st.se:.1%} (spread of one pair {st.noise:.1%}, {st.n} pairs)")
             print(f"wrote {args.baseline} in {time.monotonic() - start:.0f} s: review its diff and commit it")
             return EXIT_PASS
-        rows = judge(baseline, bench.measure, items)
+        else:
+            rows = judge(baseline, bench.measure, items)
     except GateError as exc:
         print(f"latency gate broken: {exc}", file=sys.stderr)
         return EXIT_BROKEN
@@ -597,6 +655,11 @@ def main(argv=None) -> int:
         shutil.rmtree(work, ignore_errors=True)
     status = exit_status(rows)
     wall = time.monotonic() - start
+    if unjudged:
+        print(f"not judged ({wall:.0f} s, load average {os.getloadavg()[0]:.2f})")
+        if args.record:
+            append_record(args.record, rows, status, wall, args.note)
+        return status
     print(table(rows))
     print(f"{'FAIL: a ratio regressed twice' if status else 'pass'} ({wall:.0f} s, load average "
           f"{os.getloadavg()[0]:.2f}; margin = {MARGIN_FORMULA})")

@@ -221,3 +221,44 @@ def test_drift_needs_five_unchanged_runs(tmp_path, capsys):
     assert gate.main(["--baseline-from", str(record), "--baseline", str(tmp_path / "b.json")]) == gate.EXIT_BROKEN
     assert "1 unchanged runs" in capsys.readouterr().err
     assert not (tmp_path / "b.json").exists()
+
+
+def test_a_baseline_recorded_on_another_machine_is_refused(tmp_path, capsys):
+    """Ratios to onnxruntime are the CPU's (AVX-512/AMX kernels on one machine,
+    AVX2 on another): judging one machine by another's baseline is refused."""
+    path = tmp_path / "b.json"
+    gate.write_baseline(path, {"mlp": MLP}, 9, 0.3)
+    assert json.loads(path.read_text())["machine"] == gate.machine()
+    assert set(gate.load_baseline(path)) == {"mlp"}
+    doc = json.loads(path.read_text())
+    doc["machine"] = "Intel(R) Xeon(R) Processor x2, kernel level amx" if "AMD" in gate.machine() else "AMD EPYC x2, kernel level avx2"
+    path.write_text(json.dumps(doc))
+    assert gate.main(["--items", "mlp", "--baseline", str(path)]) == gate.EXIT_BROKEN
+    err = capsys.readouterr().err
+    assert f"recorded on {doc['machine']!r}, this machine is {gate.machine()!r}" in err and "\n" not in err.strip()
+
+
+def test_each_machine_has_its_own_baseline_file_named_for_it():
+    path = gate.machine_baseline()
+    assert path.parent == gate.BASELINES and path.suffix == ".json"
+    assert path.stem == path.stem.lower() and " " not in path.stem and gate.machine().split()[0].lower() in path.stem
+    for committed in gate.BASELINES.glob("*.json"):  # every committed baseline sits under its machine's name
+        doc = json.loads(committed.read_text())
+        name = doc["machine"].lower().replace("kernel level", "")
+        assert committed.stem == "-".join(w for w in __import__("re").split(r"[^a-z0-9]+", name) if w)
+
+
+def test_a_machine_without_a_baseline_is_measured_recorded_and_not_judged(tmp_path, monkeypatch, capsys):
+    """A machine CI has not run on before: the ratios and how to record a baseline,
+    exit 0; the record line counts toward a series that becomes the baseline."""
+    monkeypatch.setattr(gate, "BASELINES", tmp_path / "baselines")
+    record = tmp_path / "runs.tsv"
+    quick = ["--items", "mlp", "--blocks", "3", "--block-s", "0.05", "--pause", "0.02"]
+    assert gate.main([*quick, "--record", str(record)]) == gate.EXIT_PASS
+    out = capsys.readouterr().out
+    assert "NOT JUDGED - no baseline for this machine" in out and gate.machine() in out
+    assert "--baseline-from runs.tsv" in out and "mlp          ratio " in out
+    head, row = (line.split("\t") for line in record.read_text().splitlines())
+    cells = dict(zip(head, row))
+    assert cells["mlp verdict"] == "not judged" and float(cells["mlp ratio"]) > 0 and cells["exit"] == "0"
+    assert not (tmp_path / "baselines").exists()  # nothing written without being asked
