@@ -39,6 +39,12 @@ def _exit_with(rc: int) -> None:
         raise Exit(code=rc)
 
 
+def _cores() -> int:
+    """Compile jobs: the cores this process may run on (a container or taskset may
+    allow fewer than the host has)."""
+    return len(os.sched_getaffinity(0))
+
+
 @task(
     help={
         "sanitize": "also run the C tests under AddressSanitizer + UBSan (default: on)",
@@ -48,9 +54,10 @@ def _exit_with(rc: int) -> None:
 def test(c, sanitize=True, pytest_args=""):
     """Run every test: C kernel tests (plain and sanitized), then pytest."""
     _grpc_stubs(c)
-    c.run("make -C kernels -j2 test", pty=False)
+    jobs = _cores()
+    c.run(f"make -C kernels -j{jobs} test", pty=False)
     if sanitize:
-        c.run("make -C kernels -j2 SANITIZE=1 test", pty=False)
+        c.run(f"make -C kernels -j{jobs} SANITIZE=1 test", pty=False)
     c.run(f"{sys.executable} -m pytest {pytest_args}", pty=False)
 
 
@@ -62,7 +69,7 @@ def test(c, sanitize=True, pytest_args=""):
 )
 def build_kernels(c, jobs=0, sanitize=False):
     """Build the compute kernels into build/lib (CUDA too when nvcc exists), and the gRPC stubs."""
-    n = jobs or os.cpu_count() or 1
+    n = jobs or _cores()
     c.run(f"make -C kernels -j{n}" + (" SANITIZE=1" if sanitize else ""), pty=False)
     _grpc_stubs(c)
 
