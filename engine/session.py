@@ -275,21 +275,11 @@ class InferenceSession:
             return self._run_bucketed(output_names, input_feed, out)
         arrays = self._check_feeds(input_feed)
         plan = self._plan(arrays)
-        if out is not None and not isinstance(plan, ExecPlan):
-            return self._run_segmented_into(plan, arrays, out, output_names)
-        if not output_names:
-            if out is not None:
-                self._check_out(plan, out, range(len(self._output_names)))
-            return plan.run(self._weights_ptr, arrays, self.threads, out)
-        index = self._output_indices(output_names)
-        full = None
-        if out is not None:
-            self._check_out(plan, out, index)
-            full = plan.new_outputs()
-            for k, o in zip(index, out):
-                full[k] = o
-        outs = plan.run(self._weights_ptr, arrays, self.threads, full)
-        return out if out is not None else [outs[k] for k in index]
+        index = self._output_indices(output_names) if output_names else None
+        if out is None:
+            outs = plan.run(self._weights_ptr, arrays, self.threads, None)
+            return outs if index is None else [outs[k] for k in index]
+        return self._run_into(plan, arrays, out, index)
 
     def _run_bucketed(self, output_names, input_feed: dict, out) -> list[np.ndarray]:
         """run() through the buckets: pad, run the bucket's plan, cut back."""
@@ -309,39 +299,40 @@ class InferenceSession:
             raise InvalidArgument(f"unknown output name(s) {missing}; model outputs: {names}")
         return [names.index(n) for n in output_names]
 
-    def _check_out(self, plan: ExecPlan, out, index) -> None:
-        # run() sends a segmented plan's out= to _run_segmented_into before this.
-        index = list(index)
-        _check_out_list(out, index)
-        for k, o in zip(index, out):
-            shape, dtype, _ = plan.outputs[k]
-            if (type(o) is not np.ndarray or o.dtype != dtype or o.shape != tuple(shape)
-                    or not o.flags.c_contiguous or not o.flags.writeable):
-                got = (f"{type_string(o.dtype) if o.dtype in _KNOWN else o.dtype} {list(o.shape)}"
-                       f"{'' if o.flags.c_contiguous else ' non-contiguous'}{'' if o.flags.writeable else ' read-only'}"
-                       if isinstance(o, np.ndarray) else type(o).__name__)
-                raise InvalidArgument(f"out array for output {self._output_names[k]!r} is {got}, expected a "
-                                      f"writable C-contiguous {type_string(dtype)} array of shape {list(shape)}")
-
-    def _run_segmented_into(self, plan, arrays: list[np.ndarray], out, output_names) -> list[np.ndarray]:
-        """run(out=...) for a plan whose output shapes only the run tells
-        (engine.plan_segments): the arrays' kind and layout are checked
-        here, their shapes and dtypes against what the run produced."""
-        index = self._output_indices(output_names) if output_names else list(range(len(self._output_names)))
-        _check_out_list(out, index)
-        for k, o in zip(index, out):
-            if type(o) is not np.ndarray or not o.flags.c_contiguous or not o.flags.writeable:
-                got = type(o).__name__
-                if isinstance(o, np.ndarray):
-                    got = (f"{list(o.shape)}{'' if o.flags.c_contiguous else ' non-contiguous'}"
-                           f"{'' if o.flags.writeable else ' read-only'}")
-                raise InvalidArgument(f"out array for output {self._output_names[k]!r} is {got}, expected a "
-                                      "writable C-contiguous numpy array")
-        full = [None] * len(self._output_names)
-        for k, o in zip(index, out):
-            full[k] = o
+    def _run_into(self, plan, arrays: list[np.ndarray], out, index: list[int] | None) -> list[np.ndarray]:
+        """run(out=...): the outputs written into `out`, which is returned.
+        An ExecPlan knows every output's shape and dtype before it runs, so
+        they are checked here; a segmented plan (engine.plan_segments) learns
+        them as it runs and checks them itself."""
+        n = len(self._output_names)
+        index = list(range(n)) if index is None else index
+        planned = isinstance(plan, ExecPlan)
+        self._check_out(out, index, plan.outputs if planned else None)
+        if index == list(range(n)):
+            full = list(out)
+        else:  # outputs not asked for still need somewhere to go
+            full = plan.new_outputs() if planned else [None] * n
+            for k, o in zip(index, out):
+                full[k] = o
         plan.run(self._weights_ptr, arrays, self.threads, full)
         return out
+
+    def _check_out(self, out, index: list[int], outputs) -> None:
+        """One writable C-contiguous numpy array per requested output, of the
+        output's shape and dtype where `outputs` (the plan's) says them."""
+        _check_out_list(out, index)
+        for k, o in zip(index, out):
+            spec = None if outputs is None else outputs[k]
+            if (type(o) is np.ndarray and o.flags.c_contiguous and o.flags.writeable
+                    and (spec is None or (o.dtype == spec[1] and o.shape == tuple(spec[0])))):
+                continue
+            got = (f"{type_string(o.dtype) if o.dtype in _KNOWN else o.dtype} {list(o.shape)}"
+                   f"{'' if o.flags.c_contiguous else ' non-contiguous'}{'' if o.flags.writeable else ' read-only'}"
+                   if isinstance(o, np.ndarray) else type(o).__name__)
+            expected = ("numpy array" if spec is None
+                        else f"{type_string(spec[1])} array of shape {list(spec[0])}")
+            raise InvalidArgument(f"out array for output {self._output_names[k]!r} is {got}, expected a "
+                                  f"writable C-contiguous {expected}")
 
     def io_binding(self) -> "IOBinding":
         return IOBinding(self)
@@ -524,7 +515,7 @@ class IOBinding:
             if o is None:
                 shape, dtype, _ = plan.outputs[k]
                 given[pos] = np.empty(shape, dtype)
-        s._check_out(plan, given, index)
+        s._check_out(given, index, plan.outputs)
         full = plan.new_outputs()
         for k, o in zip(index, given):
             full[k] = o
