@@ -157,7 +157,7 @@ class ComputeTimes:
     - one size measured: c(b) = c(size) * b / size (no gain from batching
       assumed until a larger batch shows one)."""
 
-    def __init__(self):
+    def __init__(self, paired: bool = True):
         self._runs: dict[int, deque] = {}
         self._median: dict[int, float] = {}
         self._records = 0                       # batches recorded, for joins()' re-probe
@@ -166,10 +166,13 @@ class ComputeTimes:
         # after a record: ~20 us of Python per fit, which a server with a
         # fixed window and no deadlines would otherwise pay on every batch.
         self._line: tuple[float, float] | None = (0.0, 0.0)
-        self.paired = PairedCosts()             # the adaptive window's drift-free costs (engine.server.window)
+        # The adaptive window's drift-free costs (engine.server.window); only it reads
+        # them, so a fixed window does not pay their bookkeeping per batch.
+        self.paired = PairedCosts() if paired else None
 
     def record(self, items: int, seconds: float) -> None:
-        self.paired.record(items, seconds)
+        if self.paired is not None:
+            self.paired.record(items, seconds)
         runs = self._runs.get(items)
         if runs is None:
             runs = self._runs[items] = deque(maxlen=SAMPLES)
@@ -279,7 +282,7 @@ class BatchPolicy:
         self.fixed_delay_s = None if delay_us is None else delay_us / 1e6
         self.large_at = max(2, math.ceil(LARGE_FRACTION * self.max_batch))
         self.rate = ArrivalRate()
-        self.compute = ComputeTimes()
+        self.compute = ComputeTimes(paired=self.fixed_delay_s is None)
         self._heaps: list[list] = [[] for _ in range(levels)]
         self.depth = [0] * levels          # queued requests per level
         self.queued = 0
@@ -401,7 +404,7 @@ class BatchPolicy:
         costs (engine.server.window) once two sizes ran back to back, else
         the fitted line with no spread."""
         paired = self.compute.paired
-        if paired.seconds(1) is None:
+        if paired is None or paired.seconds(1) is None:
             return self.compute.estimate, 0.0
         return paired.seconds, paired.spread()
 

@@ -117,3 +117,16 @@ def test_on_drifting_measurements_auto_still_sees_that_batching_pays():
         p.rate.add(clock.t, 1)
     assert p.auto_wait_s(1, clock()) > 0
     assert math.isinf(p99_latency(1, 1, p.rate.confident(clock()), p.compute.paired.seconds, 0.0))
+
+
+def test_only_the_adaptive_window_keeps_paired_costs():
+    """A fixed window never reads the paired costs, so its batches do not pay
+    for them; /health's window_costs_us falls back to the fitted line there."""
+    clock = Clock()
+    fixed, auto = policy(clock, max_batch=8, delay_us=500), policy(clock, max_batch=8, delay_us=None)
+    for p in (fixed, auto):
+        for size, seconds in drifting_runs(random.Random(5), weight_bound, 50):
+            p.compute.record(size, seconds)
+    assert fixed.compute.paired is None and auto.compute.paired.seconds(1) is not None
+    costs = fixed.snapshot()["window_costs_us"]
+    assert costs and all(v == round(fixed.compute.estimate(int(b)) * 1e6, 1) for b, v in costs.items())
