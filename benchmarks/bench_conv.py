@@ -3,7 +3,8 @@ single-Conv ONNX model (ORT_ENABLE_ALL, the same intra-op thread count).
 
 Shapes: ResNet-18's convolutions (stem 7x7 s2, 3x3 s1 at 64/128/256/512
 channels, the stage-entry 3x3 s2, the 1x1 s2 downsamples) and MobileNetV2's
-depthwise 3x3 and a few pointwise 1x1 layers, batch 1, 1 and 2 threads. Each
+depthwise 3x3 and a few pointwise 1x1 layers, the zoo detector's ("yolo")
+strided, small-channel and 1x1 convolutions, batch 1, 1 and 2 threads. Each
 side runs in its native layout (engine NHWC with weights packed once, ORT
 NCHW); the two alternate in timed blocks of iterations, and the table gives
 the median per-call time of each and the median of the per-block ratios.
@@ -54,6 +55,17 @@ SHAPES = [
     ("mbv2 pw 1x1 16->96@112", (112, 112, 16), 96, (1, 1), 1, 0, 1),
     ("mbv2 pw 1x1 144->24@56", (56, 56, 144), 24, (1, 1), 1, 0, 1),
     ("mbv2 pw 1x1 960->160@7", (7, 7, 960), 160, (1, 1), 1, 0, 1),
+    # the zoo's YOLO-style detector at 320x320 (input sizes): strided 3x3s,
+    # 16/32-channel 3x3s and small 1x1s, where AVX2 lost most to onnxruntime
+    ("yolo stem 3x3 s2 3->16@320", (320, 320, 3), 16, (3, 3), 2, 1, 1),
+    ("yolo 3x3 s2 16->32@160", (160, 160, 16), 32, (3, 3), 2, 1, 1),
+    ("yolo 3x3 s2 32->64@80", (80, 80, 32), 64, (3, 3), 2, 1, 1),
+    ("yolo 3x3 s2 64->128@40", (40, 40, 64), 128, (3, 3), 2, 1, 1),
+    ("yolo 3x3 16@80", (80, 80, 16), 16, (3, 3), 1, 1, 1),
+    ("yolo 3x3 32@40", (40, 40, 32), 32, (3, 3), 1, 1, 1),
+    ("yolo 3x3 96->64@40", (40, 40, 96), 64, (3, 3), 1, 1, 1),
+    ("yolo 1x1 48->32@80", (80, 80, 48), 32, (1, 1), 1, 0, 1),
+    ("yolo 1x1 96->64@40", (40, 40, 96), 64, (1, 1), 1, 0, 1),
 ]
 
 

@@ -22,6 +22,10 @@
 #include "conv_kernels.h"
 
 #define CD_NR (CD_NV * VL)
+/* See aie_conv_direct_kernel.winograd_min_c; 16 where not measured. */
+#ifndef CD_WINOGRAD_MIN_C
+#define CD_WINOGRAD_MIN_C 16
+#endif
 /* Shapes: wide = up to MR pixels x NV vectors (a whole weight panel);
  * narrow = up to 2*MR pixels x NV/2 (convs with at most NR/2 output
  * channels: the wide tile would spend half its FMAs on the panel's zero
@@ -156,6 +160,7 @@ CD_NARROW_ONLY(27) CD_NARROW_ONLY(28)
 
 const aie_conv_direct_kernel CD_TABLE = {
     .nr = CD_NR,
+    .winograd_min_c = CD_WINOGRAD_MIN_C,
     .wide = {CD_MR, CD_NR,
              {NULL, CD_FN(1, CD_NVW), CD_FN(2, CD_NVW), CD_FN(3, CD_NVW), CD_FN(4, CD_NVW),
 #if CD_MR >= 6

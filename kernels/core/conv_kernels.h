@@ -73,6 +73,9 @@ typedef struct {
 typedef struct {
     int nr;
     aie_conv_direct_shape wide, narrow;
+    /* Fewest input channels for which Winograd (whose 16 products run on
+     * these tiles, one C-long segment per call) beats the direct path. */
+    int winograd_min_c;
 } aie_conv_direct_kernel;
 
 extern const aie_conv_direct_kernel aie_conv_direct_scalar;

@@ -132,3 +132,19 @@ def test_winograd_wins_where_it_was_measured_faster():
     # spatial size unknown (a converter packing ahead of any input): channels decide
     assert wins(None, (128, 128, 3, 3))
     assert not wins(None, (512, 512, 3, 3))
+
+
+def test_winograd_needs_more_input_channels_on_avx2():
+    # AVX2's 6-pixel tiles lose to the direct path on 16-32-long products
+    # (conv_direct_avx2.c: measured); AVX-512 and scalar keep 16 as before
+    if "avx2" not in ISAS:
+        pytest.skip("this machine cannot run the avx2 kernels")
+    with kernels.use_isa("avx2"):
+        wins = kernels.winograd_wins
+        assert not wins((1, 80, 80, 16), (16, 16, 3, 3), pads=(1, 1, 1, 1))
+        assert not wins((1, 40, 40, 32), (64, 32, 3, 3), pads=(1, 1, 1, 1))
+        assert not wins(None, (32, 32, 3, 3))
+        assert wins((1, 40, 40, 48), (48, 48, 3, 3), pads=(1, 1, 1, 1))
+        assert wins((1, 40, 40, 96), (64, 96, 3, 3), pads=(1, 1, 1, 1))
+    with kernels.use_isa("scalar"):
+        assert kernels.winograd_wins((1, 80, 80, 16), (16, 16, 3, 3), pads=(1, 1, 1, 1))
