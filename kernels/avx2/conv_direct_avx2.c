@@ -18,5 +18,11 @@
  * over a 16- or 32-long product spends as much on its set-up and stores as
  * on its FMAs. */
 #define CD_WINOGRAD_MIN_C 48
+/* 16-wide panels make twice the channel parts of AVX-512's 32 at 2 threads
+ * (256->64@20: 4 parts, each transforming the same 56 tiles). Blocks of 12+
+ * tiles instead, wall-time A/B at 2 threads on Zen 3 with SiLU (new / old,
+ * two runs): 3x3 256->64@20 0.67-0.73, 96->64@40 0.78-0.92, 128->128@20
+ * 0.57-0.65, 256->128@10 0.81, 64->64@40 0.75. */
+#define CD_WINOGRAD_BLOCK_MIN (2 * CD_MR)
 
 #include "conv_direct_body.h"

@@ -6,7 +6,7 @@ take the Winograd path. The shapes cover its edge cases: odd output sizes
 starting in the padding), channel counts that are not a multiple of any
 vector width, K not a multiple of the weight panel, more tiles than one
 task block (several blocks and output-channel parts on 2 threads), batch >
-1 (tiles crossing images), and the fused epilogue with a residual (also in
+1 (tiles crossing images), blocks cut smaller for 2 threads (AVX2), and the fused epilogue with a residual (also in
 place). The library's choice (winograd_wins) is checked where it matters.
 """
 
@@ -33,6 +33,9 @@ CASES = {
     "batch3-odd": (3, 11, 12, 19, 65, (1, 2, 1, 0)),
     "C130-K97": (1, 10, 9, 130, 97, (1, 1, 1, 1)),
     "1xW-output": (1, 3, 20, 8, 16, (0, 1, 0, 1)),
+    # one L2-sized block of tiles: on 2 threads AVX2 cuts it into 12-tile
+    # blocks (a ragged last one, blocks crossing images), then channel parts
+    "small-blocks-2-images": (2, 9, 13, 50, 40, (1, 1, 1, 1)),
 }
 
 
