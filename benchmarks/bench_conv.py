@@ -3,7 +3,8 @@ single-Conv ONNX model (ORT_ENABLE_ALL, the same intra-op thread count).
 
 Shapes: ResNet-18's convolutions (stem 7x7 s2, 3x3 s1 at 64/128/256/512
 channels, the stage-entry 3x3 s2, the 1x1 s2 downsamples) and MobileNetV2's
-depthwise 3x3 and a few pointwise 1x1 layers, batch 1, 1 and 2 threads. Each
+depthwise 3x3 and a few pointwise 1x1 layers, the zoo detector's ("yolo")
+strided, small-channel and 1x1 convolutions, batch 1, 1 and 2 threads. Each
 side runs in its native layout (engine NHWC with weights packed once, ORT
 NCHW); the two alternate in timed blocks of iterations, and the table gives
 the median per-call time of each and the median of the per-block ratios.
@@ -15,6 +16,8 @@ the median per-call time of each and the median of the per-block ratios.
                             weights come from memory as inside a model,
                             not from cache as in a loop over one layer)
     ... --algo winograd    (Winograd packing for every 3x3 stride-1 layer)
+    ... --silu             (SiLU after each conv: fused on our side, Sigmoid + Mul on
+                            onnxruntime's)
     ... --bf16             (add our bf16 conv, conv2d_bf16, on every group-1 layer: its time
                             and the speed-up over our fp32 conv, timed as a pair)
 
@@ -54,17 +57,30 @@ SHAPES = [
     ("mbv2 pw 1x1 16->96@112", (112, 112, 16), 96, (1, 1), 1, 0, 1),
     ("mbv2 pw 1x1 144->24@56", (56, 56, 144), 24, (1, 1), 1, 0, 1),
     ("mbv2 pw 1x1 960->160@7", (7, 7, 960), 160, (1, 1), 1, 0, 1),
+    # the zoo's YOLO-style detector at 320x320 (input sizes): strided 3x3s,
+    # 16/32-channel 3x3s and small 1x1s, where AVX2 lost most to onnxruntime
+    ("yolo stem 3x3 s2 3->16@320", (320, 320, 3), 16, (3, 3), 2, 1, 1),
+    ("yolo 3x3 s2 16->32@160", (160, 160, 16), 32, (3, 3), 2, 1, 1),
+    ("yolo 3x3 s2 32->64@80", (80, 80, 32), 64, (3, 3), 2, 1, 1),
+    ("yolo 3x3 s2 64->128@40", (40, 40, 64), 128, (3, 3), 2, 1, 1),
+    ("yolo 3x3 16@80", (80, 80, 16), 16, (3, 3), 1, 1, 1),
+    ("yolo 3x3 32@40", (40, 40, 32), 32, (3, 3), 1, 1, 1),
+    ("yolo 3x3 96->64@40", (40, 40, 96), 64, (3, 3), 1, 1, 1),
+    ("yolo 1x1 48->32@80", (80, 80, 48), 32, (1, 1), 1, 0, 1),
+    ("yolo 1x1 96->64@40", (40, 40, 96), 64, (1, 1), 1, 0, 1),
 ]
 
 
-def _ort_session(x_shape_nchw, w, b, stride, pad, group, threads):
+def _ort_session(x_shape_nchw, w, b, stride, pad, group, threads, silu=False):
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
 
-    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], strides=[stride, stride], pads=[pad] * 4,
-                            group=group, kernel_shape=list(w.shape[2:]))
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c" if silu else "y"], strides=[stride, stride],
+                              pads=[pad] * 4, group=group, kernel_shape=list(w.shape[2:]))]
+    if silu:  # as exported by YOLO-style networks (onnxruntime fuses the pair into QuickGelu)
+        nodes += [helper.make_node("Sigmoid", ["c"], ["s"]), helper.make_node("Mul", ["c", "s"], ["y"])]
     graph = helper.make_graph(
-        [node], "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape_nchw))],
+        nodes, "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape_nchw))],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
         initializer=[numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
@@ -118,7 +134,8 @@ def _path(kernels, x_shape, w_shape, stride, pad, group, winograd: bool) -> str:
     return _ALGO_NAMES.get(fn(ctypes.byref(p)), "?")
 
 
-def run(threads_list=(1, 2), repeats=11, budget_s=2.0, name_filter="", weight_sets=1, algo="auto", bf16=False):
+def run(threads_list=(1, 2), repeats=11, budget_s=2.0, name_filter="", weight_sets=1, algo="auto", bf16=False,
+        silu=False):
     from engine import kernels
     from engine.kernels.conv_lowp import conv2d_bf16, pack_conv_weights_bf16
 
@@ -147,10 +164,11 @@ def run(threads_list=(1, 2), repeats=11, budget_s=2.0, name_filter="", weight_se
         flops = 2.0 * p * q * k * (c // group) * r * s
         out = np.empty((1, p, q, k), np.float32)
         for nt in threads_list:
-            sessions = [_ort_session(x_nchw.shape, w, b, stride, pad, group, nt) for w in wts]
+            sessions = [_ort_session(x_nchw.shape, w, b, stride, pad, group, nt, silu) for w in wts]
             feed = {"x": x_nchw}
             want = sessions[0].run(None, feed)[0].transpose(0, 2, 3, 1)
-            kw = dict(strides=(stride, stride), pads=(pad,) * 4, threads=nt, out=out)
+            kw = dict(strides=(stride, stride), pads=(pad,) * 4, threads=nt, out=out,
+                      activation="silu" if silu else None)
             got = kernels.conv2d_packed(x, packs[0], b, **kw)
             err = float(np.max(np.abs(got - want)) / (np.max(np.abs(want)) + 1e-30))
             turn = {"ours": 0, "ort": 0}
@@ -239,6 +257,9 @@ def main() -> None:
     ap.add_argument("--weight-sets", type=int, default=1,
                     help="copies of the weights rotated call by call on both sides (default 1; 8: weights "
                          "come from memory, as inside a model)")
+    ap.add_argument("--silu", action="store_true",
+                    help="SiLU after every conv: ours fused into the conv's epilogue, onnxruntime's "
+                         "Conv -> Sigmoid -> Mul (what a YOLO-style model runs)")
     ap.add_argument("--bf16", action="store_true",
                     help="add our bf16 conv (conv2d_bf16) on every group-1 layer, timed against our fp32 conv")
     args = ap.parse_args()
@@ -251,10 +272,10 @@ def main() -> None:
 
         lib().aie_conv2d_set_algo.argtypes = [ctypes.c_int]
         lib().aie_conv2d_set_algo({"gemm": 1, "direct": 2}[args.algo])
-    rows = run(threads, repeats, budget, args.filter, args.weight_sets, args.algo, args.bf16)
+    rows = run(threads, repeats, budget, args.filter, args.weight_sets, args.algo, args.bf16, args.silu)
     print()
     print(header() + (f", {args.weight_sets} weight sets in rotation" if args.weight_sets > 1 else "")
-          + (f", algo {args.algo}" if args.algo != "auto" else ""))
+          + (f", algo {args.algo}" if args.algo != "auto" else "") + (", SiLU after each conv" if args.silu else ""))
     print()
     print(markdown(rows))
 

@@ -114,13 +114,14 @@ int aie_conv2d_winograd_wins(const aie_conv2d_params *p) {
     const int unknown = p->H == 0 && p->W == 0;
     if (unknown) q.H = q.W = 3;
     if (aie_conv_check_params(&q, "conv2d_winograd_wins") || !aie_conv_winograd_possible(&q)) return 0;
-    /* Measured (benchmarks/bench_conv.py, AVX-512, 1 thread): 2.25x fewer
+    /* Measured (benchmarks/bench_conv.py, AVX-512, 1 thread; the input
+     * channel minimum is the ISA's, see winograd_min_c): 2.25x fewer
      * FMAs win wherever the 16/9 larger transformed weights still stream
      * from L2/L3 faster than the FMAs they save: up to 256 x 256 channels;
      * 512 x 512 at 7x7 (16 tiles) is bound by that stream and slower than
      * the direct kernel. Too few tiles, or tiny channel counts, leave the
      * 16 products too short to pay for the transforms. */
-    if (p->C < 16 || p->K < 16 || p->C * p->K > 256 * 256) return 0;
+    if (p->C < aie_kernels()->conv_direct->winograd_min_c || p->K < 16 || p->C * p->K > 256 * 256) return 0;
     if (unknown) return 1;
     int64_t P, Q;
     if (aie_conv2d_output_shape(p, &P, &Q)) return 0;

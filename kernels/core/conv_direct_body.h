@@ -22,6 +22,14 @@
 #include "conv_kernels.h"
 
 #define CD_NR (CD_NV * VL)
+/* See aie_conv_direct_kernel.winograd_min_c and winograd_block_min; where
+ * not measured, 16 and 0 (as before they were per ISA). */
+#ifndef CD_WINOGRAD_MIN_C
+#define CD_WINOGRAD_MIN_C 16
+#endif
+#ifndef CD_WINOGRAD_BLOCK_MIN
+#define CD_WINOGRAD_BLOCK_MIN 0
+#endif
 /* Shapes: wide = up to MR pixels x NV vectors (a whole weight panel);
  * narrow = up to 2*MR pixels x NV/2 (convs with at most NR/2 output
  * channels: the wide tile would spend half its FMAs on the panel's zero
@@ -156,6 +164,8 @@ CD_NARROW_ONLY(27) CD_NARROW_ONLY(28)
 
 const aie_conv_direct_kernel CD_TABLE = {
     .nr = CD_NR,
+    .winograd_min_c = CD_WINOGRAD_MIN_C,
+    .winograd_block_min = CD_WINOGRAD_BLOCK_MIN,
     .wide = {CD_MR, CD_NR,
              {NULL, CD_FN(1, CD_NVW), CD_FN(2, CD_NVW), CD_FN(3, CD_NVW), CD_FN(4, CD_NVW),
 #if CD_MR >= 6

@@ -73,6 +73,14 @@ typedef struct {
 typedef struct {
     int nr;
     aie_conv_direct_shape wide, narrow;
+    /* Fewest input channels for which Winograd (whose 16 products run on
+     * these tiles, one C-long segment per call) beats the direct path. */
+    int winograd_min_c;
+    /* Too few L2-sized tile blocks for ~4 tasks per thread: Winograd cuts
+     * blocks down to this many tiles before it splits the output channels
+     * into parts, each of which transforms its block's tiles again (0: it
+     * keeps the blocks and splits the channels). */
+    int winograd_block_min;
 } aie_conv_direct_kernel;
 
 extern const aie_conv_direct_kernel aie_conv_direct_scalar;

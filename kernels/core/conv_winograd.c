@@ -150,12 +150,22 @@ int aie_conv_winograd_run(const aie_conv2d_params *p, int64_t P, int64_t Q, cons
         return aie_fail(AIE_ENOMEM, "conv2d: workspace of %zu bytes, need %zu (aie_conv2d_workspace_size)",
                         workspace ? workspace_size : 0, need);
     const aie_conv_direct_kernel *kern = aie_kernels()->conv_direct;
-    const int64_t th = (P + 1) / 2, tw = (Q + 1) / 2, ntiles = p->N * th * tw, T = tiles_per_block(p);
-    const int64_t nblocks = (ntiles + T - 1) / T, npanels = (p->K + kern->nr - 1) / kern->nr;
+    const int64_t th = (P + 1) / 2, tw = (Q + 1) / 2, ntiles = p->N * th * tw;
+    const int64_t npanels = (p->K + kern->nr - 1) / kern->nr;
+    int64_t T = tiles_per_block(p), nblocks = (ntiles + T - 1) / T;
     /* ~4 tasks per thread: tile blocks first, then parts of the output
      * channels (each part transforms its block's tiles again: cheap beside
      * the products, and it keeps small images busy on every thread) */
     const int64_t want = nthreads > 1 ? 4 * (int64_t)nthreads : 1;
+    if (kern->winograd_block_min && nblocks < want) {
+        /* smaller blocks before channel parts, where the ISA says so */
+        int64_t t = AIE_ROUND_UP((ntiles + want - 1) / want, kern->wide.mr);
+        if (t < kern->winograd_block_min) t = kern->winograd_block_min;
+        if (t < T) {
+            T = t;
+            nblocks = (ntiles + T - 1) / T;
+        }
+    }
     int64_t parts = nblocks >= want ? 1 : (want + nblocks - 1) / nblocks;
     if (parts > npanels) parts = npanels;
     const int64_t per_part = (npanels + parts - 1) / parts;

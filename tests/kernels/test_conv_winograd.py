@@ -6,7 +6,7 @@ take the Winograd path. The shapes cover its edge cases: odd output sizes
 starting in the padding), channel counts that are not a multiple of any
 vector width, K not a multiple of the weight panel, more tiles than one
 task block (several blocks and output-channel parts on 2 threads), batch >
-1 (tiles crossing images), and the fused epilogue with a residual (also in
+1 (tiles crossing images), blocks cut smaller for 2 threads (AVX2), and the fused epilogue with a residual (also in
 place). The library's choice (winograd_wins) is checked where it matters.
 """
 
@@ -33,6 +33,9 @@ CASES = {
     "batch3-odd": (3, 11, 12, 19, 65, (1, 2, 1, 0)),
     "C130-K97": (1, 10, 9, 130, 97, (1, 1, 1, 1)),
     "1xW-output": (1, 3, 20, 8, 16, (0, 1, 0, 1)),
+    # one L2-sized block of tiles: on 2 threads AVX2 cuts it into 12-tile
+    # blocks (a ragged last one, blocks crossing images), then channel parts
+    "small-blocks-2-images": (2, 9, 13, 50, 40, (1, 1, 1, 1)),
 }
 
 
@@ -132,3 +135,19 @@ def test_winograd_wins_where_it_was_measured_faster():
     # spatial size unknown (a converter packing ahead of any input): channels decide
     assert wins(None, (128, 128, 3, 3))
     assert not wins(None, (512, 512, 3, 3))
+
+
+def test_winograd_needs_more_input_channels_on_avx2():
+    # AVX2's 6-pixel tiles lose to the direct path on 16-32-long products
+    # (conv_direct_avx2.c: measured); AVX-512 and scalar keep 16 as before
+    if "avx2" not in ISAS:
+        pytest.skip("this machine cannot run the avx2 kernels")
+    with kernels.use_isa("avx2"):
+        wins = kernels.winograd_wins
+        assert not wins((1, 80, 80, 16), (16, 16, 3, 3), pads=(1, 1, 1, 1))
+        assert not wins((1, 40, 40, 32), (64, 32, 3, 3), pads=(1, 1, 1, 1))
+        assert not wins(None, (32, 32, 3, 3))
+        assert wins((1, 40, 40, 48), (48, 48, 3, 3), pads=(1, 1, 1, 1))
+        assert wins((1, 40, 40, 96), (64, 96, 3, 3), pads=(1, 1, 1, 1))
+    with kernels.use_isa("scalar"):
+        assert kernels.winograd_wins((1, 80, 80, 16), (16, 16, 3, 3), pads=(1, 1, 1, 1))
