@@ -394,6 +394,11 @@ def bucket_axes(graph: Graph, buckets: ShapeBuckets) -> tuple[list, list]:
     unknown = sorted(set(buckets.outputs) - set(outs))
     if unknown:
         raise InvalidArgument(f"bucket outputs {unknown} are not outputs of the model ({', '.join(outs)})")
+    for name, axis in buckets.outputs.items():
+        shape = list(outs[name].shape or [])
+        if not -len(shape) <= axis < len(shape) or isinstance(shape[axis], int) and shape[axis] > 0:
+            raise InvalidArgument(f"bucket output {name!r} axis {axis}: expected an output with a symbolic dim "
+                                  f"there (dims {shape})")
     cut = [buckets.outputs.get(t.name) for t in graph.outputs]
     return padded, cut
 
