@@ -153,3 +153,19 @@ def test_bad_buckets_refuse_to_start_naming_the_key(zoo, tmp_path, buckets, expe
                                    "models": [{"name": "bert", "path": str(zoo("bert_mini")), "buckets": buckets}]},
                         npz_backend=False)
     assert re.search(expected, err), err
+
+
+def test_conversion_plans_the_largest_bucket_and_refuses_buckets_that_do_not_fit(zoo, tmp_path):
+    from engine.convert import convert_file
+    from engine.deploy.convert_models import check_buckets, precision_options
+    from engine.errors import ConversionError
+
+    model = {"name": "bert", "buckets": BUCKETS, "shapes": {"input_ids": [1, 20], "attention_mask": [1, 20]}}
+    options = precision_options(model)
+    assert options.max_shapes == {"input_ids": [1, 64], "attention_mask": [1, 64]}
+    summary = convert_file(zoo("bert_mini"), tmp_path / "bert.aie", precision=options)
+    assert {"input_ids": [1, 64], "attention_mask": [1, 64]} in [p["inputs"] for p in summary.planned_shapes]
+    check_buckets(model, tmp_path / "bert.aie")
+    with pytest.raises(ConversionError, match=r"model 'bert': bucket outputs \['hidden'\] are not outputs") as err:
+        check_buckets({**model, "buckets": {**BUCKETS, "outputs": {"hidden": 1}}}, tmp_path / "bert.aie")
+    assert err.value.where == "engine.models[bert].buckets"
