@@ -6,7 +6,8 @@ ready, at start-up and after every reload), each session runs once on zeros
 of every shape the model declares -- its inputs' shapes when all are static,
 and the input shapes of its recorded smoke reference (<model>.smoke.json
 beside the model file, written by the deployer from the spec's sample or
-shapes) -- so the plan for those shapes is built and the weights and arena
+shapes), padded to their shape bucket, and every bucket size when the model
+has buckets (engine.server.buckets) -- so the plan for those shapes is built and the weights and arena
 pages are touched before the first request. A second run of each measures
 the compute time the scheduler starts from. `plan_report()` says what was built.
 
