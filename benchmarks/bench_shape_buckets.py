@@ -77,7 +77,9 @@ def serve_stream(args) -> None:
             d = work / name
             d.mkdir()
             http, binary = free_port(), free_port()
-            model = {"name": "bert", "path": str(path), "max_batch_size": 8, **({"buckets": spec} if name == "buckets" else {})}
+            model = {"name": "bert", "path": str(path), "max_batch_size": 8}
+            if name == "buckets":
+                model["buckets"] = spec
             config = {"listen": "127.0.0.1", "http_port": http, "binary_port": binary, "threads": 1,
                       "plan_cache_size": args.cache, "state_dir": str(d / "state"), "log_dir": str(d / "log"),
                       "models": [model]}
@@ -106,13 +108,15 @@ def serve_stream(args) -> None:
                     t = time.perf_counter()
                     outs[name] = client.infer("bert", f)
                     wall[name].append((time.perf_counter() - t) * 1e3)
-                worst = max(worst, *(float(np.max(np.abs(outs["plain"][k] - outs["buckets"][k]))) for k in outs["plain"]))
+                worst = max(worst, *(float(np.max(np.abs(outs["plain"][k] - outs["buckets"][k])))
+                                     for k in outs["plain"]))
                 calls += 1
         print(f"bert_mini served (binary protocol, one request at a time), lengths 7..128 each request different, "
               f"{args.rounds} rounds ({calls} requests per server), threads 1, plan cache {args.cache}")
         for name in servers:
             builds = plan_builds(name)
-            print(f"  {name:8s} plans built at load {warm[name]['warm']}, while serving {builds['built'] - warm[name]['built']}; "
+            print(f"  {name:8s} plans built at load {warm[name]['warm']}, "
+                  f"while serving {builds['built'] - warm[name]['built']}; "
                   f"server CPU {(cpu_s(name) - cpu0[name]) / calls * 1e3:.2f} ms/request; latency median "
                   f"{statistics.median(wall[name]):.2f} ms, mean {statistics.mean(wall[name]):.2f} ms")
         print(f"  largest |plain - buckets| over every output: {worst:.3g}")

@@ -12,8 +12,7 @@ from hostspec.loader import load_spec
 from engine import aie_format
 from engine.convert import ConversionSummary, PrecisionOptions, convert_file
 from engine.errors import ConversionError, InvalidArgument
-from engine.server.buckets import largest_shapes, shape_buckets
-from engine.session import bucket_axes
+from engine.session import ShapeBuckets, bucket_axes
 
 
 def precision_options(model: dict) -> PrecisionOptions:
@@ -23,7 +22,7 @@ def precision_options(model: dict) -> PrecisionOptions:
     with the bucketed axes at the largest bucket."""
     max_shapes = model.get("max_shapes")
     if model.get("buckets"):
-        max_shapes = largest_shapes(model["buckets"], max_shapes or model.get("shapes"))
+        max_shapes = ShapeBuckets.from_config(model["buckets"]).largest_shapes(max_shapes or model.get("shapes"))
     return PrecisionOptions(model.get("precision", "fp32"), sample=model.get("sample"),
                             max_rel_err=model.get("max_rel_err"), min_top1_agreement=model.get("min_top1_agreement"),
                             shapes=model.get("shapes"), max_shapes=max_shapes)
@@ -34,7 +33,7 @@ def check_buckets(model: dict, aie: Path) -> None:
     (what the engine would refuse to start with: engine.server.buckets)."""
     if model.get("buckets"):
         try:
-            bucket_axes(aie_format.load(aie).graph, shape_buckets(model["buckets"]))
+            bucket_axes(aie_format.load(aie).graph, ShapeBuckets.from_config(model["buckets"]))
         except InvalidArgument as exc:
             raise ConversionError(f"model {model['name']!r}: {exc}", where=f"engine.models[{model['name']}].buckets",
                                   hint="name the model's inputs and outputs and a symbolic axis of each") from None

@@ -21,33 +21,12 @@ from engine.server.errors import ServeError
 from engine.session import ShapeBuckets, bucket_axes, cut_from_bucket, pad_to_bucket
 
 
-def shape_buckets(spec: dict) -> ShapeBuckets:
-    """The session's form of a model's buckets key."""
-    return ShapeBuckets(sizes=tuple(spec["sizes"]),
-                        inputs={name: (int(i["axis"]), i.get("pad", 0)) for name, i in spec["inputs"].items()},
-                        outputs={name: int(axis) for name, axis in (spec.get("outputs") or {}).items()})
-
-
-def largest_shapes(spec: dict, shapes: dict | None) -> dict | None:
-    """`shapes` ({input: dims}: a spec's max_shapes or shapes) with the
-    bucketed axes raised to the largest bucket, so the converter plans the
-    arena of the largest padded request (memory auto counts it)."""
-    if not shapes:
-        return shapes
-    out = {name: list(dims) for name, dims in shapes.items()}
-    for name, i in spec["inputs"].items():
-        dims = out.get(name)
-        if dims is not None and -len(dims) <= int(i["axis"]) < len(dims):
-            dims[int(i["axis"])] = max(dims[int(i["axis"])], max(spec["sizes"]))
-    return out
-
-
 class ServedBuckets:
     def __init__(self, spec: dict, session, batchable: bool):
         """`spec`: the model's buckets key; `session`: one of its sessions
         (get_inputs/get_outputs are all that is read). ServeError naming the
         key when the spec does not fit the model."""
-        self.shape_buckets = shape_buckets(spec)
+        self.shape_buckets = ShapeBuckets.from_config(spec)
         inputs, outputs = session.get_inputs(), session.get_outputs()
         try:
             self._padded, cut = bucket_axes(SimpleNamespace(inputs=inputs, outputs=outputs), self.shape_buckets)

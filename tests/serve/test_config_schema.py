@@ -190,7 +190,8 @@ def test_the_schema_and_the_size_parser_read_the_same_sizes(tmp_path, text):
      "larger than max_timeout_us (5)"),
     ({"models": [{"name": "m", "buckets": {"sizes": [32, 16], "inputs": {"ids": {"axis": 1}}}}]},
      "models[0].buckets.sizes", "must be ascending without repeats, got [32, 16]"),
-    ({"plan_cache_size": 2, "models": [{"name": "m", "buckets": {"sizes": [8, 16, 32], "inputs": {"ids": {"axis": 1}}}}]},
+    ({"plan_cache_size": 2,
+      "models": [{"name": "m", "buckets": {"sizes": [8, 16, 32], "inputs": {"ids": {"axis": 1}}}}]},
      "models[0].buckets.sizes", "3 buckets, more than engine.plan_cache_size (2)"),
 ])
 def test_a_spec_is_refused_where_the_engine_would_refuse_its_engine_yaml(tmp_path, engine, key, message):
