@@ -115,13 +115,30 @@ def test_a_length_above_the_largest_bucket_runs_unpadded_on_its_own_plan(bert):
     assert stats(server)["built"] == before + 1
 
 
-def test_requests_of_one_bucket_batch_together(bert):
+def test_pipelined_requests_of_several_rows_answer_the_unpadded_outputs(bert):
     server, reference = bert
     sent = [feeds(n, batch=b) for n, b in ((9, 1), (12, 2), (15, 1), (11, 1), (13, 3), (10, 1))]
     with Client(port=server.binary_port) as c:
         got = c.infer_many("bert", sent, window=len(sent))
     for g, f in zip(got, sent):
         assert_unpadded(g, reference, f)
+
+
+def test_requests_of_different_lengths_in_one_bucket_run_as_one_batch(zoo, module_serve_factory, bert):
+    """A fixed 1 s window and max_batch_size 4: the requests queued behind the
+    first (lengths 9..13, all padded to 16) leave as one batch once four are
+    there, which takes microseconds, not the window."""
+    _, reference = bert
+    server = module_serve_factory([{"name": "bert", "path": str(zoo("bert_mini")), "max_batch_size": 4,
+                                    "max_queue_delay_us": 1_000_000, "buckets": BUCKETS}])
+    sent = [feeds(n) for n in range(9, 14)]
+    with Client(port=server.binary_port) as c:
+        got = c.infer_many("bert", sent, window=len(sent))
+    for g, f in zip(got, sent):
+        assert_unpadded(g, reference, f)
+    counts = json.loads(server.get("/v2/models/bert/stats")[1])["model_stats"][0]
+    assert counts["inference_count"] == len(sent)  # warm-up's requests are not counted
+    assert counts["execution_count"] <= 2, counts
 
 
 def test_bucketed_inputs_that_disagree_are_refused(bert):
