@@ -30,11 +30,13 @@ def precision_options(model: dict) -> PrecisionOptions:
 
 def check_buckets(model: dict, aie: Path) -> None:
     """Refuse, at conversion, buckets that do not fit the converted model
-    (what the engine would refuse to start with: engine.server.buckets)."""
+    (what the engine would refuse to start with: engine.server.buckets);
+    the converted file goes with the refusal, so nothing deploys it."""
     if model.get("buckets"):
         try:
             bucket_axes(aie_format.load(aie).graph, ShapeBuckets.from_config(model["buckets"]))
         except InvalidArgument as exc:
+            Path(aie).unlink(missing_ok=True)
             raise ConversionError(f"model {model['name']!r}: {exc}", where=f"engine.models[{model['name']}].buckets",
                                   hint="name the model's inputs and outputs and a symbolic axis of each") from None
 

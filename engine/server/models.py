@@ -7,9 +7,10 @@ of every shape the model declares -- its inputs' shapes when all are static,
 and the input shapes of its recorded smoke reference (<model>.smoke.json
 beside the model file, written by the deployer from the spec's sample or
 shapes), padded to their shape bucket, and every bucket size when the model
-has buckets (engine.server.buckets) -- so the plan for those shapes is built and the weights and arena
-pages are touched before the first request. A second run of each measures
-the compute time the scheduler starts from. `plan_report()` says what was built.
+has buckets (engine.server.buckets) -- so the plan for those shapes is
+built and the weights and arena pages are touched before the first request.
+A second run of each measures the compute time the scheduler starts from.
+`plan_report()` says what was built.
 
 Sessions come from `engine.InferenceSession(path, threads=...)`. The variable
 AIE_SERVE_SESSION_FACTORY="module:callable" substitutes another factory with
@@ -32,8 +33,8 @@ from pathlib import Path
 import numpy as np
 
 from engine.arena import ArenaPolicy
-from engine.server.buckets import ServedBuckets
 from engine.errors import EngineError
+from engine.server.buckets import ServedBuckets
 from engine.server.config import ModelConfig
 from engine.server.errors import ServeError
 from engine.server.placement import place

@@ -186,3 +186,4 @@ def test_conversion_plans_the_largest_bucket_and_refuses_buckets_that_do_not_fit
     with pytest.raises(ConversionError, match=r"model 'bert': bucket outputs \['hidden'\] are not outputs") as err:
         check_buckets({**model, "buckets": {**BUCKETS, "outputs": {"hidden": 1}}}, tmp_path / "bert.aie")
     assert err.value.where == "engine.models[bert].buckets"
+    assert not (tmp_path / "bert.aie").exists()  # refused: nothing left to deploy
