@@ -53,6 +53,7 @@ def engine_problems(engine: dict) -> list[Rule]:
         out.append((("tls", "client_ca_file"), "mutual TLS needs cert_file and key_file too", None))
     for i, m in enumerate(engine["models"]):
         out += _model_problems(m, ("models", i))
+        out += _bucket_problems(m.get("buckets"), engine["plan_cache_size"], ("models", i, "buckets"))
     return out
 
 
@@ -68,3 +69,16 @@ def _model_problems(m: dict, at: KeyPath) -> list[Rule]:
     if m["max_timeout_us"] and m["default_timeout_us"] > m["max_timeout_us"]:
         out.append((at + ("default_timeout_us",), f"larger than max_timeout_us ({m['max_timeout_us']})", None))
     return out
+
+
+def _bucket_problems(buckets: dict | None, plan_cache_size: int, at: KeyPath) -> list[Rule]:
+    """What the model is not needed for (engine.server.buckets checks the rest at load)."""
+    if not buckets:
+        return []
+    sizes = list(buckets["sizes"])
+    if sizes != sorted(set(sizes)):
+        return [(at + ("sizes",), f"must be ascending without repeats, got {sizes}", None)]
+    if len(sizes) > plan_cache_size:
+        return [(at + ("sizes",), f"{len(sizes)} buckets, more than engine.plan_cache_size ({plan_cache_size}): "
+                 "their plans would evict each other", "raise engine.plan_cache_size or use fewer buckets")]
+    return []

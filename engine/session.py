@@ -75,6 +75,27 @@ class ShapeBuckets:
     def bucket(self, n: int) -> int:
         return next((b for b in self.sizes if b >= n), n)
 
+    @classmethod
+    def from_config(cls, spec: dict) -> "ShapeBuckets":
+        """From a model's engine.yaml buckets key ({sizes, inputs: {name:
+        {axis, pad}}, outputs: {name: axis}}, engine/config.schema.json)."""
+        return cls(sizes=tuple(spec["sizes"]),
+                   inputs={name: (int(i["axis"]), i.get("pad", 0)) for name, i in spec["inputs"].items()},
+                   outputs={name: int(axis) for name, axis in (spec.get("outputs") or {}).items()})
+
+    def largest_shapes(self, shapes: dict | None) -> dict | None:
+        """`shapes` ({input: dims}) with the padded axes raised to the largest
+        bucket: what the converter plans so the arena of the largest padded
+        run is counted (deploy's max_shapes)."""
+        if not shapes:
+            return shapes
+        out = {name: list(dims) for name, dims in shapes.items()}
+        for name, (axis, _) in self.inputs.items():
+            dims = out.get(name)
+            if dims is not None and -len(dims) <= axis < len(dims):
+                dims[axis] = max(dims[axis], self.sizes[-1])
+        return out
+
 
 @dataclass(frozen=True)
 class NodeArg:
@@ -385,6 +406,11 @@ def bucket_axes(graph: Graph, buckets: ShapeBuckets) -> tuple[list, list]:
     unknown = sorted(set(buckets.outputs) - set(outs))
     if unknown:
         raise InvalidArgument(f"bucket outputs {unknown} are not outputs of the model ({', '.join(outs)})")
+    for name, axis in buckets.outputs.items():
+        shape = list(outs[name].shape or [])
+        if not -len(shape) <= axis < len(shape) or isinstance(shape[axis], int) and shape[axis] > 0:
+            raise InvalidArgument(f"bucket output {name!r} axis {axis}: expected an output with a symbolic dim "
+                                  f"there (dims {shape})")
     cut = [buckets.outputs.get(t.name) for t in graph.outputs]
     return padded, cut
 

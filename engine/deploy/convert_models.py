@@ -9,17 +9,36 @@ from typing import Callable
 
 from hostspec.loader import load_spec
 
+from engine import aie_format
 from engine.convert import ConversionSummary, PrecisionOptions, convert_file
-from engine.errors import ConversionError
+from engine.errors import ConversionError, InvalidArgument
+from engine.session import ShapeBuckets, bucket_axes
 
 
 def precision_options(model: dict) -> PrecisionOptions:
     """The spec's precision keys of one engine.models entry; its sample (the
     deploy smoke input) is what bf16 is measured against fp32 on, else random
-    inputs at its shapes."""
+    inputs at its shapes. With buckets, max_shapes (else shapes) is planned
+    with the bucketed axes at the largest bucket."""
+    max_shapes = model.get("max_shapes")
+    if model.get("buckets"):
+        max_shapes = ShapeBuckets.from_config(model["buckets"]).largest_shapes(max_shapes or model.get("shapes"))
     return PrecisionOptions(model.get("precision", "fp32"), sample=model.get("sample"),
                             max_rel_err=model.get("max_rel_err"), min_top1_agreement=model.get("min_top1_agreement"),
-                            shapes=model.get("shapes"), max_shapes=model.get("max_shapes"))
+                            shapes=model.get("shapes"), max_shapes=max_shapes)
+
+
+def check_buckets(model: dict, aie: Path) -> None:
+    """Refuse, at conversion, buckets that do not fit the converted model
+    (what the engine would refuse to start with: engine.server.buckets);
+    the converted file goes with the refusal, so nothing deploys it."""
+    if model.get("buckets"):
+        try:
+            bucket_axes(aie_format.load(aie).graph, ShapeBuckets.from_config(model["buckets"]))
+        except InvalidArgument as exc:
+            Path(aie).unlink(missing_ok=True)
+            raise ConversionError(f"model {model['name']!r}: {exc}", where=f"engine.models[{model['name']}].buckets",
+                                  hint="name the model's inputs and outputs and a symbolic axis of each") from None
 
 
 def convert_spec_models(spec_paths, out_dir: str | Path, *, progress: Callable[[str], None] | None = None
@@ -37,5 +56,9 @@ def convert_spec_models(spec_paths, out_dir: str | Path, *, progress: Callable[[
                                        f"run `invoke zoo --name {model['name']}`")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    return [convert_file(Path(m["source"]), out_dir / f"{m['name']}.aie", progress=progress,
-                         precision=precision_options(m)) for m in models]
+    summaries = []
+    for m in models:
+        summaries.append(convert_file(Path(m["source"]), out_dir / f"{m['name']}.aie", progress=progress,
+                                      precision=precision_options(m)))
+        check_buckets(m, out_dir / f"{m['name']}.aie")
+    return summaries

@@ -31,7 +31,7 @@ from hostspec.loader import load_spec
 from hostspec.render import render_tree
 
 from engine.convert import convert_file
-from engine.deploy.convert_models import precision_options
+from engine.deploy.convert_models import check_buckets, precision_options
 from engine.deploy import DeployError, wheelcache, wheels
 from engine.deploy.balancer_host import BalancerHost
 from engine.deploy.balancer_rollout import Rollout
@@ -234,15 +234,16 @@ class Pipeline:
             shapes = model.get("shapes") or model.get("max_shapes")
             precision = precision_options(model)
             inputs = digest(source, *([sample] if sample else []), *labels, json.dumps(shapes, sort_keys=True),
-                            json.dumps(model.get("max_shapes"), sort_keys=True),
+                            json.dumps([precision.max_shapes, model.get("buckets")], sort_keys=True),
                             json.dumps([precision.precision, precision.max_rel_err, precision.min_top1_agreement]),
                             kernels_so, *converter)
 
             def convert(name=name, source=source, aie=aie, smoke=smoke, sample=sample, shapes=shapes,
-                        precision=precision) -> dict[str, Path]:
+                        precision=precision, model=model) -> dict[str, Path]:
                 os.environ.setdefault("AIE_KERNELS_LIB", str(kernels_so))
                 try:
                     convert_file(source, aie, precision=precision)
+                    check_buckets(model, aie)
                 except Exception as exc:  # noqa: BLE001 - any converter failure stops the deploy with its reason
                     raise DeployError(f"converting model {name!r} failed: {exc}", where=str(source)) from None
                 write_reference(name, aie, source, smoke, sample=sample, shapes=shapes)

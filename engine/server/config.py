@@ -184,6 +184,7 @@ class ModelConfig:
     max_queue_size: int = _model_default("max_queue_size")
     instances: int = _model_default("instances")  # 0 = auto (engine.server.placement)
     threads: int = _model_default("threads")      # 0 = auto (engine threads / instances)
+    buckets: dict | None = _model_default("buckets")  # shape buckets (engine.server.buckets); None = none
 
 
 @dataclass(frozen=True)

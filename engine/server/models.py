@@ -6,9 +6,11 @@ ready, at start-up and after every reload), each session runs once on zeros
 of every shape the model declares -- its inputs' shapes when all are static,
 and the input shapes of its recorded smoke reference (<model>.smoke.json
 beside the model file, written by the deployer from the spec's sample or
-shapes) -- so the plan for those shapes is built and the weights and arena
-pages are touched before the first request. A second run of each measures
-the compute time the scheduler starts from. `plan_report()` says what was built.
+shapes), padded to their shape bucket, and every bucket size when the model
+has buckets (engine.server.buckets) -- so the plan for those shapes is
+built and the weights and arena pages are touched before the first request.
+A second run of each measures the compute time the scheduler starts from.
+`plan_report()` says what was built.
 
 Sessions come from `engine.InferenceSession(path, threads=...)`. The variable
 AIE_SERVE_SESSION_FACTORY="module:callable" substitutes another factory with
@@ -32,6 +34,7 @@ import numpy as np
 
 from engine.arena import ArenaPolicy
 from engine.errors import EngineError
+from engine.server.buckets import ServedBuckets
 from engine.server.config import ModelConfig
 from engine.server.errors import ServeError
 from engine.server.placement import place
@@ -205,11 +208,18 @@ class LoadedModel:
         self.follows_batch = self.follows_batch and len(firsts) <= 1
         self.batchable = config.max_batch_size > 1 and self.follows_batch
         self.max_batch = config.max_batch_size if self.batchable else 1
+        try:
+            self.buckets = ServedBuckets(config.buckets, first, self.batchable) if config.buckets else None
+        except BaseException:
+            self.close()
+            raise
         self.warm_compute: list[tuple[int, float]] = []   # (batch items, seconds) measured by warm-up
         self.warm = self._warm_plans()
 
     def _warm_plans(self) -> WarmPlans:
         shapes, sources, error = declared_shapes(self.inputs, self.config.path)
+        if self.buckets is not None:
+            shapes, sources = self.buckets.warm_shapes(shapes, self.inputs), sources + ["buckets"]
         warm = WarmPlans(shapes=shapes, sources=sources, error=error)
         for shape in shapes:
             feeds = {t.name: np.zeros(shape[t.name], t.dtype) for t in self.inputs}
@@ -240,8 +250,10 @@ class LoadedModel:
         """Warm-up builds and the plans the sessions hold now (a request of a
         new shape builds one more)."""
         cached = [getattr(s, "plan_count", None) for s in self.sessions]
+        built = [getattr(s, "plan_stats", {}).get("builds") for s in self.sessions]
         return {**self.warm.as_json(),
-                "cached": sum(cached) if cached and None not in cached else None}
+                "cached": sum(cached) if cached and None not in cached else None,
+                "built": sum(built) if built and None not in built else None}
 
     @property
     def name(self) -> str:
@@ -289,6 +301,16 @@ class LoadedModel:
         if self.batchable and not 1 <= batch <= self.max_batch:
             raise ServeError(f"batch size {batch} outside 1..{self.max_batch} (max_batch_size of {self.name!r})")
         return batch
+
+    def pad(self, inputs: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], int | None]:
+        """A validated request's inputs as they are queued: padded to their
+        shape bucket when the model has buckets (engine.server.buckets), and
+        the size to cut its outputs back to (None: nothing to cut)."""
+        return (inputs, None) if self.buckets is None else self.buckets.pad(inputs)
+
+    def cut(self, outputs: dict[str, np.ndarray], n: int | None) -> dict[str, np.ndarray]:
+        """A request's outputs cut back to the size `pad` returned."""
+        return outputs if n is None else self.buckets.cut(outputs, n)
 
     def close(self) -> None:
         for s in self.sessions:

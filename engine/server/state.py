@@ -97,6 +97,7 @@ class ServerState:
         try:
             # validate: 400; submit: 429 (queue full), 503 (model unloading)
             batch = model.validate(inputs)
+            inputs, size = model.pad(inputs)
             prio = scheduler.resolve_priority(priority, principal.priority)
             timeout = scheduler.resolve_timeout_us(timeout_us)
             request = scheduler.submit(inputs, batch, prio, timeout, out=out)
@@ -111,6 +112,7 @@ class ServerState:
         except Exception as exc:  # noqa: BLE001 - the model failed; answer, do not crash
             self.logger.error("inference_failed", model=name, error=f"{type(exc).__name__}: {exc}")
             raise ServeError(f"inference failed: {type(exc).__name__}: {exc}", status=500) from None
+        outputs = model.cut(outputs, size)
         # The queue and compute phases' stamps (engine.server.timing); the
         # front end adds its own and observes the five phases.
         info["t_admitted"], info["t_started"], info["t_done"] = request.arrival, request.started, request.done

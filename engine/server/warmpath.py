@@ -54,6 +54,8 @@ async def warm_request_path(scheduler: ModelScheduler, max_json_elements: int) -
 async def _through_scheduler(scheduler: ModelScheduler, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """What ServerState.infer does with a request once decoded, less the
     principal (the registry's own request has none)."""
-    batch = scheduler.model.validate(inputs)
+    model = scheduler.model
+    batch = model.validate(inputs)
+    inputs, size = model.pad(inputs)
     request = scheduler.submit(inputs, batch, scheduler.resolve_priority(None), scheduler.resolve_timeout_us(None))
-    return await request.future
+    return model.cut(await request.future, size)

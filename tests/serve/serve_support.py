@@ -122,12 +122,14 @@ def wait_log(server, event: str, count: int = 1, timeout: float = 30.0, **fields
     return wait_for(found, f"log event {event!r} #{count} {fields or ''}", timeout)
 
 
-def startup_error(tmp_path: Path, engine: dict) -> str:
+def startup_error(tmp_path: Path, engine: dict, npz_backend: bool = True) -> str:
     """Start `ai-engine serve` on this engine.yaml and expect it to refuse:
-    exit 1 with one `ai-engine serve: error:` line and no traceback. That line."""
+    exit 1 with one `ai-engine serve: error:` line and no traceback. That line.
+    npz_backend=False: the models are real ones (.aie, .onnx), not .npz MLPs."""
     cfg = tmp_path / "engine.yaml"
     cfg.write_text(yaml.safe_dump(engine))
-    proc = subprocess.run([sys.executable, "-m", "engine.cli", "serve", "--config", str(cfg)], env=_kernel_env(),
+    proc = subprocess.run([sys.executable, "-m", "engine.cli", "serve", "--config", str(cfg)],
+                          env=_kernel_env(npz_backend),
                           capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr
