@@ -56,6 +56,13 @@ def test_the_best_fixed_window_is_re_picked_in_every_round():
     assert bd.pooled_ratio(lat, "auto", ["a", "b"], counts)[1] == 1.0  # a best: auto is a
 
 
+def test_host_scale_is_one_median_per_slice_for_every_cell():
+    lat = {"a": [np.array([1.0, 2.0, 9.0]), np.array([10.0])], "b": [np.array([3.0]), np.array([30.0, 50.0])]}
+    scaled = bd.host_scaled(lat)  # slice 0: median of 1, 2, 9, 3 = 2.5; slice 1: of 10, 30, 50 = 30
+    assert [list(v) for v in scaled["a"]] == [[0.4, 0.8, 3.6], [pytest.approx(1 / 3)]]
+    assert [list(v) for v in scaled["b"]] == [[1.2], [1.0, pytest.approx(5 / 3)]]
+
+
 def test_a_uniform_slowdown_is_the_ratio_and_identical_cells_have_no_width():
     rng = np.random.default_rng(3)
     base = drifting_slices(rng, 12, 150)
@@ -65,20 +72,25 @@ def test_a_uniform_slowdown_is_the_ratio_and_identical_cells_have_no_width():
     assert slower == pytest.approx((1.2, 1.2, 1.2))
 
 
-def test_a_placebo_under_host_drift_is_covered_and_narrows_with_more_slices():
+def test_host_scaling_cancels_drift_so_more_slices_narrow_the_placebo():
     """Two cells with the same latency law, each slice slowed alike for both
-    (the host's drift, up to 4x): the pooled ratio's interval holds 1, and
-    four times the slices narrow it to about half."""
-    rng = np.random.default_rng(4)
-    drift = rng.lognormal(0, 0.5, 20)
-    lat = {"0": drifting_slices(rng, 20, 150, drift=drift), bd.PLACEBO: drifting_slices(rng, 20, 150, drift=drift)}
-    ratio, lo, hi = bd.slice_interval(lat, bd.PLACEBO, ["0"], rounds=500)
-    assert lo <= 1.0 <= hi and lo <= ratio <= hi
-    drift = rng.lognormal(0, 0.5, 60)
-    more = {k: v + drifting_slices(rng, 60, 150, drift=drift) for k, v in lat.items()}
-    _, m_lo, m_hi = bd.slice_interval(more, bd.PLACEBO, ["0"], rounds=500)
-    assert m_lo <= 1.0 <= m_hi
-    assert math.log(m_hi / m_lo) < 0.75 * math.log(hi / lo)
+    (the host's drift, up to ~3x): scaled per slice, the placebo's interval
+    is the one without drift, holds 1, and four times the slices narrow it
+    to about half; pooled unscaled, the slowest stretches hold the tail and
+    the interval stays wider."""
+    def placebo(rng, units, drift_sigma):
+        drift = rng.lognormal(0, drift_sigma, units)
+        return {"0": drifting_slices(rng, units, 150, drift=drift), bd.PLACEBO: drifting_slices(rng, units, 150, drift=drift)}
+
+    def width(lat):
+        _, lo, hi = bd.slice_interval(lat, bd.PLACEBO, ["0"], rounds=500)
+        assert lo <= 1.0 <= hi
+        return math.log(hi / lo)
+    few, many = placebo(np.random.default_rng(4), 20, 0.5), placebo(np.random.default_rng(5), 80, 0.5)
+    steady = placebo(np.random.default_rng(4), 20, 0.0)
+    assert width(bd.host_scaled(few)) == pytest.approx(width(bd.host_scaled(steady)))
+    assert width(bd.host_scaled(many)) < 0.6 * width(bd.host_scaled(few))
+    assert width(bd.host_scaled(many)) < 0.8 * width(many)
 
 
 def test_slices_needed_scale_as_the_square_of_the_width():
