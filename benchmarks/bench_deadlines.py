@@ -47,18 +47,20 @@ minutes.
 The Must's ratio: auto's p99 over the best fixed window's, paired per
 repeat, their geometric mean over repeats, with a 90% interval from drawing
 repeats (the same draw for every window, the best re-picked per round).
-Tried against it on the same latencies (session 11, 2-core EPYC shared
-with compile jobs, load 6-9; --dump kept them): p99 pooled over matched
-slices with slices drawn (literally "the p99", and thousands of latencies
-per cell rather than the second-slowest of a repeat), the same with every
-slice scaled by its median over the cells (to cancel the host's drift), and
-the geometric mean of per-slice ratios. On that host the tail is stalls of
-100-500 ms against a 5 ms service time, each hitting one cell's slice: a
-few of them set a pooled p99, so the pooled placebo sat at 0.71-0.73 with
-intervals that missed 1, and was 1.2-2.3x wider than the per-repeat
-estimator's; scaling amplified stalls in fast slices (wider still); units
-of one slice (p99 = the slowest answer) were 1.2-1.4x wider. The placebo
-is printed by each of them under the summary so the choice can be
+Tried against it on the same latencies (session 11: two runs of --cells
+must, 12 repeats x 4 slices, ~8 minutes each, on the 2-core EPYC shared
+with compile jobs at load 6-9; --dump kept them): p99 pooled over matched
+slices with slices drawn (literally "the p99", thousands of latencies per
+cell rather than the second-slowest of a repeat), the same with every slice
+scaled by its median over the cells (to cancel the host's drift), and the
+geometric mean of per-slice ratios. There the tail is stalls of 100-500 ms
+against a 3-16 ms service time, each hitting one cell's slice, and a few of
+them set a pooled p99: the pooled placebo's half-width was 11-37% against
+the per-repeat estimator's 11-23% (narrower in 1 of 6 pattern-runs) and
+twice its interval missed 1 (0.71, 0.73); scaling amplified the stalls of
+fast slices (27-59%); one-slice units gave 15-22%. None came near the +-5%
+that would decide the Must in one sitting on such a host. The placebo is
+printed by each estimator under the summary so the choice can be
 re-checked on a quieter host.
 
 Per cell: the median p99 over repeats with its range, the p99 of all
