@@ -14,6 +14,7 @@ a fraction of it, and deadlines and load set from the bare compute time
 would be met or missed by the host's noise alone.
 
     .venv/bin/python benchmarks/bench_deadlines.py             # ~7 minutes on a quiet 2-core host (estimated)
+    .venv/bin/python benchmarks/bench_deadlines.py --cells must  # the Must's cells alone, 5/8 of the time
     .venv/bin/python benchmarks/bench_deadlines.py --simulate  # the policy alone, deterministic, ~1 minute
     .venv/bin/python benchmarks/bench_deadlines.py --timer     # sub-ms wait accuracy vs a loop timer, ~2 s
 
@@ -26,29 +27,52 @@ one thread. Requests go over one binary-protocol connection (pipelined; the
 deadline travels as timeout_us), so the client adds no connection set-up.
 
 The benchmark's own noise: a shared host drifts by more than the windows
-differ (the service time of one request moved 4-24 ms between repeats of one
-pattern on the loaded dev VM), and p99 of a few hundred requests is the
+differ (the service time of one request moved 3-40 ms between repeats on
+the loaded 2-core VMs), and p99 of a few hundred requests is the
 third-slowest answer. So each cell (pattern x window) gets --requests in
-total (default 2400), cut into --repeats repeats (default 8: one full
-rotation of the 8 cells) of their own seeded arrivals and deadlines,
-started at phases rotated through the pattern's cycle; each repeat runs
-every window once on the same arrivals, in an order rotated from one repeat
-to the next, cut into --slices slices (default 4): every cell runs a slice
-before the next slice starts, so the cells of a repeat sample the same
-stretch of the host's drift (the placebo's interval was 2-3x narrower in
-log width with 4 slices than with 1, docs/PERFORMANCE.md session 10). Each repeat's load and deadlines scale from the service time
-measured just before it.
+total (default 2400), cut into --repeats repeats (default 8) of their own
+seeded arrivals and deadlines, started at phases rotated through the
+pattern's cycle; each repeat's load and deadlines scale from the service
+time measured just before it (so drift does not push a repeat past
+saturation: keep repeats short, a few seconds of cells each). A repeat is
+cut into --slices slices (default 4); every cell runs a slice on the same
+arrivals before the next slice starts, in an order rotated from slice to
+slice, so the cells compared sample the same stretch of the host's drift.
+The models' counters are read once per repeat, not around every slice:
+four HTTP calls per slice stretched the slices apart.
+--cells must runs only the cells the Must is read from (the fixed windows,
+auto and the placebo: 5 of 8), so each gets 8/5 the requests in the same
+minutes.
+
+The Must's ratio: auto's p99 over the best fixed window's, paired per
+repeat, their geometric mean over repeats, with a 90% interval from drawing
+repeats (the same draw for every window, the best re-picked per round).
+Tried against it on the same latencies (session 11: two runs of --cells
+must, 12 repeats x 4 slices, ~8 minutes each, on the 2-core EPYC shared
+with compile jobs at load 6-9; --dump kept them): p99 pooled over matched
+slices with slices drawn (literally "the p99", thousands of latencies per
+cell rather than the second-slowest of a repeat), the same with every slice
+scaled by its median over the cells (to cancel the host's drift), and the
+geometric mean of per-slice ratios. There the tail is stalls of 100-500 ms
+against a 3-16 ms service time, each hitting one cell's slice, and a few of
+them set a pooled p99: the pooled placebo's half-width was 11-37% against
+the per-repeat estimator's 11-23% (narrower in 1 of 6 pattern-runs) and
+twice its interval missed 1 (0.71, 0.73); scaling amplified the stalls of
+fast slices (27-59%); one-slice units gave 15-22%. None came near the +-5%
+that would decide the Must in one sitting on such a host. The placebo is
+printed by each estimator under the summary so the choice can be
+re-checked on a quieter host.
+
 Per cell: the median p99 over repeats with its range, the p99 of all
 repeats pooled, the mean batch size, and what the window cost (batches held
 back, their mean added wait: the policy's window_waits / window_waited_us).
-Per pattern (the summary table, to paste): auto's p99 over the best fixed
-window's, paired per repeat -- their geometric mean is the ratio the Must's
-verdict (met / missed / not decided) is read from, with a 90% interval from
-drawing repeats (repeat_ratio, bootstrap_ratio) -- how many repeats the
-verdict needed, the placebo's paired ratio with its interval and the
-repeats that would narrow it to the Must's +-10%, the EDF-minus-FIFO deadline-met fraction per repeat on the
-auto window and with batching off, and the mean batch size (near 1: no queue
-formed, so EDF and FIFO ran the same order).
+Per pattern (the summary table, to paste): the pooled ratio with its
+interval and the verdict read from it (met / missed / not decided), how
+many repeats the verdict needed, the ratio per repeat, the placebo with the
+slices that would narrow it to the Must's +-10%, the EDF-minus-FIFO
+deadline-met fraction per repeat on the auto window and with batching off,
+and the mean batch size (near 1: no queue formed, so EDF and FIFO ran the
+same order). --dump writes every latency by pattern, cell and slice.
 After the tables, per pattern: auto's window costs (/health
 scheduler.window_costs_us) and, per repeat, the share of batches it held
 back live against the simulation of the same arrivals with those costs
@@ -276,6 +300,22 @@ PLACEBO = "0-again"
 # and its order decides who meets a deadline.
 CELLS = ([(k, v, True, None) for k, v in WINDOWS.items()] + [("fifo-auto", "auto", False, None)]
          + [("edf-b1", 0, True, 1), ("fifo-b1", 0, False, 1)] + [(PLACEBO, 0, True, None)])
+# The cells the Must is read from (auto, the fixed windows, the placebo):
+# --cells must runs only these, 5 of 8, so a cell gets 8/5 the requests in
+# the same minutes.
+MUST_CELLS = (*WINDOWS, PLACEBO)
+
+
+def model_config(label: str, value, edf: bool, max_batch: int | None, base: dict) -> dict:
+    """The served model of one cell: the windows (and the placebo) are named
+    w<label>, the order comparisons by their label."""
+    name = f"w{label}" if label in MUST_CELLS else label
+    cfg = {**base, "name": name, "max_queue_delay_us": value}
+    if not edf:
+        cfg["queue_order"] = "fifo"
+    elif max_batch == 1:
+        cfg["queue_order"] = "edf"
+    return cfg | ({"max_batch_size": max_batch} if max_batch else {})
 
 
 def report_pattern(pattern: str, service_ms: str, reps: dict[str, list[dict]], batches: dict[str, float]) -> dict:
@@ -485,14 +525,76 @@ def placebo_interval(lat: dict[str, list[np.ndarray]], rounds: int = 2000, seed:
         max(len(logs), math.ceil(len(logs) * (half / math.log(MUST_RATIO)) ** 2))
 
 
-def settled_after(s: dict, lat: dict[str, list[np.ndarray]], fixed: list[str]) -> int | None:
+def pooled_p99(slices: list[np.ndarray], counts: np.ndarray, q: float = 0.99, chunk: int = 250) -> np.ndarray:
+    """p99 of a cell's latencies pooled over its slices, slice j counted
+    counts[r, j] times, for every row r (a bootstrap round): the smallest
+    latency with at least q of the counted latencies at or below it (the
+    inverted CDF, so a round with every count 1 is the plain pooled p99).
+    Drawing slices and pooling them keeps the estimate a p99 of latencies,
+    over thousands of them rather than the three slowest of a repeat."""
+    lat = np.concatenate(slices)
+    order = np.argsort(lat, kind="stable")
+    lat, slice_of = lat[order], np.repeat(np.arange(len(slices)), [len(s) for s in slices])[order]
+    sizes = np.array([len(s) for s in slices])
+    counts = np.atleast_2d(counts)
+    # The quantile lies among the slowest latencies: weigh only those (a
+    # twentieth, at least 64), and every latency for a round where they do
+    # not hold the top 1% of its weight.
+    top = min(len(lat), max(64, len(lat) // 20))
+    out = np.empty(len(counts))
+    for lo in range(0, len(counts), chunk):  # bounded memory: rounds x latencies per chunk
+        c = counts[lo:lo + chunk]
+        total = (c @ sizes)[:, None]
+        w = c[:, slice_of[-top:]]
+        cum = total - (np.cumsum(w[:, ::-1], axis=1)[:, ::-1] - w)  # weight at or below each of the slowest
+        part = out[lo:lo + chunk]
+        part[:] = lat[len(lat) - top + (cum < q * total).sum(axis=1)]
+        for r in np.flatnonzero(total[:, 0] - w.sum(axis=1) >= q * total[:, 0]):
+            full = np.cumsum(c[r][slice_of])
+            part[r] = lat[(full < q * full[-1]).sum()]
+    return out
+
+
+def pooled_ratio(lat: dict[str, list[np.ndarray]], num: str, dens: list[str], counts: np.ndarray) -> np.ndarray:
+    """Per row of counts: pooled p99 of `num` over the lowest pooled p99 of
+    `dens` (the best fixed window, re-picked in every round), every cell
+    pooled over the same slices -- the ones that ran the same arrivals at
+    nearly the same moments, so a slow stretch of the host lands in all of
+    them alike."""
+    best = np.min([pooled_p99(lat[d], counts) for d in dens], axis=0)
+    return pooled_p99(lat[num], counts) / best
+
+
+def block_counts(units: int, rounds: int, block: int = 1, seed: int = 0) -> np.ndarray:
+    """(rounds, units) bootstrap counts: blocks of `block` consecutive slices
+    (the last one may be short) drawn with replacement as many times as
+    there are blocks; every slice of a drawn block counts once per draw."""
+    starts = list(range(0, units, block))
+    drawn = np.random.default_rng(seed).integers(0, len(starts), (rounds, len(starts)))
+    per_block = np.stack([np.bincount(row, minlength=len(starts)) for row in drawn])
+    sizes = [min(block, units - s) for s in starts]
+    return np.repeat(per_block, sizes, axis=1)
+
+
+def slice_interval(lat: dict[str, list[np.ndarray]], num: str, dens: list[str], rounds: int = 2000,
+                   block: int = 1, seed: int = 0) -> tuple[float, float, float]:
+    """pooled_ratio on every slice once, and its 90% interval from drawing
+    slices (or blocks of them) with replacement: the same draw for every
+    cell, which ran those slices at the same moments."""
+    units = len(lat[num])
+    point = float(pooled_ratio(lat, num, dens, np.ones((1, units), int))[0])
+    ratios = pooled_ratio(lat, num, dens, block_counts(units, rounds, block, seed))
+    return point, float(np.percentile(ratios, 5)), float(np.percentile(ratios, 95))
+
+
+def settled_after(s: dict) -> int | None:
     """The fewest leading repeats from which on the verdict is the final
     one at every count (None: not decided with all of them): how many
     repeats this cell needed, for sizing --repeats."""
     final = verdict(s)
     if final == "not decided":
         return None
-    need = len(s["paired"])
+    need, fixed, lat = len(s["paired"]), s["fixed"], s["lat"]
     for k in range(len(s["paired"]) - 1, 1, -1):
         head = {label: blocks[:k] for label, blocks in lat.items() if label in fixed or label == "auto"}
         p99s = {label: np.array([np.percentile(b, 99) for b in blocks]) for label, blocks in head.items()}
@@ -507,32 +609,43 @@ def settled_after(s: dict, lat: dict[str, list[np.ndarray]], fixed: list[str]) -
 MUST_RATIO = 1.10   # the issue's Must: auto within 10% of the best fixed window's p99
 
 
+def cell_slices(rs: list[dict]) -> list[np.ndarray]:
+    """A cell's latencies (s) per slice in run order: each repeat's
+    "slices" (live), or the repeat whole where it has none (simulated)."""
+    return [np.array([x for _, x in raw]) for r in rs for raw in (r.get("slices") or [r["raw"]])]
+
+
 def pattern_summary(pattern: str, reps: dict[str, list[dict]], batches: dict[str, float]) -> dict:
-    """The pattern's verdicts over its repeats (each window's repeats ran
+    """The pattern's verdicts over its repeats (each window's slices ran
     interleaved with the others', on the same arrivals): auto against the
-    best fixed window (the lowest p99 of all its repeats pooled) -- per
-    repeat (paired: the same moments) and pooled with a bootstrap interval
-    over repeats and requests (bootstrap_ratio) -- and EDF against
-    FIFO (both on the auto window) in deadline-met fraction, per repeat."""
+    best fixed window (the lowest geometric mean p99 over repeats), paired
+    per repeat, with a 90% interval from drawing repeats (repeat_ratio,
+    bootstrap_ratio); the same ratio pooled over matched slices
+    (slice_interval) beside it; EDF against FIFO (both on the auto window)
+    in deadline-met fraction, per repeat, where those cells ran."""
     fixed = [k for k in WINDOWS if k != "auto"]
     lat = {k: [np.array([x for _, x in r["raw"]]) for r in reps[k]] for k in reps}
+    sl = {k: cell_slices(reps[k]) for k in reps}
     p99 = {k: float(np.percentile(np.concatenate(lat[k]), 99)) * 1e3 for k in reps}
     p99s = {k: np.array([r["p99_ms"] for r in reps[k]]) for k in list(fixed) + ["auto"]}
     best = min(fixed, key=lambda k: np.log(p99s[k]).mean())
     paired = [a["p99_ms"] / b["p99_ms"] for a, b in zip(reps["auto"], reps[best])]
-    pooled = p99["auto"] / p99[best]
-    ratio = float(repeat_ratio(p99s, fixed))
-    lo, hi = bootstrap_ratio(lat, fixed)
-    edf_gain = [a["met"] - f["met"] for a, f in zip(reps["auto"], reps["fifo-auto"])]
-    tight_gain = [a["tight_met"] - f["tight_met"] for a, f in zip(reps["auto"], reps["fifo-auto"])]
-    b1_gain = [a["met"] - f["met"] for a, f in zip(reps.get("edf-b1", []), reps.get("fifo-b1", []))]
-    return {"b1_gain": b1_gain, "b1_tight_gain": [a["tight_met"] - f["tight_met"] for a, f in
-                                                  zip(reps.get("edf-b1", []), reps.get("fifo-b1", []))],
+
+    def gain(a_label, f_label, key):
+        return [a[key] - f[key] for a, f in zip(reps.get(a_label, []), reps.get(f_label, []))]
+    edf_gain = gain("auto", "fifo-auto", "met")
+    placebo = None
+    if PLACEBO in reps:
+        placebo = {"geometric mean of per-repeat p99 ratios (the verdict's estimator)": placebo_interval(lat),
+                   "p99 pooled over matched slices, slices drawn": slice_interval(sl, PLACEBO, ["0"]),
+                   "geometric mean of per-slice p99 ratios": placebo_interval(sl)[:3]}
+    return {"b1_gain": gain("edf-b1", "fifo-b1", "met"), "b1_tight_gain": gain("edf-b1", "fifo-b1", "tight_met"),
             "pattern": pattern, "best": best, "best_p99": p99[best], "auto_p99": p99["auto"], "paired": paired,
-            "pooled": pooled, "ratio": ratio, "ci": (lo, hi), "edf_gain": edf_gain, "tight_gain": tight_gain,
-            "edf_wins": sum(g > 0 for g in edf_gain), "fifo_wins": sum(g < 0 for g in edf_gain),
-            "batch_auto": batches["auto"], "batch_fifo": batches["fifo-auto"], "lat": lat, "fixed": fixed,
-            "placebo": placebo_interval(lat) if PLACEBO in lat else None}
+            "pooled": p99["auto"] / p99[best], "ratio": float(repeat_ratio(p99s, fixed)),
+            "ci": bootstrap_ratio(lat, fixed), "sliced": slice_interval(sl, "auto", fixed), "edf_gain": edf_gain,
+            "tight_gain": gain("auto", "fifo-auto", "tight_met"), "edf_wins": sum(g > 0 for g in edf_gain),
+            "fifo_wins": sum(g < 0 for g in edf_gain), "batch_auto": batches["auto"],
+            "batch_fifo": batches.get("fifo-auto"), "lat": lat, "fixed": fixed, "placebo": placebo}
 
 
 def verdict(s: dict) -> str:
@@ -554,27 +667,38 @@ def print_summary(rows: list[dict], repeats: int) -> None:
           "| placebo: window 0 again / window 0 [90% CI] | repeats for +-10% |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for s in rows:
-        need = settled_after(s, s["lat"], s["fixed"])
+        need = settled_after(s)
+        fifo = f"{s['batch_fifo']:.2f}" if s["batch_fifo"] is not None else "-"
         print(f"| {s['pattern']} | {s['best']} | {s['auto_p99']:.1f} / {s['best_p99']:.1f} ({s['pooled']:.2f}) "
-              f"| {_spread(s['paired'])} | {s['ratio']:.2f} [{s['ci'][0]:.2f}..{s['ci'][1]:.2f}] | {verdict(s)} | {need or '-'} "
-              f"| {_spread(s['edf_gain'], '+.3f')} | {_spread(s['tight_gain'], '+.3f')} "
-              f"| {s['edf_wins']} / {s['fifo_wins']} | {s['batch_auto']:.2f} / {s['batch_fifo']:.2f} "
+              f"| {_spread(s['paired'])} | {s['ratio']:.2f} [{s['ci'][0]:.2f}..{s['ci'][1]:.2f}] | {verdict(s)} "
+              f"| {need or '-'} | {_spread(s['edf_gain'], '+.3f') if s['edf_gain'] else '-'} "
+              f"| {_spread(s['tight_gain'], '+.3f') if s['tight_gain'] else '-'} "
+              f"| {s['edf_wins']} / {s['fifo_wins']} | {s['batch_auto']:.2f} / {fifo} "
               f"| {_spread(s['b1_gain'], '+.3f') if s['b1_gain'] else '-'} "
               f"| {_spread(s['b1_tight_gain'], '+.3f') if s['b1_gain'] else '-'} | {_placebo(s['placebo'])} |")
     print("\nPaired ratio: the geometric mean over repeats of auto's p99 over the best fixed window's in the same "
           "repeat (best: the lowest geometric mean p99). Must: 'met' when its 90% interval (repeats resampled, the "
-          "best fixed window re-picked) lies at or below it and most repeats are; 'missed' when the interval and most repeats "
-          "lie above it. 'repeats it needed': the fewest leading repeats from which on the verdict stayed the final "
-          "one. A mean batch near 1 means queues rarely formed: EDF and FIFO then run the same order; 'batching off': "
-          "window 0, batches of one (edf-b1, fifo-b1), where the order alone decides. Placebo: a second window-0 "
-          "cell, the same decisions as window 0: its paired ratio is the benchmark's noise, and 'repeats for "
-          "+-10%' how many repeats would narrow its interval to the Must's margin.")
+          "best fixed window re-picked) lies at or below it and most repeats are; 'missed' when the interval and most "
+          "repeats lie above it. 'repeats it needed': the fewest leading repeats from which on the verdict stayed the "
+          "final one. A mean batch near 1 means queues rarely formed: EDF and FIFO then run the same order; "
+          "'batching off': window 0, batches of one (edf-b1, fifo-b1), where the order alone decides ('-': cells "
+          "not run, --cells must). Placebo: a second window-0 cell, the same decisions as window 0: its paired ratio "
+          "is the benchmark's noise, and 'repeats for +-10%' how many repeats would narrow its interval to the "
+          "Must's margin. Below: the placebo by every estimator tried on the same latencies, +-: half the interval's "
+          "log width.")
+    for s in rows:
+        r, lo, hi = s["sliced"]
+        print(f"{s['pattern']}: auto / best, p99 pooled over matched slices {r:.3f} [{lo:.3f}..{hi:.3f}]")
+        if s["placebo"]:
+            print(f"{s['pattern']}: placebo " + "; ".join(
+                f"{how} {r:.3f} [{lo:.3f}..{hi:.3f}] (+-{math.log(hi / lo) / 2:.1%})"
+                for how, (r, lo, hi, *_) in s["placebo"].items()))
 
 
 def _placebo(p) -> str:
     if p is None:
         return "- | -"
-    ratio, lo, hi, need = p
+    ratio, lo, hi, need = next(iter(p.values()))
     return f"{ratio:.2f} [{lo:.2f}..{hi:.2f}] | {need}"
 
 
@@ -625,6 +749,9 @@ def main(argv=None) -> int:
     ap.add_argument("--slices", type=int, default=4,
                     help="live: cut each repeat into this many slices, every cell running one before the next "
                          "slice starts (finer interleaving: the cells share more of the host's moments)")
+    ap.add_argument("--cells", default="all", choices=("all", "must"),
+                    help="live: every cell, or only those the Must is read from (windows, auto, placebo)")
+    ap.add_argument("--dump", type=Path, help="live: write every latency (s) by pattern, cell and slice here (JSON)")
     ap.add_argument("--load", type=float, default=0.8, help="arrival rate / batch-1 capacity")
     ap.add_argument("--compute-ms", type=float, default=4.0, help="batch-1 compute time of the model")
     ap.add_argument("--max-batch", type=int, default=8)
@@ -653,11 +780,8 @@ def main(argv=None) -> int:
         weight_bound_mlp(tmp / "mlp.npz", args.compute_ms)
         base = {"path": str(tmp / "mlp.npz"), "max_batch_size": args.max_batch, "instances": 1, "threads": 1,
                 "max_queue_size": 4096}
-        models = [{"name": f"w{k}", "max_queue_delay_us": v, **base} for k, v in WINDOWS.items()]
-        models.append({"name": "fifo-auto", "max_queue_delay_us": "auto", "queue_order": "fifo", **base})
-        for name, order in (("edf-b1", "edf"), ("fifo-b1", "fifo")):
-            models.append({**base, "name": name, "max_queue_delay_us": 0, "queue_order": order, "max_batch_size": 1})
-        models.append({**base, "name": "w" + PLACEBO, "max_queue_delay_us": 0})
+        cells = [c for c in CELLS if args.cells == "all" or c[0] in MUST_CELLS]
+        models = [model_config(label, value, edf, max_batch, base) for label, value, edf, max_batch in cells]
         calibrate = {**base, "name": "calibrate", "max_batch_size": 1}
         proc, http, port = start_server(tmp, models + [calibrate])
         began = time.monotonic()
@@ -671,11 +795,11 @@ def main(argv=None) -> int:
                   f"{args.repeats} interleaved repeats of {args.slices} slice(s), load average "
                   f"{os.getloadavg()[0]:.1f} at the start\n")
             print(CELL_HEADER)
-            rows, diagnostics = [], []
+            rows, diagnostics, dumped = [], [], {}
             for pattern in args.patterns.split(","):
                 reps: dict[str, list] = {m["name"]: [] for m in models}
                 counts = {m["name"]: [0, 0] for m in models}
-                services, fits, mirrored = [], [], {"0": [], "auto": []}
+                services, fits, mirrored, started = [], [], {"0": [], "auto": []}, time.monotonic()
                 for k in range(args.repeats):
                     # Load and deadlines scale with what the server achieves now
                     # (a shared host's speed drifts with other jobs, within a
@@ -686,33 +810,43 @@ def main(argv=None) -> int:
                     rng = random.Random(f"{args.seed}-{pattern}-{k}")
                     times = arrivals(pattern, args.load / compute_s, per_rep, rng, phase=k / args.repeats)
                     limits = deadlines(per_rep, compute_s, rng)
+                    # Counters per repeat, not per slice: each model serves only its own
+                    # cell, and four HTTP calls per slice would stretch the slices apart.
+                    before = {m["name"]: (model_counts(http, m["name"]), window_counts(http, m["name"]))
+                              for m in models}
                     parts: dict[str, list] = {m["name"]: [] for m in models}
-                    for lo, hi in _slices(per_rep, args.slices):
-                        turn = (k * args.slices + len(parts[models[0]["name"]])) % len(models)
+                    for j, (lo, hi) in enumerate(_slices(per_rep, args.slices)):
+                        turn = (k * args.slices + j) % len(models)
                         for m in models[turn:] + models[:turn]:  # rotated: the same moments for every cell
-                            before, held = model_counts(http, m["name"]), window_counts(http, m["name"])
-                            one = run_load(port, m["name"], x, [t - times[lo] for t in times[lo:hi]], limits[lo:hi])
-                            after, held_after = model_counts(http, m["name"]), window_counts(http, m["name"])
-                            parts[m["name"]].append(one | {"batches": after[1] - before[1],
-                                                           "waits": held_after[0] - held[0],
-                                                           "waited_s": held_after[1] - held[1]})
-                            counts[m["name"]][0] += after[0] - before[0]
-                            counts[m["name"]][1] += after[1] - before[1]
+                            parts[m["name"]].append(run_load(port, m["name"], x, [t - times[lo] for t in times[lo:hi]],
+                                                             limits[lo:hi]))
                     for name, ps in parts.items():
+                        (c0, e0), (w0, s0) = before[name]
+                        (c1, e1), (w1, s1) = model_counts(http, name), window_counts(http, name)
                         one = {"raw": [r for p in ps for r in p["raw"]], "limits": [v for p in ps for v in p["limits"]],
-                               **{key: sum(p[key] for p in ps) for key in ("batches", "waits", "waited_s")}}
+                               "slices": [p["raw"] for p in ps], "batches": e1 - e0, "waits": w1 - w0,
+                               "waited_s": s1 - s0}
                         reps[name].append(summarize([one]) | one)
+                        counts[name][0] += c1 - c0
+                        counts[name][1] += e1 - e0
                     sched = health(http)["models"]["wauto"]["scheduler"]
                     fits.append(sched["window_costs_us"])
                     for label, window in (("0", 0), ("auto", None)):
                         mirrored[label].append(mirror(fits[-1], window, times, limits, args.max_batch, k))
-                labelled = {label: reps[m["name"]] for (label, _, _, _), m in zip(CELLS, models)}
+                labelled = {label: reps[m["name"]] for (label, _, _, _), m in zip(cells, models)}
                 batches = {label: counts[m["name"]][0] / max(1, counts[m["name"]][1])
-                           for (label, _, _, _), m in zip(CELLS, models)}
+                           for (label, _, _, _), m in zip(cells, models)}
                 rows.append(report_pattern(pattern, _spread(services), labelled, batches))
-                diagnostics.append(f"{pattern}: service ms per repeat {[round(v, 2) for v in services]}; "
+                dumped[pattern] = {"service_ms": services, "slices": {label: [[lat for _, lat in raw] for r in rs
+                                                                             for raw in r["slices"]]
+                                                                      for label, rs in labelled.items()}}
+                diagnostics.append(f"{pattern}: {time.monotonic() - started:.0f} s; service ms per repeat "
+                                   f"{[round(v, 2) for v in services]}; "
                                    f"auto's window costs after each repeat (us by batch size) {fits}")
                 diagnostics.append(compare_mirrored(pattern, labelled, mirrored))
+            if args.dump:  # every latency by pattern, cell and slice, to try other estimators on
+                import json
+                args.dump.write_text(json.dumps(dumped))
             print_summary(rows, args.repeats)
             print("\n" + "\n".join(diagnostics))
             sched = health(http)["models"]["wauto"]["scheduler"]
