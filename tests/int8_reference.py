@@ -20,19 +20,15 @@ from engine.kernels.levels import available_levels
 
 # VPDPBUSD on ymm (AVX-VNNI) or zmm (AVX-512 VNNI; AMX hosts have it too).
 ORT_INT8_EXACT_AT_FULL_RANGE = bool({"avx_vnni", "avx512_vnni"} & set(available_levels()))
-# onnxruntime.quantization's reduce_range for int8 weights: 7 bits.
+# 7 bits, as onnxruntime.quantization's reduce_range: 2 * 255 * 64 = 32640 fits int16.
 REDUCED_WEIGHT_RANGE = (-64, 63)
 FULL_WEIGHT_RANGE = (-127, 127)
 
 
-def ort_exact_weight_range() -> tuple[int, int]:
-    """The int8 weight range (inclusive) onnxruntime's u8 x s8 kernels sum exactly on this CPU."""
-    return FULL_WEIGHT_RANGE if ORT_INT8_EXACT_AT_FULL_RANGE else REDUCED_WEIGHT_RANGE
-
-
-def ort_exact_weights(rng: np.random.Generator, shape, full_range: bool | None = None) -> np.ndarray:
-    """Random int8 weights in ort_exact_weight_range() (or the full range when full_range), one draw
-    either way, so the rest of a seeded test's data does not depend on the CPU."""
+def ort_exact_weights(rng: np.random.Generator, shape, full_range: bool = False) -> np.ndarray:
+    """Random int8 weights onnxruntime's u8 x s8 kernels sum exactly on this CPU (or all of
+    -127..127 when full_range), one draw either way, so the rest of a seeded test's data does not
+    depend on the CPU."""
     lo, hi = FULL_WEIGHT_RANGE if full_range or ORT_INT8_EXACT_AT_FULL_RANGE else REDUCED_WEIGHT_RANGE
     return rng.integers(lo, hi + 1, shape).astype(np.int8)
 
