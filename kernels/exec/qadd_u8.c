@@ -8,8 +8,9 @@
  * steps (exec/qlinear.c), in their order, so the bytes are theirs.
  * form 1: onnxruntime's QLinearAdd (MLAS), which onnxruntime also runs for
  * the QDQ group: y = rint(fma(a, sa/sy, fma(b, sb/sy, fixed))) with
- * fixed = zy - fma(sa/sy, za, sb/sy * zb), and for a one-byte operand its
- * term folded into fixed first (a multiply and an add). It rounds once
+ * fixed = zy - fma(sa/sy, za, sb/sy * zb) (a and b swapped for a one-byte a,
+ * as onnxruntime passes it), and for a one-byte operand its term folded into
+ * fixed first (a multiply and an add). It rounds once
  * where form 0 rounds three times, so the two differ by one step on ties
  * (a residual Add whose scales are equal lands on ties often).
  * Chunks of the tensor go to the thread pool, each run by the selected
@@ -35,8 +36,15 @@ int aie_x_qadd_u8(const aie_step_args *a) {
         volatile float rac = j.sa / j.sy, rbc = j.sb / j.sy; /* volatile: no contraction into an fma */
         j.rac = rac;
         j.rbc = rbc;
-        volatile float zb = rbc * j.zb; /* MLAS's zy - (rac * za + rbc * zb), contracted as its build does */
-        j.fixed = j.zy - fmaf(rac, j.za, zb);
+        /* MLAS's zy - (rac * za + rbc * zb), contracted as its build does. onnxruntime passes a one-byte A
+         * to MLAS as B (the add commutes: MLAS only has a one-byte-B form), so there the terms swap roles. */
+        if (j.pa == 1 && j.pb != 1) {
+            volatile float za = rac * j.za;
+            j.fixed = j.zy - fmaf(rbc, j.zb, za);
+        } else {
+            volatile float zb = rbc * j.zb;
+            j.fixed = j.zy - fmaf(rac, j.za, zb);
+        }
         if (j.pa == 1) {
             volatile float ta = (float)j.a[0] * j.rac;
             j.fixed = j.fixed + ta;

@@ -130,9 +130,11 @@ static uint8_t qadd_ref(const qadd_case *c, uint8_t a0, float a, float b) {
         const float m = c->sa * c->sb / c->sy;
         return sat_u8(nearbyintf((a - (float)c->za) * (b - (float)c->zb) * m + (float)c->zy));
     }
-    /* onnxruntime's QLinearAdd (MLAS): one rounding of two fmas; a one-byte operand folded first */
+    /* onnxruntime's QLinearAdd (MLAS): one rounding of two fmas; a one-byte operand folded first.
+     * onnxruntime hands a one-byte A to MLAS as B: the zero-point terms then swap roles. */
     const float rac = c->sa / c->sy, rbc = c->sb / c->sy;
-    float fixed = (float)c->zy - fmaf(rac, (float)c->za, rbc * (float)c->zb);
+    float fixed = c->pa == 1 && c->pb != 1 ? (float)c->zy - fmaf(rbc, (float)c->zb, rac * (float)c->za)
+                                           : (float)c->zy - fmaf(rac, (float)c->za, rbc * (float)c->zb);
     if (c->pa == 1) return sat_u8(nearbyintf(fmaf(b, rbc, fixed + (float)a0 * rac)));
     if (c->pb == 1) return sat_u8(nearbyintf(fmaf(a, rac, fixed + b * rbc)));
     return sat_u8(nearbyintf(fmaf(a, rac, fmaf(b, rbc, fixed))));
@@ -177,6 +179,32 @@ static void qadd_case_run(const qadd_case *c) {
                      first < 0 ? 0 : y[first], first < 0 ? 0 : want[first]);
         }
     free(a), free(b), free(y), free(want);
+}
+
+/* A one-byte a = 141 against every b byte, onnxruntime's scales (tests/quantize/test_qoperator.py):
+ * three b sit on ties where the order of the fixed part's terms decides, so the case pins the order. */
+static void test_qadd_one_byte_a_order(void) {
+    const qadd_case c = {256, 1, 256, 120, 3, 100, 0.031f, 0.017f, 0.02f, 1, 0};
+    const float rac = c.sa / c.sy, rbc = c.sb / c.sy;
+    const float unswapped = (float)c.zy - fmaf(rac, (float)c.za, rbc * (float)c.zb) + 141.0f * rac;
+    uint8_t a = 141, b[256], y[256];
+    int64_t ip[8] = {c.n, c.za, c.zb, c.zy, c.relu, c.form, c.pa, c.pb};
+    double fp[3] = {c.sa, c.sb, c.sy};
+    int differ = 0;
+    for (int i = 0; i < 256; i++) {
+        b[i] = (uint8_t)i;
+        differ += qadd_ref(&c, a, 141.0f, (float)i) != sat_u8(nearbyintf(fmaf((float)i, rbc, unswapped)));
+    }
+    KT_CHECK(differ == 3, "qadd one-byte a: the term order decides %d bytes, expected 3", differ);
+    for (int li = 0; li < nlevels; li++) {
+        aie_set_level(levels[li]);
+        void *t[3] = {y, &a, b};
+        aie_step_args args = {t, 3, ip, 8, fp, 3, 1};
+        KT_CHECK(aie_x_qadd_u8(&args) == AIE_OK, "qadd %s", aie_last_error());
+        int bad = 0;
+        for (int i = 0; i < 256; i++) bad += y[i] != qadd_ref(&c, a, 141.0f, (float)i);
+        KT_CHECK(bad == 0, "qadd %s one-byte a: %d of 256 bytes wrong", aie_level_name(levels[li]), bad);
+    }
 }
 
 static void test_qadd(void) {
@@ -292,6 +320,7 @@ int main(void) {
     }
     test_qmatmul();
     test_qadd();
+    test_qadd_one_byte_a_order();
     test_qsoftmax();
     aie_set_level(levels[nlevels - 1]);
     return kt_report("test_qlinear_u8");

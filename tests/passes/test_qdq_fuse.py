@@ -4,7 +4,10 @@ MatMul / Gemm [+ int32 bias] [-> Relu] [-> QuantizeLinear(uint8)]) become
 one QConvU8S8 / QGemmU8S8 node; what it cannot run exactly on the int8
 kernels stays as it was. Outputs against onnxruntime, which fuses the same
 groups into its own int8 kernels: byte-identical where the group ends in a
-QuantizeLinear (the uint8 output), within float32 rounding otherwise."""
+QuantizeLinear (the uint8 output), within float32 rounding otherwise. The
+weights are drawn where onnxruntime's kernels are exact on this CPU
+(tests/int8_reference.py says why); full-range weights are checked against an
+exact integer reference."""
 
 from __future__ import annotations
 
@@ -16,16 +19,18 @@ from onnx import helper
 from engine import aie_format
 from engine.passes.qdq_fuse import qdq_fuse
 from engine.session import InferenceSession
+from tests.int8_reference import (ORT_INT8_EXACT_AT_FULL_RANGE, int_conv, int_matmul, ort_exact_weights, quantize_u8,
+                                  requantize_u8)
 from tests.passes.graph_check import graph_of, model, ops
 
 RNG = np.random.default_rng(12)
 C, K = 5, 7
 
 
-def _inits(w_shape, channel_axis, w_zero=0, per_channel=True):
+def _inits(w_shape, channel_axis, w_zero=0, per_channel=True, full_range=False):
     n = w_shape[channel_axis]
     return {"xs": np.float32(0.03), "xz": np.uint8(118),
-            "wq": RNG.integers(-127, 128, w_shape).astype(np.int8),
+            "wq": ort_exact_weights(RNG, w_shape, full_range),
             "ws": (RNG.uniform(0.002, 0.02, n) if per_channel else RNG.uniform(0.002, 0.02, ())).astype(np.float32),
             "wz": np.full(n if per_channel else (), w_zero, np.int8),
             "bq": RNG.integers(-3000, 3000, n).astype(np.int32),
@@ -70,7 +75,7 @@ Y4 = [2, K, 5, 8]
 
 
 def _conv_model(**kw):
-    inits = _inits((K, C, 3, 2), 0, **{k: kw.pop(k) for k in ("w_zero", "per_channel") if k in kw})
+    inits = _inits((K, C, 3, 2), 0, **{k: kw.pop(k) for k in ("w_zero", "per_channel", "full_range") if k in kw})
     # the bias scale is computed from xs * ws by a Mul that fold_constants would fold; give it as a constant here
     nodes = _group("Conv", dict(CONV, **kw.pop("attrs", {})), 0, **kw)
     return nodes, inits
@@ -101,6 +106,37 @@ def test_conv_group_to_uint8_is_byte_identical_to_onnxruntime(tmp_path, relu, y_
     feeds = _feeds(X4["x"])
     ours, theirs = _run_both(m, g, tmp_path, feeds)
     assert np.array_equal(ours[0], theirs[0])
+
+
+@pytest.mark.op_test("QConvU8S8", "QGemmU8S8")
+@pytest.mark.parametrize("op", ["Conv", "Gemm"])
+def test_full_range_weights_are_the_exact_integer_sums(tmp_path, op):
+    """Weights over all of -127..127 with activations up to 255, where onnxruntime saturates without
+    VNNI: ours against int64 sums and the same float32 requantisation, byte for byte."""
+    if op == "Conv":
+        nodes, inits = _conv_model(y_zero="yz2", full_range=True)
+        shape, out = X4["x"], Y4
+    else:
+        inits = _inits((K, C * 9), 0, full_range=True)
+        nodes, shape, out = _group("Gemm", {"transB": 1}, 0), [3, C * 9], [3, K]
+    nodes = _constant_bias_scale(nodes, inits)
+    m = model(nodes, {"x": shape}, {"y": out}, inits)
+    g = qdq_fuse(graph_of(m))
+    assert ops(g)[f"Q{op}U8S8"] == 1
+    feeds = _feeds(shape)
+    feeds["x"].flat[:40] = 3.0  # a run of 255s: with the top weights, pairs past int16
+    ours, theirs = _run_both(m, g, tmp_path, feeds)
+    xq = quantize_u8(feeds["x"], inits["xs"], inits["xz"])
+    if op == "Conv":
+        acc = int_conv(xq, inits["xz"], inits["wq"], CONV["strides"], CONV["pads"]) + inits["bq"][:, None, None]
+        ws = inits["ws"][:, None, None]
+    else:
+        acc, ws = int_matmul(xq, inits["xz"], inits["wq"].T) + inits["bq"], inits["ws"]
+    yq = requantize_u8(acc, inits["xs"], ws, inits["ys2"], inits["yz2"])
+    want = ((yq.astype(np.float32) - np.float32(inits["yz2"])) * inits["ys2"]).astype(np.float32)
+    np.testing.assert_array_equal(ours[0], want)
+    if ORT_INT8_EXACT_AT_FULL_RANGE:
+        np.testing.assert_array_equal(theirs[0], want)
 
 
 def test_relu_with_a_nonzero_output_zero_point_stays_exact(tmp_path):

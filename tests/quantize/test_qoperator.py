@@ -15,6 +15,7 @@ import pytest
 from onnx import helper
 
 from engine.session import InferenceSession
+from tests.int8_reference import ORT_INT8_EXACT_AT_FULL_RANGE, int_matmul, ort_exact_weights, requantize_u8
 from tests.runtime.op_oracle import check_op
 
 RNG = np.random.default_rng(12)
@@ -199,14 +200,34 @@ def test_microsoft_qlinear_binary_matches_onnxruntime(tmp_path, op, a_shape, b_s
     assert diff.max() <= 1 and np.count_nonzero(diff) <= diff.size // 100, (diff.max(), np.count_nonzero(diff))
 
 
+@pytest.mark.op_test("QLinearAdd")
+@pytest.mark.parametrize("a_value", [0, 141, 255])
+def test_microsoft_qlinear_add_of_one_byte_a_is_onnxruntimes(tmp_path, a_value):
+    """A one-element A against every B byte: onnxruntime hands a one-element A to MLAS as B, so
+    its fixed part forms the zero-point terms in the swapped order; with a = 141 three bytes of B
+    sit on ties that show the order."""
+    names = ["A", "A_scale", "A_zero_point", "B", "B_scale", "B_zero_point", "C_scale", "C_zero_point"]
+    params = {"A_scale": np.float32(0.031), "A_zero_point": np.uint8(120), "B_scale": np.float32(0.017),
+              "B_zero_point": np.uint8(3), "C_scale": np.float32(0.02), "C_zero_point": np.uint8(100)}
+    feeds = {"A": np.asarray(a_value, np.uint8), "B": np.arange(256, dtype=np.uint8).reshape(16, 16)}
+    path = _one_node(tmp_path / "qadd.onnx", helper.make_node("QLinearAdd", names, ["C"], domain="com.microsoft"),
+                     [helper.make_tensor_value_info("A", onnx.TensorProto.UINT8, ()),
+                      helper.make_tensor_value_info("B", onnx.TensorProto.UINT8, (16, 16))],
+                     [helper.make_tensor_value_info("C", onnx.TensorProto.UINT8, (16, 16))], params)
+    assert _plan_steps(path, feeds) == ["QADD_U8"]
+    np.testing.assert_array_equal(InferenceSession(path, threads=1).run(None, feeds)[0], _ort(path, feeds))
+
+
 @pytest.mark.op_test("QGemm")
 @pytest.mark.parametrize("quantised_out", [True, False])
 @pytest.mark.parametrize("constant_b", [True, False])
 def test_microsoft_qgemm_matches_onnxruntime(tmp_path, quantised_out, constant_b):
     """QGemm (what the QOperator quantiser writes for a Gemm): transB, int32 C, a uint8 output or,
-    without y_scale, float32. Constant int8 B runs on GEMM_U8S8_PACKED, run-time B composed."""
+    without y_scale, float32. Constant int8 B runs on GEMM_U8S8_PACKED, run-time B composed. B in
+    the range onnxruntime sums exactly on this CPU; at full range, against exact integer sums."""
     m, k, n = 3, 300, 11
-    a, b = _q(np.uint8, (m, k)), _q(np.int8, (n, k))
+    a, b_full = _q(np.uint8, (m, k)), _q(np.int8, (n, k))
+    b = b_full if ORT_INT8_EXACT_AT_FULL_RANGE else ort_exact_weights(RNG, (n, k))
     params = {"a_scale": np.float32(0.02), "a_zero_point": np.uint8(131), "B": b,
               "b_scale": (RNG.random(n) * 0.01 + 1e-3).astype(np.float32), "b_zero_point": np.zeros(n, np.int8),
               "C": RNG.integers(-20000, 20000, n).astype(np.int32)}
@@ -230,6 +251,19 @@ def test_microsoft_qgemm_matches_onnxruntime(tmp_path, quantised_out, constant_b
         np.testing.assert_array_equal(got, want)  # the same float32 requantisation as onnxruntime
     else:
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+    feeds = {"A": a} if constant_b else {"A": a, "B": b_full}
+    if constant_b:
+        path = _one_node(tmp_path / "qgemm_full.onnx", helper.make_node("QGemm", names, ["Y"], domain="com.microsoft",
+                                                                        transB=1),
+                         inputs, [helper.make_tensor_value_info("Y", out_type, (m, n))], inits | {"B": b_full})
+    got = InferenceSession(path, threads=1).run(None, feeds)[0]
+    acc = int_matmul(a, params["a_zero_point"], b_full.T) + params["C"]
+    if quantised_out:
+        np.testing.assert_array_equal(got, requantize_u8(acc, params["a_scale"], params["b_scale"], params["y_scale"],
+                                                         params["y_zero_point"]))
+    else:
+        exact = acc * (np.float64(params["a_scale"]) * params["b_scale"].astype(np.float64))
+        np.testing.assert_allclose(got, exact, rtol=1e-5, atol=1e-4)
 
 
 def qsoftmax_reference(x: np.ndarray, x_scale, y_scale, y_zero) -> np.ndarray:
