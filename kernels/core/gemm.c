@@ -268,7 +268,7 @@ static void pack_a_task(void *ctx, int64_t t, int worker) {
     int64_t i0 = (t % groups) * j->a_pack_rows, mc = min64(j->a_pack_rows, j->M - i0);
     float *dst = j->a_shared + pc * j->a_rows + i0 * kc;
     if (j->pack_a) j->pack_a(j->a_src, i0, mc, pc, kc, j->kt->mr, dst);
-    else aie_gemm_pack_a(j->trans_a, j->A, j->lda, i0, mc, pc, kc, j->kt->mr, dst);
+    else j->kt->pack_a(j->trans_a, j->A, j->lda, i0, mc, pc, kc, j->kt->mr, dst);
 }
 
 /* One C tile: rows [i0, i0+mc) x block columns [n0, n1), K slices [pc0, pc1).
@@ -291,7 +291,7 @@ static void tile_task(void *ctx, int64_t t, int worker) {
         int last = pc + kc >= j->K;
         if (j->a_shared) pa = j->a_shared + pc * j->a_rows + i0 * kc;
         else if (j->pack_a) j->pack_a(j->a_src, i0, mc, pc, kc, mr, pa);
-        else aie_gemm_pack_a(j->trans_a, j->A, j->lda, i0, mc, pc, kc, mr, pa);
+        else j->kt->pack_a(j->trans_a, j->A, j->lda, i0, mc, pc, kc, mr, pa);
         for (int64_t jr = n0; jr < n1; jr += nr) {
             int n = (int)min64(nr, n1 - jr);
             const float *bpanel = j->bblock + (jr / nr) * j->b_stride + (pc - j->b_k0) * nr;
