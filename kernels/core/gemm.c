@@ -62,6 +62,10 @@
  * on Zen 3 at 128 x 256 x 1024 on 2 threads, the repeated packing was 16% of
  * the call's cycles (the micro-kernel 52%). */
 #define GEMM_A_SHARED_BYTES (2u << 20)
+/* ... and only when the packing it saves, (times A would be packed - 1) x
+ * M x K values at ~0.5 ns each, clearly outweighs the extra hand-out and
+ * wait of the packing step (a few us with the workers awake): 16 Ki values. */
+#define GEMM_A_SHARED_MIN_SAVED (1 << 14)
 
 #define PACKED_MAGIC "AIEPKB1"
 typedef struct {
@@ -407,7 +411,10 @@ static int run_job(const char *fn, gemm_job *j, void *workspace, size_t workspac
     if (a_shared) {
         j->nc = min64(j->blk.nc, j->N);
         plan_tiles(j, nt);
-        if ((j->tiles_n == 1 && j->N <= j->blk.nc) || workspace_size < b_bytes + a_shared + AIE_ALIGN) a_shared = 0;
+        double packs = (double)j->tiles_n * (double)((j->N + j->blk.nc - 1) / j->blk.nc);
+        if ((packs - 1.0) * (double)j->M * (double)j->K < GEMM_A_SHARED_MIN_SAVED ||
+            workspace_size < b_bytes + a_shared + AIE_ALIGN)
+            a_shared = 0;
     }
     char *base;
     int rc = aie_workspace_layout(fn, "aie_sgemm_workspace_size", workspace, workspace_size, b_bytes + a_shared,

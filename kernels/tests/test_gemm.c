@@ -230,7 +230,8 @@ static void test_determinism(void) {
 /* M within one or two row blocks on several threads: A is packed once into
  * the workspace and shared by the column tiles (gemm.c, GEMM_A_SHARED_BYTES).
  * Odd M (a partial MR panel), several KC slices (K = 700, the last shorter),
- * A transposed or not, plain and pre-packed B, a fused epilogue; bitwise
+ * A transposed or not, plain and pre-packed B, a fused epilogue (the last
+ * shape saves too little packing to share: the per-tile path); bitwise
  * equal to one thread. Then every workspace size from the one-thread size to
  * the two-thread one (too small for the shared A falls back to per-tile
  * packing, on fewer threads if need be): still the one-thread bits. */
