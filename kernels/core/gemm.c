@@ -12,7 +12,9 @@
  *    over every MC block. On several, B is packed whole-K for a block of
  *    columns first (unless pre-packed), by parallel tasks into one shared
  *    buffer; then C tiles (MC rows x a column range) run as tasks, each
- *    packing its own A block into its worker's slot and running all of K.
+ *    packing its own A block into its worker's slot and running all of K --
+ *    or, when several tiles share rows and A is small (GEMM_A_SHARED_BYTES),
+ *    reading all of A packed once beforehand by parallel tasks.
  *    Either way the epilogue is fused into the micro-kernel's store on the
  *    last K slice.
  * Threading: tasks are handed out dynamically (aie_parallel_dynamic), ~4 per
@@ -114,7 +116,7 @@ static size_t a_shared_bytes(const gemm_kernels *kt, int64_t M, int64_t K, int n
 }
 
 /* Workspace: the shared packed B block (unless B is pre-packed), then one
- * packed A block per participating thread. */
+ * packed A block per participating thread or all of A packed, the larger. */
 static size_t ws_bytes(int64_t M, int64_t N, int64_t K, int nthreads, int pack_b) {
     if (M <= 0 || N <= 0 || K <= 0) return 0;
     if (nthreads <= 0) nthreads = aie_threads_get();
