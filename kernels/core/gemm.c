@@ -12,7 +12,9 @@
  *    over every MC block. On several, B is packed whole-K for a block of
  *    columns first (unless pre-packed), by parallel tasks into one shared
  *    buffer; then C tiles (MC rows x a column range) run as tasks, each
- *    packing its own A block into its worker's slot and running all of K.
+ *    packing its own A block into its worker's slot and running all of K --
+ *    or, when several tiles share rows and A is small (GEMM_A_SHARED_BYTES),
+ *    reading all of A packed once beforehand by parallel tasks.
  *    Either way the epilogue is fused into the micro-kernel's store on the
  *    last K slice.
  * Threading: tasks are handed out dynamically (aie_parallel_dynamic), ~4 per
@@ -54,6 +56,18 @@
 #define GEMM_STREAM_MAX_M 2
 /* Column ranges of the streaming kernel are at least one 4 KiB page wide. */
 #define GEMM_STREAM_SPLIT_UNIT 1024
+/* On several threads a C tile packs the A rows it needs itself, so when the
+ * tiles of one row range are cut into several column ranges (M within one or
+ * two MC blocks: bert's 128-row GEMMs, a late conv layer's 49 pixels) A is
+ * packed once per column range. Up to this size the driver instead packs all
+ * of A once, in parallel, into the workspace before the tiles run: measured
+ * on Zen 3 at 128 x 256 x 1024 on 2 threads, the repeated packing was 16% of
+ * the call's cycles (the micro-kernel 52%). */
+#define GEMM_A_SHARED_BYTES (2u << 20)
+/* ... and only when the packing it saves, (times A would be packed - 1) x
+ * M x K values at ~0.5 ns each, clearly outweighs the extra hand-out and
+ * wait of the packing step (a few us with the workers awake): 16 Ki values. */
+#define GEMM_A_SHARED_MIN_SAVED (1 << 14)
 
 #define PACKED_MAGIC "AIEPKB1"
 typedef struct {
@@ -94,8 +108,15 @@ static size_t b_block_bytes(const gemm_blocking *b, int64_t K) {
     return AIE_ROUND_UP((size_t)b->nc * (size_t)K * sizeof(float), AIE_ALIGN);
 }
 
+/* All of A packed (every KC slice, rows rounded up to whole MR panels), or 0
+ * when it exceeds GEMM_A_SHARED_BYTES or one thread runs (nothing to share). */
+static size_t a_shared_bytes(const gemm_kernels *kt, int64_t M, int64_t K, int nthreads) {
+    size_t n = (size_t)AIE_ROUND_UP(M, kt->mr) * (size_t)K * sizeof(float);
+    return nthreads > 1 && n <= GEMM_A_SHARED_BYTES ? AIE_ROUND_UP(n, AIE_ALIGN) : 0;
+}
+
 /* Workspace: the shared packed B block (unless B is pre-packed), then one
- * packed A block per participating thread. */
+ * packed A block per participating thread or all of A packed, the larger. */
 static size_t ws_bytes(int64_t M, int64_t N, int64_t K, int nthreads, int pack_b) {
     if (M <= 0 || N <= 0 || K <= 0) return 0;
     if (nthreads <= 0) nthreads = aie_threads_get();
@@ -103,8 +124,10 @@ static size_t ws_bytes(int64_t M, int64_t N, int64_t K, int nthreads, int pack_b
      * aie_set_isa() still fits after it. */
     size_t need = 0;
     for (int isa = 0; isa < AIE_ISA_COUNT; isa++) {
-        gemm_blocking b = blocking_for(aie_gemm_kernels_for((aie_isa)isa), M, N, K);
-        size_t t = a_block_bytes(&b) * (size_t)nthreads + (pack_b ? b_block_bytes(&b, K) : 0);
+        const gemm_kernels *kt = aie_gemm_kernels_for((aie_isa)isa);
+        gemm_blocking b = blocking_for(kt, M, N, K);
+        size_t a = a_block_bytes(&b) * (size_t)nthreads, a_shared = a_shared_bytes(kt, M, K, nthreads);
+        size_t t = (a > a_shared ? a : a_shared) + (pack_b ? b_block_bytes(&b, K) : 0);
         if (t > need) need = t;
     }
     return need + AIE_ALIGN;
@@ -177,6 +200,12 @@ typedef struct {
     float *bshared;  /* this column block's packed B (K x nr panels), shared */
     char *a_slots;   /* one packed A block per worker */
     size_t a_bytes;
+    /* All of A packed once (NULL: each tile packs its own): the KC slice at
+     * pc starts at + pc * a_rows, its rows from i0 (a multiple of mr) at
+     * + i0 * kc within it. */
+    float *a_shared;
+    int64_t a_rows;      /* M rounded up to whole MR panels */
+    int64_t a_pack_rows; /* rows per packing task of a_shared */
     int64_t jc, nc;  /* the current column block */
     int64_t pc0, pc1; /* the K range tile tasks run (all of K, or one KC slice) */
     const float *bblock; /* packed B of the block: panel p at + p * b_stride, row k at + (k - b_k0) * nr */
@@ -236,6 +265,18 @@ static void pack_b_task(void *ctx, int64_t t, int worker) {
                         j->bshared + (p0 / nr) * j->b_stride, j->b_stride);
 }
 
+/* Pack task t of a_shared: KC slice t / row groups, row group t % row groups. */
+static void pack_a_task(void *ctx, int64_t t, int worker) {
+    const gemm_job *j = ctx;
+    (void)worker;
+    int64_t groups = (j->M + j->a_pack_rows - 1) / j->a_pack_rows;
+    int64_t pc = (t / groups) * j->blk.kc, kc = min64(j->blk.kc, j->K - pc);
+    int64_t i0 = (t % groups) * j->a_pack_rows, mc = min64(j->a_pack_rows, j->M - i0);
+    float *dst = j->a_shared + pc * j->a_rows + i0 * kc;
+    if (j->pack_a) j->pack_a(j->a_src, i0, mc, pc, kc, j->kt->mr, dst);
+    else j->kt->pack_a(j->trans_a, j->A, j->lda, i0, mc, pc, kc, j->kt->mr, dst);
+}
+
 /* One C tile: rows [i0, i0+mc) x block columns [n0, n1), K slices [pc0, pc1).
  * The arithmetic of every element (KC split, order, epilogue) is the same
  * whichever tile or thread computes it. */
@@ -254,8 +295,9 @@ static void tile_task(void *ctx, int64_t t, int worker) {
         /* beta applies once, on the first K slice; later slices accumulate */
         float beta = pc == 0 ? j->beta : 1.0f;
         int last = pc + kc >= j->K;
-        if (j->pack_a) j->pack_a(j->a_src, i0, mc, pc, kc, mr, pa);
-        else aie_gemm_pack_a(j->trans_a, j->A, j->lda, i0, mc, pc, kc, mr, pa);
+        if (j->a_shared) pa = j->a_shared + pc * j->a_rows + i0 * kc;
+        else if (j->pack_a) j->pack_a(j->a_src, i0, mc, pc, kc, mr, pa);
+        else j->kt->pack_a(j->trans_a, j->A, j->lda, i0, mc, pc, kc, mr, pa);
         for (int64_t jr = n0; jr < n1; jr += nr) {
             int n = (int)min64(nr, n1 - jr);
             const float *bpanel = j->bblock + (jr / nr) * j->b_stride + (pc - j->b_k0) * nr;
@@ -363,13 +405,33 @@ static int run_job(const char *fn, gemm_job *j, void *workspace, size_t workspac
     if (j->bpacked) j->blk.nc = AIE_ROUND_UP(j->N, j->kt->nr); /* B is packed whole already */
     j->a_bytes = a_block_bytes(&j->blk);
     size_t b_bytes = j->bpacked ? 0 : b_block_bytes(&j->blk, j->K);
+    const int64_t nr = j->kt->nr;
+    /* Share one packing of A when tiles would repeat it (several column
+     * ranges of one row range, or several column blocks) and the caller's
+     * workspace has the room (one sized for an older layout may not). */
+    size_t a_shared = a_shared_bytes(j->kt, j->M, j->K, nt);
+    if (a_shared) {
+        j->nc = min64(j->blk.nc, j->N);
+        plan_tiles(j, nt);
+        double packs = (double)j->tiles_n * (double)((j->N + j->blk.nc - 1) / j->blk.nc);
+        if ((packs - 1.0) * (double)j->M * (double)j->K < GEMM_A_SHARED_MIN_SAVED ||
+            workspace_size < b_bytes + a_shared + AIE_ALIGN)
+            a_shared = 0;
+    }
     char *base;
-    int rc = aie_workspace_layout(fn, "aie_sgemm_workspace_size", workspace, workspace_size, b_bytes, j->a_bytes,
-                                  j->M, j->N, j->K, &base, &nt);
+    int rc = aie_workspace_layout(fn, "aie_sgemm_workspace_size", workspace, workspace_size, b_bytes + a_shared,
+                                  a_shared ? 0 : j->a_bytes, j->M, j->N, j->K, &base, &nt);
     if (rc != AIE_OK) return rc;
     j->bshared = (float *)base;
     j->a_slots = base + b_bytes;
-    const int64_t nr = j->kt->nr;
+    if (a_shared) {
+        j->a_shared = (float *)(base + b_bytes);
+        j->a_rows = AIE_ROUND_UP(j->M, j->kt->mr);
+        /* ~2 row groups per thread in every KC slice */
+        j->a_pack_rows = AIE_ROUND_UP((j->M + 2 * nt - 1) / (2 * nt), j->kt->mr);
+        int64_t slices = (j->K + j->blk.kc - 1) / j->blk.kc;
+        aie_parallel_dynamic(slices * ((j->M + j->a_pack_rows - 1) / j->a_pack_rows), nt, pack_a_task, j);
+    }
     /* One thread: the classic order, one KC slice of B packed at a time and
      * swept over every row block while it is in L2. Several: B packed whole
      * K up front, so tile tasks need no barrier per KC slice. */

@@ -82,7 +82,10 @@ typedef struct {
     gemm_small_packed_fn small_packed;
     gemm_small_bt_fn small_bt;
     gemm_epilogue_fn epilogue;
-    gemm_epilogue_fn epilogue_bf16; /* the bf16 GEMM's: its GELU only as exact as bf16 needs (vmf_gelu_bf16) */
+    gemm_epilogue_fn epilogue_bf16;
+    /* aie_gemm_pack_a's contract (same bytes); an ISA may transpose in registers */
+    void (*pack_a)(int trans_a, const float *A, int64_t lda, int64_t i0, int64_t mc, int64_t k0, int64_t kc, int mr,
+                   float *dst); /* the bf16 GEMM's: its GELU only as exact as bf16 needs (vmf_gelu_bf16) */
 } gemm_kernels;
 
 /* Per-ISA tables (scalar/gemm_scalar.c, avx2/gemm_avx2.c, avx512/gemm_avx512.c). */

@@ -15,6 +15,7 @@
  *                                for m = 1..8 rows (m * NV accumulators)
  *   GEMM_BT_RB                   rows per tile of the dot-product kernel
  *   GEMM_ISA_ID, GEMM_TABLE      the aie_isa and the table's symbol name
+ *   GEMM_PACK_A (optional)       A packing with aie_gemm_pack_a's contract
  *
  * The loops below have compile-time trip counts and are fully unrolled, so
  * the accumulator arrays live in registers (checked in the generated code:
@@ -23,6 +24,9 @@
 #include "gemm_internal.h"
 
 #define GEMM_NR (GEMM_NV * VL)
+#ifndef GEMM_PACK_A /* the ISA's own A packing, else the generic one */
+#define GEMM_PACK_A aie_gemm_pack_a
+#endif
 #define GEMM_STR2(x) #x
 #define GEMM_STR(x) GEMM_STR2(x)
 
@@ -464,4 +468,5 @@ const gemm_kernels GEMM_TABLE = {
     .small_bt = gemm_small_bt,
     .epilogue = gemm_epilogue,
     .epilogue_bf16 = gemm_epilogue_bf16,
+    .pack_a = GEMM_PACK_A,
 };

@@ -227,6 +227,59 @@ static void test_determinism(void) {
     }
 }
 
+/* M within one or two row blocks on several threads: A is packed once into
+ * the workspace and shared by the column tiles (gemm.c, GEMM_A_SHARED_BYTES).
+ * Odd M (a partial MR panel), several KC slices (K = 700, the last shorter),
+ * A transposed or not, plain and pre-packed B, a fused epilogue (the last
+ * shape saves too little packing to share: the per-tile path); bitwise
+ * equal to one thread. Then every workspace size from the one-thread size to
+ * the two-thread one (too small for the shared A falls back to per-tile
+ * packing, on fewer threads if need be): still the one-thread bits. */
+static void test_shared_a(void) {
+    static const int64_t shapes[][3] = {{128, 256, 1024}, {49, 517, 700}, {133, 300, 260}, {7 * 6 + 1, 96, 33}};
+    static float bias[517];
+    kt_fill(bias, 517, 91);
+    for (int s = 0; s < 4; s++)
+        for (int v = 0; v < 4; v++) {
+            gemm_case g = {.ta = v & 1, .M = shapes[s][0], .N = shapes[s][1], .K = shapes[s][2], .alpha = 1.0f,
+                           .beta = v == 2 ? -0.5f : 0.0f, .pad = v == 3 ? 3 : 0, .packed = v >> 1};
+            if (v == 1) g.ep = (aie_epilogue){.bias = bias, .bias_kind = AIE_BIAS_COL, .act = AIE_U_RELU};
+            size_t n = (size_t)(g.M * (g.N + g.pad));
+            float *r1 = kt_xmalloc(n * sizeof(float)), *r2 = kt_xmalloc(n * sizeof(float));
+            g.threads = 1;
+            run_case(&g, 7 + (uint64_t)s, r1, 0);
+            g.threads = 2;
+            double err = run_case(&g, 7 + (uint64_t)s, r2, 1);
+            KT_CHECK(err <= tol_for(&g), "isa=%s %lldx%lldx%lld v=%d threads=2: normalised error %.3g > %.3g",
+                     aie_isa_name(aie_selected_isa()), (long long)g.M, (long long)g.N, (long long)g.K, v, err,
+                     tol_for(&g));
+            KT_CHECK(memcmp(r1, r2, n * sizeof(float)) == 0, "isa=%s %lldx%lldx%lld v=%d: threads 1 vs 2 differ",
+                     aie_isa_name(aie_selected_isa()), (long long)g.M, (long long)g.N, (long long)g.K, v);
+            free(r1), free(r2);
+        }
+
+    const int64_t M = 128, N = 256, K = 1024;
+    float *A = kt_xmalloc((size_t)(M * K) * sizeof(float)), *B = kt_xmalloc((size_t)(K * N) * sizeof(float));
+    float *C1 = kt_xmalloc((size_t)(M * N) * sizeof(float)), *C2 = kt_xmalloc((size_t)(M * N) * sizeof(float));
+    kt_fill(A, (size_t)(M * K), 5);
+    kt_fill(B, (size_t)(K * N), 6);
+    size_t lo = aie_sgemm_workspace_size(M, N, K, 1), hi = aie_sgemm_workspace_size(M, N, K, 2);
+    KT_CHECK(hi > lo, "the two-thread workspace (%zu) should exceed the one-thread one (%zu)", hi, lo);
+    char *ws = kt_xmalloc(hi);
+    KT_CHECK(aie_sgemm(0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, C1, N, NULL, ws, lo, 1) == AIE_OK, "%s",
+             aie_last_error());
+    for (int step = 0; step <= 8; step++) {
+        size_t wss = lo + (hi - lo) * (size_t)step / 8;
+        memset(C2, 0xff, (size_t)(M * N) * sizeof(float));
+        int rc = aie_sgemm(0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, C2, N, NULL, ws, wss, 2);
+        KT_CHECK(rc == AIE_OK, "workspace %zu of [%zu, %zu]: %s", wss, lo, hi, aie_last_error());
+        KT_CHECK(memcmp(C1, C2, (size_t)(M * N) * sizeof(float)) == 0,
+                 "isa=%s workspace %zu of [%zu, %zu]: 2 threads differ from 1", aie_isa_name(aie_selected_isa()),
+                 wss, lo, hi);
+    }
+    free(A), free(B), free(C1), free(C2), free(ws);
+}
+
 /* Small M with B too large for the flops rule to thread (batch-1 MLP
  * layers): threaded by B's bytes, one column range per thread.
  * Every variant of the small path (packed, plain, streaming, B transposed,
@@ -355,6 +408,7 @@ int main(void) {
         test_packed();
         test_stream();
         test_determinism();
+        test_shared_a();
         test_small_b_bound();
         test_nan_inf();
         test_errors();
