@@ -121,7 +121,7 @@ VMF_FN vf vmf_log(vf x) {
  * where an ISA has one (AVX2: half of sigmoid's instructions were exp's). */
 VMF_FN vf vmf_exp_neg(vf t) {
     vf n;
-    vf e = vmf_exp_unscaled(vf_sel(vf_lt(t, vmf_c(-104.0f)), vmf_c(-104.0f), t), &n);
+    vf e = vmf_exp_unscaled(vf_max(vmf_c(-104.0f), t), &n); /* NaN t: t (see vmf_relu) */
     return vf_scale2n_neg(e, n);
 }
 
