@@ -244,11 +244,13 @@ VMF_FN vf vmf_gelu_tanh(vf x) {
     return vf_sel(vf_isnan(x), x, vmf_gated(x, vmf_sigmoid(z2)));
 }
 
-/* vmf_gated's bits for less: the gate is 0 only for x << 0 (so the zero is
- * -0), and a NaN x makes the gate NaN, so x * g is already NaN. */
+/* vmf_gated's bits for less: the gate is 0 only for x << 0, so the zero is
+ * -0. A NaN x makes x * g NaN too, but the select keeps its bits: with two
+ * NaN operands the product's sign depends on the operand order the compiler
+ * picks, which differs between the standalone op and a fused epilogue. */
 VMF_FN vf vmf_silu(vf x) {
     vf g = vmf_sigmoid(x);
-    return vf_sel(vf_eq(g, vf_zero()), vmf_c(-0.0f), vf_mul(x, g));
+    return vf_sel(vf_isnan(x), x, vf_sel(vf_eq(g, vf_zero()), vmf_c(-0.0f), vf_mul(x, g)));
 }
 
 VMF_FN vf vmf_expm1(vf x) {
