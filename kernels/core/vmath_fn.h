@@ -49,6 +49,11 @@
 #define VMF_FN static inline
 #endif
 
+#ifndef VF_HAVE_SCALE2N_NEG
+/* e * 2^n for integral n in [-150, 0]: the general scaling gives the bits. */
+#define vf_scale2n_neg vf_scale2n
+#endif
+
 VMF_FN vf vmf_c(float x) { return vf_set1(x); }
 /* Horner step p * x + c, one rounding. */
 VMF_FN vf vmf_h(vf p, vf x, float c) { return vf_fma_rn(p, x, vf_set1(c)); }
@@ -58,19 +63,25 @@ VMF_FN vf vmf_gated(vf x, vf g) {
     return vf_sel(vf_eq(g, vf_zero()), vf_copysign(vf_zero(), x), vf_mul(x, g));
 }
 
-VMF_FN vf vmf_exp(vf x) {
-    vf xc = vf_sel(vf_lt(x, vmf_c(-104.0f)), vmf_c(-104.0f), x);
-    xc = vf_sel(vf_gt(xc, vmf_c(89.0f)), vmf_c(89.0f), xc);
-    vf n = vf_round(vf_mul(xc, vmf_c(1.44269504088896341f)));
-    vf r = vf_fma_rn(n, vmf_c(-0.693359375f), xc);
-    r = vf_fma_rn(n, vmf_c(2.12194440e-4f), r);
+/* exp(xc) for xc in [-104, 89] or NaN, before the scaling by 2^n (*n). */
+VMF_FN vf vmf_exp_unscaled(vf xc, vf *n) {
+    *n = vf_round(vf_mul(xc, vmf_c(1.44269504088896341f)));
+    vf r = vf_fma_rn(*n, vmf_c(-0.693359375f), xc);
+    r = vf_fma_rn(*n, vmf_c(2.12194440e-4f), r);
     vf p = vmf_c(1.9875691500e-4f);
     p = vmf_h(p, r, 1.3981999507e-3f);
     p = vmf_h(p, r, 8.3334519073e-3f);
     p = vmf_h(p, r, 4.1665795894e-2f);
     p = vmf_h(p, r, 1.6666665459e-1f);
     p = vmf_h(p, r, 5.0000001201e-1f);
-    vf e = vf_add(vf_fma_rn(p, vf_mul(r, r), r), vmf_c(1.0f));
+    return vf_add(vf_fma_rn(p, vf_mul(r, r), r), vmf_c(1.0f));
+}
+
+VMF_FN vf vmf_exp(vf x) {
+    vf xc = vf_sel(vf_lt(x, vmf_c(-104.0f)), vmf_c(-104.0f), x);
+    xc = vf_sel(vf_gt(xc, vmf_c(89.0f)), vmf_c(89.0f), xc);
+    vf n;
+    vf e = vmf_exp_unscaled(xc, &n);
     return vf_sel(vf_isnan(x), x, vf_scale2n(e, n));
 }
 
@@ -104,10 +115,20 @@ VMF_FN vf vmf_log(vf x) {
     return vf_sel(vf_isnan(x), x, r);
 }
 
+/* exp(t) for t <= 0 or NaN: vmf_exp's bits without its overflow clamp and
+ * NaN select (a NaN t makes n and the polynomial NaN, and any scaling of a
+ * NaN is NaN), and 2^n for n in [-150, 0] through vf_scale2n_neg, cheaper
+ * where an ISA has one (AVX2: half of sigmoid's instructions were exp's). */
+VMF_FN vf vmf_exp_neg(vf t) {
+    vf n;
+    vf e = vmf_exp_unscaled(vf_max(vmf_c(-104.0f), t), &n); /* NaN t: t (see vmf_relu) */
+    return vf_scale2n_neg(e, n);
+}
+
 /* exp(-|x|) never overflows, so sigmoid(x) for x << 0 reaches the denormals
  * (e / (1 + e)) instead of 1 / (1 + inf) = 0. */
 VMF_FN vf vmf_sigmoid(vf x) {
-    vf e = vmf_exp(vf_neg(vf_abs(x)));
+    vf e = vmf_exp_neg(vf_neg(vf_abs(x)));
     return vf_div(vf_sel(vf_lt(x, vf_zero()), e, vmf_c(1.0f)), vf_add(vmf_c(1.0f), e));
 }
 
@@ -223,7 +244,14 @@ VMF_FN vf vmf_gelu_tanh(vf x) {
     return vf_sel(vf_isnan(x), x, vmf_gated(x, vmf_sigmoid(z2)));
 }
 
-VMF_FN vf vmf_silu(vf x) { return vf_sel(vf_isnan(x), x, vmf_gated(x, vmf_sigmoid(x))); }
+/* vmf_gated's bits for less: the gate is 0 only for x << 0, so the zero is
+ * -0. A NaN x makes x * g NaN too, but the select keeps its bits: with two
+ * NaN operands the product's sign depends on the operand order the compiler
+ * picks, which differs between the standalone op and a fused epilogue. */
+VMF_FN vf vmf_silu(vf x) {
+    vf g = vmf_sigmoid(x);
+    return vf_sel(vf_isnan(x), x, vf_sel(vf_eq(g, vf_zero()), vmf_c(-0.0f), vf_mul(x, g)));
+}
 
 VMF_FN vf vmf_expm1(vf x) {
     vf p = vmf_c(2.505210838544172e-08f); /* 1/11! */
