@@ -20,6 +20,12 @@
 #define GEMM_SMALL_NV_8 1
 #define GEMM_BT_RB 2
 #define GEMM_ACC_BUDGET 12 /* accumulators of the small-M kernel on packed B */
+/* With 8-wide vectors the register tile reads B in 32-96-byte runs one row
+ * (a page or more for wide B) apart, which Zen 3 fetched at 4-7 GFLOPS for
+ * 3-8 rows of a 2048 x 2048 B; streaming whole rows took 2.5-4x less time
+ * (3..8 x 2048 x 2048 and 4..8 x 1024 x 1024, 1 and 2 threads). AVX-512's
+ * 16-wide tile (4 vectors a row) keeps the default of 2. */
+#define GEMM_STREAM_MAX_M 8
 #define GEMM_PACK_A pack_a_avx2
 #define GEMM_ISA_ID AIE_ISA_AVX2
 #define GEMM_TABLE aie_gemm_kernels_avx2

@@ -48,12 +48,11 @@
  * m = 1 tile of the AVX-512 kernel is 128 columns). */
 #define GEMM_SMALL_SPLIT_UNIT 128
 /* The streaming small-M kernel (see gemm_kernels_body.h) replaces the
- * register-tile one for m <= GEMM_STREAM_MAX_M when B is larger than this:
- * then B comes from L3 or DRAM and long sequential runs matter more than
- * accumulator traffic. Measured at 1 and 2 rows (1 x 4096 x K: +15-35%); at
- * 4-8 rows the register tile's reuse of each B load wins even from L3. */
+ * register-tile one for m <= the ISA's stream_max_m when B is larger than
+ * this: then B comes from L3 or DRAM and long sequential runs matter more
+ * than accumulator traffic. Measured at 1 and 2 rows (1 x 4096 x K:
+ * +15-35%, AVX-512); the rows above that, per ISA: see GEMM_STREAM_MAX_M. */
 #define GEMM_STREAM_MIN_BYTES (1u << 20)
-#define GEMM_STREAM_MAX_M 2
 /* Column ranges of the streaming kernel are at least one 4 KiB page wide. */
 #define GEMM_STREAM_SPLIT_UNIT 1024
 /* On several threads a C tile packs the A rows it needs itself, so when the
@@ -222,7 +221,7 @@ static void apply_epilogue(const gemm_job *j, float *c, int64_t m, int64_t n, in
 }
 
 static int use_stream(const gemm_job *j) {
-    return !j->bpacked && !j->trans_b && j->M <= GEMM_STREAM_MAX_M &&
+    return !j->bpacked && !j->trans_b && j->M <= j->kt->stream_max_m &&
            (double)j->K * (double)j->N * sizeof(float) >= (double)GEMM_STREAM_MIN_BYTES;
 }
 

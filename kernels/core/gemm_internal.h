@@ -79,13 +79,14 @@ typedef struct {
     gemm_ukernel_fn ukernel;
     gemm_small_fn small;
     gemm_small_fn small_stream; /* same contract, B streamed row by row (B larger than L2) */
+    int stream_max_m;           /* most rows small_stream replaces small for (GEMM_STREAM_MAX_M) */
     gemm_small_packed_fn small_packed;
     gemm_small_bt_fn small_bt;
     gemm_epilogue_fn epilogue;
-    gemm_epilogue_fn epilogue_bf16;
+    gemm_epilogue_fn epilogue_bf16; /* the bf16 GEMM's: its GELU only as exact as bf16 needs (vmf_gelu_bf16) */
     /* aie_gemm_pack_a's contract (same bytes); an ISA may transpose in registers */
     void (*pack_a)(int trans_a, const float *A, int64_t lda, int64_t i0, int64_t mc, int64_t k0, int64_t kc, int mr,
-                   float *dst); /* the bf16 GEMM's: its GELU only as exact as bf16 needs (vmf_gelu_bf16) */
+                   float *dst);
 } gemm_kernels;
 
 /* Per-ISA tables (scalar/gemm_scalar.c, avx2/gemm_avx2.c, avx512/gemm_avx512.c). */

@@ -16,6 +16,9 @@
  *   GEMM_BT_RB                   rows per tile of the dot-product kernel
  *   GEMM_ISA_ID, GEMM_TABLE      the aie_isa and the table's symbol name
  *   GEMM_PACK_A (optional)       A packing with aie_gemm_pack_a's contract
+ *   GEMM_STREAM_MAX_M (optional) most rows for which the streaming kernel
+ *                                replaces the register-tile one when B is
+ *                                larger than the caches (default 2)
  *
  * The loops below have compile-time trip counts and are fully unrolled, so
  * the accumulator arrays live in registers (checked in the generated code:
@@ -24,6 +27,9 @@
 #include "gemm_internal.h"
 
 #define GEMM_NR (GEMM_NV * VL)
+#ifndef GEMM_STREAM_MAX_M
+#define GEMM_STREAM_MAX_M 2
+#endif
 #ifndef GEMM_PACK_A /* the ISA's own A packing, else the generic one */
 #define GEMM_PACK_A aie_gemm_pack_a
 #endif
@@ -464,6 +470,7 @@ const gemm_kernels GEMM_TABLE = {
     .ukernel = GEMM_UKERNEL,
     .small = gemm_small,
     .small_stream = gemm_small_stream,
+    .stream_max_m = GEMM_STREAM_MAX_M,
     .small_packed = gemm_small_packed,
     .small_bt = gemm_small_bt,
     .epilogue = gemm_epilogue,

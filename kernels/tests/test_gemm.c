@@ -168,30 +168,32 @@ static void test_packed(void) {
         }
 }
 
-/* The streaming small-M kernel (B over GEMM_STREAM_MIN_BYTES, m <= 2) through
- * aie_sgemm: several accumulator chunks, ragged tails, transposed A, beta,
- * epilogue, ld padding, threads; and bitwise equal to the register-tile
+/* The streaming small-M kernel (B over GEMM_STREAM_MIN_BYTES, m up to the
+ * ISA's stream_max_m: 2, 8 on AVX2) through aie_sgemm: several accumulator
+ * chunks, ragged tails, transposed A, beta, epilogue, ld padding, threads,
+ * every row count up to GEMM_SMALL_M; and bitwise equal to the register-tile
  * kernel it replaces, called directly. */
 static void test_stream(void) {
-    static const int64_t shapes[][3] = {{1, 1100, 1000}, {2, 2100, 501}, {1, 4100, 257}, {2, 1037, 1013}};
+    static const int64_t shapes[][3] = {{1, 1100, 1000}, {2, 2100, 501}, {1, 4100, 257}, {2, 1037, 1013},
+                                        {3, 1100, 1000}, {5, 2100, 501}, {7, 1037, 1013}, {8, 4100, 257}};
     static float bias[4100];
     kt_fill(bias, 4100, 91);
-    for (int s = 0; s < 4; s++) {
+    for (int s = 0; s < 8; s++) {
         gemm_case g = {.ta = s & 1, .M = shapes[s][0], .N = shapes[s][1], .K = shapes[s][2], .alpha = 0.75f,
                        .beta = s == 1 ? 0.5f : 0.0f, .pad = s == 2 ? 3 : 0, .threads = 1 + s % 2};
-        if (s == 3) g.ep = (aie_epilogue){.bias = bias, .bias_kind = AIE_BIAS_COL, .act = AIE_U_GELU};
+        if (s % 4 == 3) g.ep = (aie_epilogue){.bias = bias, .bias_kind = AIE_BIAS_COL, .act = AIE_U_GELU};
         check_case(&g, 800u + (uint64_t)s);
     }
     const gemm_kernels *kt = aie_gemm_kernels_for(aie_selected_isa());
-    const int64_t N = 2100, K = 37;
-    float *A = kt_xmalloc(2 * K * sizeof(float)), *B = kt_xmalloc((size_t)(K * N) * sizeof(float));
-    float *C1 = kt_xmalloc(2 * N * sizeof(float)), *C2 = kt_xmalloc(2 * N * sizeof(float));
-    kt_fill(A, (size_t)(2 * K), 5), kt_fill(B, (size_t)(K * N), 6), kt_fill(C1, (size_t)(2 * N), 7);
-    for (int m = 1; m <= 2; m++) {
-        memcpy(C2, C1, (size_t)(2 * N) * sizeof(float));
+    const int64_t N = 2100, K = 37, R = GEMM_SMALL_M;
+    float *A = kt_xmalloc((size_t)(R * K) * sizeof(float)), *B = kt_xmalloc((size_t)(K * N) * sizeof(float));
+    float *C1 = kt_xmalloc((size_t)(R * N) * sizeof(float)), *C2 = kt_xmalloc((size_t)(R * N) * sizeof(float));
+    kt_fill(A, (size_t)(R * K), 5), kt_fill(B, (size_t)(K * N), 6), kt_fill(C1, (size_t)(R * N), 7);
+    for (int m = 1; m <= R; m++) {
+        memcpy(C2, C1, (size_t)(R * N) * sizeof(float));
         kt->small(m, 3, N, K, 1.25f, 0, A, K, B, N, -0.5f, C1, N);
         kt->small_stream(m, 3, N, K, 1.25f, 0, A, K, B, N, -0.5f, C2, N);
-        KT_CHECK(memcmp(C1, C2, (size_t)(2 * N) * sizeof(float)) == 0,
+        KT_CHECK(memcmp(C1, C2, (size_t)(R * N) * sizeof(float)) == 0,
                  "isa=%s m=%d: streaming and register small-M kernels differ bitwise", aie_isa_name(kt->isa), m);
     }
     free(A), free(B), free(C1), free(C2);
