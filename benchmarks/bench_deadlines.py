@@ -66,10 +66,11 @@ re-checked on a quieter host.
 Per cell: the median p99 over repeats with its range, the p99 of all
 repeats pooled, the mean batch size, and what the window cost (batches held
 back, their mean added wait: the policy's window_waits / window_waited_us).
-Per pattern (the summary table, to paste): the pooled ratio with its
-interval and the verdict read from it (met / missed / not decided), how
-many repeats the verdict needed, the ratio per repeat, the placebo with the
-slices that would narrow it to the Must's +-10%, the EDF-minus-FIFO
+Per pattern (the summary table, to paste): the p99 pooled over repeats
+(auto / best), the ratio per repeat, the paired ratio with its interval and
+the verdict read from it (met / missed / not decided), how many repeats the
+verdict needed, the placebo with the repeats that would narrow it to the
+Must's +-10%, the EDF-minus-FIFO
 deadline-met fraction per repeat on the auto window and with batching off,
 and the mean batch size (near 1: no queue formed, so EDF and FIFO ran the
 same order). --dump writes every latency by pattern, cell and slice.
