@@ -33,7 +33,7 @@ from engine.passes.precision import precision_of
 from engine.plan import ExecPlan, NeedsValue, PlanCache
 from engine.plan_segments import OUT_REFUSED, plan_graph
 
-DEFAULT_PLAN_CACHE_SIZE = 16  # engine.plan_cache_size default (sysconfig schema)
+DEFAULT_PLAN_CACHE_SIZE = 16  # the Python API's; a server reads engine.plan_cache_size (default 8)
 # Inputs whose values shape the plan (e.g. a Reshape target fed as an input)
 # are part of the cache key; larger ones would make keys unbounded.
 MAX_VALUE_KEY_ELEMENTS = 4096
