@@ -78,7 +78,7 @@ def test_the_interval_pairs_the_repeats_so_drift_shared_by_every_window_cancels(
     assert 0.85 < lo < 0.9 < hi < 1.0, (lo, hi)
     s = pattern_summary("steady", cells, {k: 1.0 for k in cells})
     assert verdict(s) == "met"
-    need = settled_after(s, s["lat"], s["fixed"])
+    need = settled_after(s)
     assert need is not None and 2 <= need <= 10
 
 
@@ -92,7 +92,7 @@ def test_the_interval_counts_picking_the_best_of_three_equal_windows():
     lo, hi = bootstrap_ratio(lat, [k for k in WINDOWS if k != "auto"], rounds=300)
     assert lo < 1.0 < hi
     s = pattern_summary("sine", cells, {k: 1.0 for k in cells})
-    assert verdict(s) != "missed" and (verdict(s) == "met") == (settled_after(s, s["lat"], s["fixed"]) is not None)
+    assert verdict(s) != "missed" and (verdict(s) == "met") == (settled_after(s) is not None)
 
 
 def test_the_placebo_measures_the_benchmarks_own_noise_and_the_repeats_it_would_take():
