@@ -48,6 +48,10 @@ static const conv_case CASES[] = {
     {"direct narrow 3x3 K13 W29 + silu + residual", P(2, 7, 29, 11, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), AIE_U_SILU,
      1},
     {"direct 1x1 K37 + silu", P(1, 5, 23, 21, 37, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1), AIE_U_SILU, 0},
+    /* ... and Winograd's over whole output rows after every panel (conv_winograd.c): 3 panels, odd P and Q
+     * (partial tiles), tile rows crossing images */
+    {"3x3 K37 odd P, Q, N2 + silu + residual (winograd too)", P(2, 7, 9, 13, 37, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1),
+     AIE_U_SILU, 1},
 };
 
 /* Every case runs under both general algorithms; the direct one falls back
