@@ -40,13 +40,14 @@
 
 /* SiLU over a stored tile: rows x n floats, ldc apart. A rolled loop over
  * the tile's vectors, not vmf_silu on the MR_ x NV_ accumulators in the
- * epilogue: there, with the accumulators and sigmoid's constants competing
- * for 16 ymm registers, AVX2 spilled and the SiLU cost ~2x a standalone
- * SiLU pass (thread time, Zen 3: the stem 3->16 /2 @320 spent 0.47 ms of
- * 1.01 on it, a standalone SiLU of its output 0.24 ms). Here the constants
- * stay in registers and out-of-order execution overlaps the iterations'
- * exp / divide chains. The tile is still in L1. Same function on the same
- * values: the same bits as before and as act_row. */
+ * epilogue: there (AVX2: 12 accumulators, sigmoid's ~10 constants, 16 ymm
+ * registers) the fused SiLU cost up to ~2x a standalone SiLU pass (thread
+ * time, Zen 3, loaded: the stem 3->16 /2 @320 spent 0.4-0.5 ms of ~1.0 on
+ * it, a standalone SiLU of its output ~0.25 ms of compute). This loop keeps
+ * the constants in registers and lets the iterations' exp / divide chains
+ * overlap; in-process A/B, 1 thread: SiLU convs 0.87-0.98x, the stem
+ * 0.87-0.89x. The tile is still in L1. Same function on the same values:
+ * the same bits as before and as act_row. */
 static inline __attribute__((always_inline)) void cd_silu_tile(float *c, int64_t ldc, int rows, int n) {
     const int nfull = n / VL * VL;
     for (int i = 0; i < rows; i++) {
