@@ -42,6 +42,16 @@ static const conv_case CASES[] = {
     {"direct narrow 3x3 s2 K16", P(1, 9, 75, 3, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1), AIE_U_HARDSWISH, 1},
     {"3x3 asym pads N2 (winograd too)", P(2, 9, 11, 19, 37, 3, 3, 1, 1, 1, 1, 2, 0, 1, 2, 1), AIE_U_HARDSWISH, 1},
     {"direct 1x1 s1 one flat row", P(3, 5, 7, 19, 45, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1), AIE_U_RELU, 1},
+    /* SiLU runs over the stored tile (conv_direct_body.h): row tails of
+     * 5 of 8 / 16 lanes, narrow and wide tiles, with and without residual */
+    {"direct stem 3x3 s2 K16 W83 + silu", P(1, 9, 83, 3, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1), AIE_U_SILU, 0},
+    {"direct narrow 3x3 K13 W29 + silu + residual", P(2, 7, 29, 11, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), AIE_U_SILU,
+     1},
+    {"direct 1x1 K37 + silu", P(1, 5, 23, 21, 37, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1), AIE_U_SILU, 0},
+    /* ... and Winograd's over whole output rows after every panel (conv_winograd.c): 3 panels, odd P and Q
+     * (partial tiles), tile rows crossing images */
+    {"3x3 K37 odd P, Q, N2 + silu + residual (winograd too)", P(2, 7, 9, 13, 37, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1),
+     AIE_U_SILU, 1},
 };
 
 /* Every case runs under both general algorithms; the direct one falls back
