@@ -18,11 +18,15 @@ whose site-packages point at this checkout's installed dependencies (pip
 would install the same pinned versions, minutes later) plus the clone's own
 sources, with the Makefile's install stamp in place; everything `make
 deploy` does after bootstrap (zoo, kernels, convert, wheels, bundle, install)
-runs for real in the clone. The first `make deploy` also finds the
-kernels' objects of this checkout's build when that build is current (`make
--q` says so: the same sources, the same flags), copied in newer than the
-clone's sources, so its build-kernels step runs make and compiles nothing;
-the deploy from clean (step 9) compiles every kernel from nothing. Step 9
+runs for real in the clone. Both deploys from an empty build/ (step 1 and
+step 9, after `make clean`) also find the kernels' objects of this
+checkout's build when that build is current (`make -q` says so: the same
+sources, the same flags), copied in newer than the clone's sources, so their
+build-kernels step runs make and compiles nothing. Compiling every kernel
+from nothing here would repeat, at ~160 s of CPU, what other runs do: `make
+test` in a fresh clone (CI) builds the library and its C tests from nothing
+before pytest starts, and tests/kernels/test_cross_aarch64.py builds the
+whole portable library from nothing into an empty BUILD_DIR. Step 9
 takes the dependency wheels and the release venv from the user's cache
 (~/.cache/ai-engine under the fresh HOME), which `make clean` keeps, as any
 user's deploy after `make clean` does; step 1 found that cache empty.
@@ -270,6 +274,7 @@ def test_the_readme_path_twice_in_a_fresh_clone(netns, tmp_path):
 
     # 9. make deploy from clean, then invoke stop. The dependency wheels come
     # from the user's wheel cache (~/.cache/ai-engine), which make clean keeps.
+    print(f"kernels {_seed_kernels(clone)}")
     clean = user.run("make", "deploy").stdout
     assert re.search(r"✓ dependency wheels .*\(from the cache, " + re.escape(str(tmp_path / "home")), clean), clean
     pid = user.pid()
