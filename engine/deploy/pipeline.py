@@ -30,14 +30,11 @@ from hostspec.hugepages import resolve_model_memory
 from hostspec.loader import load_spec
 from hostspec.render import render_tree
 
-from engine.convert import convert_file
-from engine.deploy.convert_models import check_buckets, precision_options
 from engine.deploy import DeployError, wheelcache, wheels
 from engine.deploy.balancer_host import BalancerHost
 from engine.deploy.balancer_rollout import Rollout
 from engine.deploy.bundle import REPO_FILES, Bundle, BundleInputs, build_bundle, read_bundle
 from engine.deploy.canary import fleet_ramp
-from engine.deploy.reference import write_reference
 from engine.deploy.reload import decide_bundles
 from engine.deploy.report import Reporter
 from engine.deploy.targets import (HostResult, Settings, Target, guarded, host_key_policy, make_balancer_targets,
@@ -210,6 +207,12 @@ class Pipeline:
         return self._step("build-kernels", inputs, build)
 
     def models(self, kernels_so: Path) -> dict[str, tuple[Path, Path]]:
+        # Here, not at the top: the converter pulls in onnx and the planner
+        # (~1-2 s of imports), which `invoke status/stop/logs` never need.
+        from engine.convert import convert_file
+        from engine.deploy.convert_models import check_buckets, precision_options
+        from engine.deploy.reference import write_reference
+
         out = self.work / "models"
         out.mkdir(parents=True, exist_ok=True)
         converter = sorted(p for pattern in CONVERTER_SOURCES for p in REPO.glob(pattern))

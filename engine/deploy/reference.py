@@ -16,10 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.convert import representative_inputs
 from engine.deploy import DeployError
 from engine.errors import EngineError
-from engine.session import InferenceSession
 
 # A host runs the same kernels on possibly another ISA path (AVX-512 vs AVX2
 # vs scalar): sums reassociate, so compare with a float32-sized tolerance.
@@ -105,6 +103,8 @@ def _sample_inputs(name: str, session, sample: Path | None, shapes: dict | None)
             raise DeployError(f"no smoke input for input {arg.name!r} of type {arg.type}", where=f"model {name!r}",
                               hint=f"supported: {', '.join(_DTYPES)}; or give engine.models[{name}].sample")
     # the converter's seeded inputs (what it executed the model on), at the smoke shapes
+    from engine.convert import representative_inputs  # lazily: see write_reference
+
     feeds, _ = representative_inputs(session.graph, concrete, seed=SEED)
     return feeds, {}
 
@@ -125,6 +125,10 @@ def write_reference(name: str, aie_path: Path, onnx_path: Path, out: Path, *, sa
     """Run the converted model once on the smoke input (engine.models[].sample,
     else seeded random inputs at the model's or engine.models[].shapes' shapes)
     and write out/<name>.smoke.json."""
+    # Imported here: describe_sample is used by every deploy command, the
+    # runtime (onnx, the planner) only when a reference is written.
+    from engine.session import InferenceSession
+
     session = InferenceSession(str(aie_path), threads=1)
     feeds, extra = _sample_inputs(name, session, sample, shapes)
     names = [o.name for o in session.get_outputs()]
