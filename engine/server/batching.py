@@ -45,7 +45,7 @@ where R is the expected remainder of the batches running now, W the
 compute of the queued requests that run before it in queue order (every
 higher priority level; in its level, EDF: earlier deadlines, ties FIFO;
 fifo: everything queued before it), batched as the policy forms them (per
-shape, full batches of the target size and one of the rest), and `own` the
+shape, full batches of max_batch_size and one of the rest), and `own` the
 compute its own batch adds (it joins the last partial batch of its shape);
 R + W are spread over the model's instances. A batch of b costs
     f(b) = min(c(b), max{m(b') : b' <= b measured})
