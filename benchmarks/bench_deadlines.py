@@ -215,12 +215,13 @@ def summarize(slices: list[dict]) -> dict:
 
 # ---- simulation: the same policy on a fake clock ---------------------------------------
 class _SimRequest:
-    __slots__ = ("batch", "key", "priority", "arrival", "deadline", "state", "seq", "large", "answered")
+    __slots__ = ("batch", "key", "priority", "arrival", "deadline", "state", "seq", "large", "need_s", "answered", "refused")
 
     def __init__(self, arrival: float, limit: float):
         self.batch, self.key, self.priority = 1, (), 1
         self.arrival, self.deadline = arrival, arrival + limit
         self.answered: float | None = None
+        self.refused = False              # refused as hopeless (answered with the expired error)
 
 
 def run_noise(kind: str, rng: random.Random) -> float:
@@ -236,7 +237,7 @@ def run_noise(kind: str, rng: random.Random) -> float:
 
 
 def simulate(window, times: list[float], limits: list[float], compute, *, edf: bool = True, max_batch: int = 8,
-             seed: int = 0, noise_kind: str = "mild") -> dict:
+             seed: int = 0, noise_kind: str = "mild", queue_guard: bool = True) -> dict:
     """One instance under engine.server.batching.BatchPolicy with a fake
     clock: the decisions the server makes, without the host's noise.
     `compute(b)` is a batch's compute time; each run varies by a seeded
@@ -246,7 +247,7 @@ def simulate(window, times: list[float], limits: list[float], compute, *, edf: b
 
     now = [0.0]
     policy = BatchPolicy(levels=1, max_batch=max_batch, batchable=True, delay_us=window, clock=lambda: now[0],
-                         edf=edf)
+                         edf=edf, queue_guard=queue_guard)
     noise = random.Random(seed)
     reqs = [_SimRequest(t, lim) for t, lim in zip(times, limits)]
     queued: list[_SimRequest] = []
@@ -270,7 +271,7 @@ def simulate(window, times: list[float], limits: list[float], compute, *, edf: b
         if not running:
             d = policy.decide()
             for r in d.hopeless:
-                r.answered = t
+                r.answered, r.refused = t, True
             if d.batch:
                 running, start = d.batch, t
                 batches += 1
@@ -285,7 +286,8 @@ def simulate(window, times: list[float], limits: list[float], compute, *, edf: b
         if not events:
             break
         now[0] = max(t, min(events))
-    raw = [(200, r.answered - r.arrival) if r.answered is not None and r.answered < r.deadline
+    raw = [(504, r.answered - r.arrival) if r.refused
+           else (200, r.answered - r.arrival) if r.answered is not None and r.answered < r.deadline
            else (504, r.deadline - r.arrival) for r in reqs]
     one = {"raw": raw, "limits": list(limits), "batches": batches, "ran": ran, "waits": policy.waits, "waited_s": policy.waited_s}
     return summarize([one]) | one

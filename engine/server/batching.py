@@ -40,14 +40,40 @@ at most one large-led batch that started after it was queued (plus the batch
 running when it arrived, and higher priority levels).
 
 Hopeless deadlines: a request is refused, without running, when
-    now + LOWER_BOUND_MARGIN * min(c(b), max{m(b') : b' <= b measured}) > deadline
-where b is its batch, c the fitted compute time and m(b') the median
-measured time of batches of b' items (ComputeTimes): it will run in a batch
-of at least its own size, and a larger batch never computes faster, so it
-cannot finish in time. The queue ahead of it is not
-counted (EDF may still move it forward). Checked when it is submitted and
-again when its batch is formed. Nothing is refused before a batch of its
-size or smaller has been measured.
+    now + LOWER_BOUND_MARGIN * (R + W + own) >= deadline
+where R is the expected remainder of the batches running now, W the
+compute of the queued requests that run before it in queue order (every
+higher priority level; in its level, EDF: earlier deadlines, ties FIFO;
+fifo: everything queued before it), batched as the policy forms them (per
+shape, full batches of max_batch_size and one of the rest), and `own` the
+compute its own batch adds (it joins the last partial batch of its shape);
+R + W are spread over the model's instances. A batch of b costs
+    f(b) = min(c(b), max{m(b') : b' <= b measured})
+(c the fitted line, ComputeTimes; m(b') the median measured time of batches
+of b' items): a request runs in a batch of at least its own size, a larger
+batch never computes faster, and a fit of a curved cost can overshoot the
+small sizes. With nothing running or queued ahead this is the request's own
+compute alone. Requests ahead that are themselves
+hopeless do not count (they will not run). Checked when it is submitted
+(against the queue then) and again whenever an instance takes a batch (the
+whole queue walked in order: requests ahead may have been served, expired
+or cancelled, or a run took longer than expected). Under EDF two more
+rules, both about who gives way when not everyone can make it:
+- a newcomer that would make a request of its level already queued miss
+  is refused itself (an admitted request keeps its place: EDF never
+  refuses one that FIFO would have served because a later arrival cut in);
+- in the walk, when a request is late and leaving out the most urgent
+  request counted before it in its level would let it make it, that one
+  is refused instead (Moore-Hodgson's rule for the most deadlines met on
+  one machine, for requests of equal cost): one of the two is lost either
+  way, and the one kept has the more slack, so it is the more likely to
+  make it on a host whose run times vary.
+Why: under overload EDF otherwise serves the requests closest to their
+deadlines, which a slow run then sinks, while the rest expire behind them
+(the EDF domino: bench_deadlines, session 11, EDF met fewer than FIFO in
+bursts). Refusing at once keeps the instance on requests that can still
+make it and answers the others without their waiting for the timeout.
+Nothing is refused before a batch of its size or smaller has been measured.
 
 When to dispatch (the head's batch is not full):
 - At once when traffic is sequential: the last batch held one request,
@@ -65,18 +91,23 @@ When to dispatch (the head's batch is not full):
   fitted line until two sizes ran back to back). With n items queued for
   the head's batch, for each candidate size b >= n, the expected 99th
   percentile latency (engine.server.window.p99_latency):
-      L(b) = (b - n) / lambda  +  exp(2.33 sigma) (r99(k) + c(b))
+      L(b) = (b - n) / lambda  +  exp(2.33 sigma) (r99(k) + q(k) + c(b))
       r99(k) = c(k) (1 - 0.01 / rho),  rho = lambda c(k) / k,  k = max(b, lambda c(b))
+      q(k) = c(k) (exp(sigma^2) - 1) / 2 * rho / (1 - rho)
   (the time to gather b items; then, at the run times' 99th percentile, the
-  residual of the batch running when a request arrives -- a batching
-  instance takes everything queued, so a request waits for at most the run
-  in progress, busy a fraction rho of the time, k being the batch the
-  arrivals during this run make next -- and its own batch), and L = inf
-  where rho >= 1 (that batch size cannot keep up). The head waits for the
-  b* that minimises L, i.e. until (b* - n) / lambda after the last arrival.
-  Below saturation that is no wait: batches grow on their own from what
-  queues during a run, and waiting adds to the tail what it saves nowhere
-  (tests/serve/test_window_model.py); when batches of n cannot keep up, it
+  residual of the batch running when a request arrives, busy a fraction
+  rho of the time, k being the batch the arrivals during this run make
+  next; the queue that runs longer than their mean leave behind it
+  (Kingman's mean wait for the run times' spread, batches of k as the
+  customers); and its own
+  batch), and L = inf where rho >= 1 (that batch size cannot keep up).
+  The head waits for the b* that minimises L, i.e. until (b* - n) / lambda
+  after the last arrival. Where a batch costs its size, rho does not fall
+  with b and that is never a wait; where batching pays, it is a wait near
+  saturation on a host whose run times vary, where q (~ rho / (1 - rho))
+  falls faster with b than the wait for company adds, else only at
+  saturation (tests/serve/test_window_model.py); when
+  batches of n cannot keep up, it
   waits for the size that can. Never longer than min(AUTO_CAP_S, c(max
   batch)) after the instance could have run the head; no wait at all
   before anything has been measured.
@@ -88,6 +119,7 @@ When to dispatch (the head's batch is not full):
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 import math
@@ -234,13 +266,18 @@ class ComputeTimes:
             return True
         return merged < apart[0] + apart[1]
 
-    def lower_bound(self, items: int) -> float:
-        """A batch holding `items` computes for at least this long: the fit
-        at `items`, and no more than the largest median of a size <= items
-        (a fit of a curved cost can overshoot the small sizes), less the
-        noise margin; 0.0 until a size <= items has been measured."""
+    def floor(self, items: int) -> float:
+        """What a batch holding `items` is expected to compute for at least:
+        the fit at `items`, and no more than the largest median of a size
+        <= items (a fit of a curved cost can overshoot the small sizes);
+        0.0 until a size <= items has been measured."""
         below = [m for b, m in self._median.items() if b <= items]
-        return LOWER_BOUND_MARGIN * min(self.estimate(items), max(below)) if below else 0.0
+        return min(self.estimate(items), max(below)) if below else 0.0
+
+    def lower_bound(self, items: int) -> float:
+        """A batch holding `items` computes for at least this long: floor()
+        less the noise margin."""
+        return LOWER_BOUND_MARGIN * self.floor(items)
 
 
 def _weighted_line(xs: list[int], ys: list[float], ws: list[float]) -> tuple[float, float]:
@@ -258,6 +295,36 @@ def _weighted_line(xs: list[int], ys: list[float], ws: list[float]) -> tuple[flo
     return a, k
 
 
+class _Backlog:
+    """Compute seconds of the requests counted so far, batched as the policy
+    forms them from a long queue: per shape, full batches of `size` and one
+    of the rest, each costing cost(b)."""
+
+    def __init__(self, cost: Callable[[int], float], size: int):
+        self.cost, self.size = cost, size
+        self._full = cost(size)
+        self._items: dict = {}
+        self.seconds = 0.0
+
+    def _batches(self, n: int) -> float:
+        full, rest = divmod(n, self.size)
+        return full * self._full + (self.cost(rest) if rest else 0.0)
+
+    def adding(self, key, items: int) -> float:
+        """The seconds once `items` more of shape `key` are counted (nothing changes)."""
+        n = self._items.get(key, 0)
+        return self.seconds - self._batches(n) + self._batches(n + items)
+
+    def add(self, key, items: int) -> None:
+        self.seconds = self.adding(key, items)
+        self._items[key] = self._items.get(key, 0) + items
+
+    def remove(self, key, items: int) -> None:
+        n = self._items[key]
+        self.seconds += self._batches(n - items) - self._batches(n)
+        self._items[key] = n - items
+
+
 @dataclass
 class Decision:
     batch: list = field(default_factory=list)       # run these now, as one batch
@@ -269,11 +336,19 @@ class BatchPolicy:
     """Queues and decisions for one model. Requests are objects with the
     attributes batch, key, priority (1-based), deadline (clock seconds or
     None), arrival (clock seconds) and state; the policy sets `state` and
-    the attributes `seq` and `large`."""
+    the attributes `seq` and `large`, and on a request it refuses as
+    hopeless, `need_s`: the compute seconds it found the request needed
+    before it could be answered (its queue ahead and its own batch)."""
 
     def __init__(self, *, levels: int, max_batch: int, batchable: bool, preferred=(),
-                 delay_us: int | None, clock: Callable[[], float], edf: bool = True):
+                 delay_us: int | None, clock: Callable[[], float], edf: bool = True, instances: int = 1,
+                 queue_guard: bool = True):
         self.clock = clock
+        # False: the hopeless rule counts the request's own compute only (the
+        # rule before the queue ahead was counted; kept to measure what it changes).
+        self.queue_guard = queue_guard
+        self.instances = max(1, instances)
+        self._running_ends: list[float] = []   # expected end of each batch running (clock seconds)
         self.edf = edf                     # False: FIFO within a level (queue_order: fifo)
         self.batchable = batchable
         self.max_batch = max_batch if batchable else 1
@@ -307,7 +382,77 @@ class BatchPolicy:
 
     # ---- admission --------------------------------------------------------
     def hopeless(self, req, now: float) -> bool:
-        return req.deadline is not None and now + self.compute.lower_bound(req.batch) >= req.deadline
+        """Whether `req`, not queued yet, cannot meet its deadline behind the
+        work now running and queued ahead of it (module docstring,
+        "Hopeless deadlines")."""
+        if req.deadline is None:
+            return False
+        if not (self.queue_guard and (self.queued or self._running_ends)):
+            need = self.compute.lower_bound(req.batch)
+            if now + need >= req.deadline:
+                req.need_s = need
+                return True
+            return False
+        late = self._overdue(now, req)
+        if req in late:
+            return True
+        # Admitted requests keep their place: one that would make a request of
+        # its level already queued miss is refused itself.
+        level = req.priority - 1
+        pushed = [r for r in late if r.priority - 1 == level]
+        if pushed:
+            before = set(map(id, self._overdue(now)))
+            pushed = [r for r in pushed if id(r) not in before]
+            if pushed:
+                req.need_s = 0.0   # it could make it, at another's expense
+                return True
+        return False
+
+    def _overdue(self, now: float, newcomer=None) -> list:
+        """The queued requests (and `newcomer`, placed where add() would put
+        it) that the work ahead of them in queue order makes miss their
+        deadline, walking the queue in that order; each gets `need_s`. A
+        request found overdue adds nothing for those behind it. EDF: where
+        leaving out the most urgent request counted so far in its level
+        lets the late one make it, that one is left out instead (module
+        docstring, "Hopeless deadlines")."""
+        if not self.compute.measured:
+            return []
+        spread = self.instances
+        running = sum(max(0.0, end - now) for end in self._running_ends) / spread
+        backlog = _Backlog(self.compute.floor, self.max_batch)
+        last = newcomer.priority - 1 if newcomer is not None else len(self._heaps) - 1
+        out = []
+        for level, heap in enumerate(self._heaps[:last + 1]):
+            entries = sorted(e for e in heap if e[2].state == QUEUED)
+            if newcomer is not None and level == last:
+                order = newcomer.deadline if self.edf else math.inf
+                bisect.insort(entries, (order, math.inf, newcomer))
+            counted: list = []
+            for _, seq, r in entries:
+                after = backlog.adding(r.key, r.batch)
+                if r.deadline is not None:
+                    need = LOWER_BOUND_MARGIN * (running + backlog.seconds / spread + after - backlog.seconds)
+                    if now + need >= r.deadline:
+                        if self.edf and counted and r is not newcomer:
+                            first = heapq.heappop(counted)
+                            backlog.remove(first[2].key, first[2].batch)
+                            after = backlog.adding(r.key, r.batch)
+                            need2 = LOWER_BOUND_MARGIN * (running + backlog.seconds / spread + after - backlog.seconds)
+                            if now + need2 < r.deadline:
+                                first[2].need_s = 0.0
+                                out.append(first[2])
+                                backlog.add(r.key, r.batch)
+                                heapq.heappush(counted, (r.deadline, seq, r))
+                                continue
+                            backlog.add(first[2].key, first[2].batch)
+                            heapq.heappush(counted, first)
+                        r.need_s = need
+                        out.append(r)
+                        continue
+                    heapq.heappush(counted, (r.deadline, seq, r))
+                backlog.add(r.key, r.batch)
+        return out
 
     def add(self, req) -> None:
         now = self.clock()
@@ -348,9 +493,13 @@ class BatchPolicy:
     def decide(self) -> Decision:
         """What an idle instance does now."""
         now = self.clock()
+        # Re-checked against the queue as it is now (module docstring, "Hopeless deadlines").
+        overdue = self._overdue(now) if self.queue_guard and (self.queued > 1 or self._running_ends) else []
+        for r in overdue:
+            self.remove(r)
         head = self._head()
         if head is None:
-            return Decision()
+            return Decision(hopeless=overdue)
         lone = self._sequential and not self._overlap and self.queued == 1 and not self.running
         if lone:
             self.window_s = 0.0
@@ -361,7 +510,7 @@ class BatchPolicy:
                 leave = self._leave_at(head, items, earliest, now)
                 if now < leave:
                     self._waited = True
-                    return Decision(wait_until=leave)
+                    return Decision(wait_until=leave, hopeless=overdue)
         if self._waited:
             self.waits += 1
             self.waited_s += max(0.0, now - max(head.arrival, self._last_finish))
@@ -370,16 +519,24 @@ class BatchPolicy:
         self._overlap = False
         live, hopeless = [], []
         for r in batch:
-            (hopeless if self.hopeless(r, now) else live).append(r)
+            need = self.compute.lower_bound(r.batch)
+            if r.deadline is not None and now + need >= r.deadline:
+                r.need_s = need
+                hopeless.append(r)
+            else:
+                live.append(r)
         for r in hopeless:
             r.state = DONE
         if live:
             self.running += 1
-        return Decision(batch=live, hopeless=hopeless)
+            self._running_ends.append(now + self.compute.floor(sum(r.batch for r in live)))
+        return Decision(batch=live, hopeless=overdue + hopeless)
 
     def finished(self, batch: list, seconds: float | None) -> None:
         """A batch from decide() ended; `seconds` its compute time (None: it failed)."""
         self.running -= 1
+        if self._running_ends:   # which batch ended is not known: the one expected first
+            self._running_ends.remove(min(self._running_ends))
         if seconds is not None:
             self.compute.record(sum(r.batch for r in batch), seconds)
         self._sequential = len(batch) == 1 and not self._overlap

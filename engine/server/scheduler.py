@@ -63,7 +63,7 @@ def _closed_error(message: str) -> ServeError:
 
 class InferenceRequest:
     __slots__ = ("inputs", "batch", "key", "priority", "deadline", "arrival", "future", "timer", "state",
-                 "seq", "large", "queue_ns", "batch_size", "instance", "started", "done", "out")
+                 "seq", "large", "need_s", "queue_ns", "batch_size", "instance", "started", "done", "out")
 
     def __init__(self, inputs: dict[str, np.ndarray], batch: int, priority: int, deadline: float | None,
                  future: asyncio.Future, arrival: float, out: dict[str, np.ndarray] | None = None):
@@ -80,6 +80,7 @@ class InferenceRequest:
         self.state = QUEUED
         self.seq = 0                      # set by the policy
         self.large = False
+        self.need_s = 0.0                 # set by the policy when it refuses the request as hopeless
         self.queue_ns = 0
         self.batch_size = 0               # size of the batch it ran in
         self.instance = -1                # index of the model instance that ran it
@@ -95,7 +96,7 @@ class ModelScheduler:
         self.policy = BatchPolicy(levels=self.config.priority_levels, max_batch=model.max_batch,
                                   batchable=model.batchable, preferred=self.config.preferred_batch_sizes,
                                   delay_us=self.config.max_queue_delay_us, clock=clock,
-                                  edf=self.config.queue_order == "edf")
+                                  edf=self.config.queue_order == "edf", instances=len(model.sessions))
         for items, seconds in model.warm_compute:
             self.policy.compute.record(items, seconds)
         self.closing = False
@@ -184,13 +185,17 @@ class ModelScheduler:
             self._answer_expired(req, f"request deadline passed after {(now - req.arrival) * 1e6:.0f} us in "
                                       f"the queue; it did not run")
             return
-        need = self.policy.compute.lower_bound(req.batch)
         self.metrics.deadline_rejections[self.model.name] += 1
+        left_us = (req.deadline - now) * 1e6
+        if req.need_s > 0:
+            why = (f"its batch of {req.batch}, behind the work running and queued ahead of it, computes for at "
+                   f"least {req.need_s * 1e6:.0f} us, {left_us:.0f} us were left")
+        else:
+            why = (f"running it first would make a request queued before it miss its own ({left_us:.0f} us were "
+                   f"left)")
         if not req.future.done():
             req.future.set_exception(ServeError(
-                f"model {self.model.name!r}: request deadline cannot be met: a batch of {req.batch} computes "
-                f"for at least {need * 1e6:.0f} us, {(req.deadline - now) * 1e6:.0f} us were left; it did not run",
-                status=504))
+                f"model {self.model.name!r}: request deadline cannot be met: {why}; it did not run", status=504))
 
     def _expire(self, req: InferenceRequest) -> None:
         req.timer = None

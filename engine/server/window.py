@@ -154,18 +154,27 @@ def p99_latency(b: float, items: float, lam: float, cost, sigma: float) -> float
     instance holds back until it has b items (n = items queued), at arrival
     rate lam, a batch of b costing cost(b) seconds with a lognormal spread
     sigma from run to run:
-        (b - n) / lam  +  exp(Z sigma) * (r99(k) + c(b))
+        (b - n) / lam  +  exp(Z sigma) * (r99(k) + q(k) + c(b))
     the wait for company (the head's), then the wait behind the batch
-    running when a request arrives and its own batch, both at the run
-    times' 99th percentile. A batching instance takes everything queued, so
-    a request waits for at most the run in progress: busy a fraction rho =
-    lam c(k) / k of the time, k = max(b, lam c(b)) being the batch the
-    arrivals during one run make next, and its residual is uniform, so its
-    99th percentile is r99 = c(k) (1 - TAIL / rho) where rho > TAIL, else
-    0; inf where rho >= 1 (batches of b cannot keep up). So below
-    saturation waiting never shortens the tail (it adds (b - n) / lam and
-    r99 grows with k), and above it the head waits for the size that keeps
-    up; the spread makes compute weigh more against the wait."""
+    running when a request arrives, the queue that forms behind it, and
+    its own batch, at the run times' 99th percentile. k = max(b, lam c(b))
+    is the batch the arrivals during one run make next, busy a fraction
+    rho = lam c(k) / k of the time. The residual of the run in progress is
+    uniform, so its 99th percentile is r99 = c(k) (1 - TAIL / rho) where
+    rho > TAIL, else 0. Runs that take longer than their mean leave more
+    queued than one batch takes: Kingman's (G/G/1) mean wait for the run
+    times' spread alone, batches of k as the customers,
+        q(k) = c(k) (exp(sigma^2) - 1) / 2 * rho / (1 - rho)
+    It grows like rho / (1 - rho) near saturation, and a larger b lowers
+    rho where a batch costs less per item: that is where waiting pays
+    before batches of n stop keeping up, on a host whose run times vary
+    (session 11's sine peaks). The arrivals' own variation (1/k in
+    Kingman's) is left out: a batching instance takes whatever bunched
+    during a run in its next batch, and with it auto waited in sine's peaks
+    where window 0 was best (bench_deadlines --simulate: 1.15 against
+    1.05). Where batches cost their size, c(k)/k and so rho do not fall
+    with b, and waiting only adds. L = inf where rho >= 1 (batches of b
+    cannot keep up)."""
     c = cost(b)
     k = max(b, lam * c)
     ck = cost(k)
@@ -173,4 +182,5 @@ def p99_latency(b: float, items: float, lam: float, cost, sigma: float) -> float
     if rho >= 1:
         return math.inf
     r99 = ck * (1 - TAIL / rho) if rho > TAIL else 0.0
-    return (b - items) / lam + math.exp(Z * sigma) * (r99 + c)
+    queue = ck * math.expm1(sigma * sigma) / 2 * rho / (1 - rho)
+    return (b - items) / lam + math.exp(Z * sigma) * (r99 + queue + c)
