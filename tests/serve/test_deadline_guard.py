@@ -107,3 +107,31 @@ def test_under_a_burst_edf_with_the_guard_meets_at_least_as_many_deadlines_as_fi
     # in the queue): EDF is compared with FIFO either way.
     edf, fifo_guarded = burst(True, True), burst(True, False)
     assert edf >= max(fifo, fifo_guarded), (edf, fifo, fifo_guarded, edf_own_compute_only)
+
+
+def test_the_guard_walks_a_bounded_prefix_and_only_when_a_deadline_is_queued():
+    """The walk runs on every submit with a deadline and every decision: it
+    looks at GUARD_WALK requests per level (a newcomer further back is judged
+    by the work counted, refused less, never more), and a queue without
+    deadlines skips it (queued_deadlines follows add, remove, take, drop)."""
+    from engine.server.batching import GUARD_WALK
+
+    clock = Clock()
+    p = policy(clock, max_batch=1, compute={1: 0.001})
+    p.edf = False   # FIFO: a newcomer goes behind every queued request
+    roomy = queue(p, clock, *[(f"r{i}", 10.0) for i in range(GUARD_WALK + 20)])
+    assert p.queued_deadlines == len(roomy)
+    # Behind the GUARD_WALK ms counted, 50 ms left is not enough...
+    assert p.hopeless(Req(clock, "late", timeout_s=0.050), clock())
+    # ...and 70 ms is: the whole queue (85 ms) is not counted, only the prefix
+    # and its own (0.9 x 65 ms).
+    far = Req(clock, "far", timeout_s=0.070)
+    assert not p.hopeless(far, clock())
+    assert p.remove(roomy[0]) and p.queued_deadlines == len(roomy) - 1
+    taken = p.decide().batch
+    assert len(taken) == 1 and p.queued_deadlines == len(roomy) - 2
+    p.drop_all()
+    assert p.queued_deadlines == 0
+    free = Req(clock, "free", timeout_s=None)
+    p.add(free)
+    assert p.queued_deadlines == 0
