@@ -129,6 +129,9 @@ class Server:
             self.should_exit.set()
             await self.state.registry.close_all()
             raise ServeError("; ".join(f"model {n!r}: {e}" for n, e in errors.items()))
+        for name, entry in self.state.registry.entries.items():
+            if entry.model is not None and entry.model.warm.capped:
+                self.logger.warning("warm_plans_capped", model=name, detail=entry.model.warm.capped)
         limits = cfg.limits
         # A TLS handshake is held to the header timeout too: a slowloris may stall it instead.
         tls_args = {"ssl": tls, "ssl_handshake_timeout": limits.header_timeout_s} if tls else {}
