@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.errors import InvalidArgument
-from engine.ir import Graph
+from engine.ir import TYPE_STRING_TO_NUMPY, Graph
 
 # What a refusal of buckets that do not fit the model suggests (conversion, spec checks).
 FIT_HINT = "name the model's inputs and outputs, a symbolic axis of each, and a pad value of each input's dtype"
@@ -81,7 +81,7 @@ def bucket_axes(graph: Graph, buckets: ShapeBuckets) -> tuple[list, list]:
             got = "no such input" if t is None else f"dims {list(t.shape or [])}"
             raise InvalidArgument(f"bucket input {name!r} axis {axis}: expected an input with a symbolic dim "
                                   f"there ({got}; inputs: {', '.join(index)})")
-        padded.append((index[name], axis % len(t.shape), bucket_pad(name, pad, getattr(t, "dtype", None))))
+        padded.append((index[name], axis % len(t.shape), bucket_pad(name, pad, _dtype(t))))
     if not padded:
         raise InvalidArgument("shape buckets name no input to pad")
     outs = {t.name: t for t in graph.outputs}
@@ -95,6 +95,12 @@ def bucket_axes(graph: Graph, buckets: ShapeBuckets) -> tuple[list, list]:
                                   f"there (dims {shape})")
     cut = [buckets.outputs.get(t.name) for t in graph.outputs]
     return padded, cut
+
+
+def _dtype(t) -> np.dtype | None:
+    """A graph input's dtype (TensorInfo), or a session input's (NodeArg:
+    its type string, 'tensor(int64)')."""
+    return getattr(t, "dtype", None) or TYPE_STRING_TO_NUMPY.get(str(getattr(t, "type", "")))
 
 
 def bucket_pad(name: str, pad, dtype: np.dtype | None):

@@ -17,7 +17,6 @@ from types import SimpleNamespace
 import numpy as np
 
 from engine.errors import InvalidArgument
-from engine.ir import TYPE_STRING_TO_NUMPY, TensorInfo
 from engine.server.errors import ServeError
 from engine.shape_buckets import ShapeBuckets, bucket_axes, cut_from_bucket, pad_to_bucket
 
@@ -29,10 +28,8 @@ class ServedBuckets:
         key when the spec does not fit the model."""
         self.shape_buckets = ShapeBuckets.from_config(spec)
         inputs, outputs = session.get_inputs(), session.get_outputs()
-        # With their dtypes, so the pad values are checked against them.
-        typed = [TensorInfo(t.name, TYPE_STRING_TO_NUMPY.get(str(t.type)), t.shape) for t in inputs]
         try:
-            self._padded, cut = bucket_axes(SimpleNamespace(inputs=typed, outputs=outputs), self.shape_buckets)
+            self._padded, cut = bucket_axes(SimpleNamespace(inputs=inputs, outputs=outputs), self.shape_buckets)
         except InvalidArgument as exc:
             raise ServeError(f"buckets: {exc}") from None
         if batchable:
