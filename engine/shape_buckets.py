@@ -65,10 +65,10 @@ class ShapeBuckets:
         return out
 
 
-
 def bucket_axes(graph: Graph, buckets: ShapeBuckets) -> tuple[list, list]:
     """[(input index, axis, pad value)] and, per output, the axis cut back
-    (or None), checked against the graph: a padded axis must be symbolic."""
+    (or None), checked against the graph: a padded axis must be symbolic
+    and each pad a value of its input's dtype (bucket_pad)."""
     sizes = list(buckets.sizes)
     if not sizes or sizes != sorted(set(sizes)) or sizes[0] < 1:
         raise InvalidArgument(f"bucket sizes must be ascending positive sizes, got {sizes}")
@@ -100,7 +100,8 @@ def bucket_axes(graph: Graph, buckets: ShapeBuckets) -> tuple[list, list]:
 def _dtype(t) -> np.dtype | None:
     """A graph input's dtype (TensorInfo), or a session input's (NodeArg:
     its type string, 'tensor(int64)')."""
-    return getattr(t, "dtype", None) or TYPE_STRING_TO_NUMPY.get(str(getattr(t, "type", "")))
+    dtype = getattr(t, "dtype", None)
+    return dtype if dtype is not None else TYPE_STRING_TO_NUMPY.get(str(getattr(t, "type", "")))
 
 
 def bucket_pad(name: str, pad, dtype: np.dtype | None):
@@ -110,7 +111,10 @@ def bucket_pad(name: str, pad, dtype: np.dtype | None):
     if dtype is None:
         return pad
     dtype = np.dtype(dtype)
-    value = float(pad)
+    try:
+        value = float(pad)
+    except OverflowError:  # an integer beyond any float is beyond every dtype too
+        value = math.nan
     if dtype == np.bool_:
         ok, expected = value in (0.0, 1.0), "0 or 1"
     elif dtype.kind in "iu":
@@ -118,8 +122,9 @@ def bucket_pad(name: str, pad, dtype: np.dtype | None):
         ok = math.isfinite(value) and value.is_integer() and info.min <= int(pad) <= info.max
         expected = f"an integer in {info.min}..{info.max}"
     else:
-        info = np.finfo(dtype)
-        ok, expected = not math.isfinite(value) or abs(value) <= info.max, f"a number within +-{float(info.max):g}"
+        largest = float(np.finfo(dtype).max)
+        ok = not math.isfinite(value) and not isinstance(pad, int) or abs(value) <= largest
+        expected = f"a number within +-{largest:g}"
     if not ok:
         raise InvalidArgument(f"bucket input {name!r} pad {pad!r}: not a value of its dtype {dtype.name} "
                               f"(expected {expected})")

@@ -78,9 +78,10 @@ class ServedBuckets:
         wanted = [(batch, size) for batch in batches or [None] for size in sizes]
         for done, (batch, size) in enumerate(wanted):
             if limit is not None and len(out) >= limit:
-                return out, (f"buckets: {len(sizes)} sizes x batch sizes {batches} are {len(wanted)} plans, more than "
-                             f"engine.plan_cache_size ({limit}) holds: warm-up built {done} of them, the others build "
-                             f"on first use (raise plan_cache_size or list fewer preferred_batch_sizes)")
+                plans = f"{len(sizes)} sizes x batch sizes {batches}" if batches else f"{len(sizes)} sizes"
+                return out, (f"buckets: {plans} are {len(wanted)} plans, more than engine.plan_cache_size ({limit}) "
+                             f"holds: warm-up built {done} of them, the others build on first use (raise "
+                             f"plan_cache_size or list fewer preferred_batch_sizes)")
             self._add(out, template, size, batch)
         return out, None
 

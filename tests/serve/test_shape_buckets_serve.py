@@ -306,17 +306,16 @@ def test_conversion_refuses_a_pad_its_input_cannot_hold(zoo, tmp_path):
 
 
 def _uint8_and_bool_model(path) -> None:
-    """ids uint8 [N, S] and keep bool [N, S], each passed through: what a pad
-    check needs of a model, and nothing else."""
+    """ids uint8, keep bool and scale float16, each [N, S] and passed
+    through: what a pad check needs of a model, and nothing else."""
     import onnx
     from onnx import TensorProto, helper
 
+    types = {"ids": TensorProto.UINT8, "keep": TensorProto.BOOL, "scale": TensorProto.FLOAT16}
     graph = helper.make_graph(
-        [helper.make_node("Identity", ["ids"], ["ids_out"]), helper.make_node("Identity", ["keep"], ["keep_out"])],
-        "pads", [helper.make_tensor_value_info("ids", TensorProto.UINT8, ["N", "S"]),
-                 helper.make_tensor_value_info("keep", TensorProto.BOOL, ["N", "S"])],
-        [helper.make_tensor_value_info("ids_out", TensorProto.UINT8, ["N", "S"]),
-         helper.make_tensor_value_info("keep_out", TensorProto.BOOL, ["N", "S"])])
+        [helper.make_node("Identity", [n], [n + "_out"]) for n in types], "pads",
+        [helper.make_tensor_value_info(n, t, ["N", "S"]) for n, t in types.items()],
+        [helper.make_tensor_value_info(n + "_out", t, ["N", "S"]) for n, t in types.items()])
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
 
 
@@ -328,8 +327,10 @@ def _uint8_and_bool_model(path) -> None:
     ({"keep": {"axis": 1, "pad": 2}}, "bucket input 'keep' pad 2: not a value of its dtype bool (expected 0 or 1)"),
     ({"keep": {"axis": 1, "pad": 0.5}}, "bucket input 'keep' pad 0.5: not a value of its dtype bool "
                                          "(expected 0 or 1)"),
+    ({"scale": {"axis": 1, "pad": 1e6}}, "bucket input 'scale' pad 1000000.0: not a value of its dtype float16 "
+                                          "(expected a number within +-65504)"),
     ({"idz": {"axis": 1}}, "bucket input 'idz' axis 1: expected an input with a symbolic dim there (no such input"),
-], ids=["uint8-300", "uint8-negative", "bool-2", "bool-fraction", "not-the-model"])
+], ids=["uint8-300", "uint8-negative", "bool-2", "bool-fraction", "fp16-range", "not-the-model"])
 def test_the_spec_check_holds_buckets_to_the_model_when_its_source_is_here(tmp_path, inputs, expected):
     """The spec check (render, convert, deploy) reads the ONNX source's
     inputs and applies the rules conversion and start-up apply, with the
