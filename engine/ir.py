@@ -33,6 +33,10 @@ def type_string(dtype: np.dtype) -> str:
     return f"tensor({ONNX_TYPE_NAMES[NUMPY_TO_ONNX[np.dtype(dtype)]]})"
 
 
+# The inverse of type_string: what a session's get_inputs() reports -> numpy.
+TYPE_STRING_TO_NUMPY: dict[str, np.dtype] = {type_string(d): d for d in ONNX_TO_NUMPY.values()}
+
+
 @dataclass
 class TensorInfo:
     name: str

@@ -145,3 +145,19 @@ def import_graph(g: onnx.GraphProto, opset: int, where: str) -> Graph:
 
 def import_file(path: str | Path) -> Graph:
     return import_model(load_model(path), str(path))
+
+
+def import_signature(path: str | Path) -> Graph:
+    """Only the declared inputs and outputs of the ONNX file at `path` (no
+    nodes, no weights read): what a spec check needs of a model it does not
+    convert."""
+    path = Path(path)
+    try:
+        g = onnx.load(str(path), load_external_data=False).graph
+    except Exception as exc:  # onnx raises DecodeError, OSError, ValueError...
+        raise ConversionError(f"cannot parse ONNX model: {exc}", where=str(path)) from None
+    if not g.output:  # what any bytes protobuf reads as empty are, an empty file among them
+        raise ConversionError("not an ONNX model: its graph has no outputs", where=str(path))
+    inits = {t.name for t in g.initializer}
+    return Graph(g.name or "graph", [], [tensor_info(v, str(path)) for v in g.input if v.name not in inits],
+                 [tensor_info(v, str(path)) for v in g.output], {}, 0, {})

@@ -12,7 +12,7 @@ from hostspec.loader import load_spec
 from engine import aie_format
 from engine.convert import ConversionSummary, PrecisionOptions, convert_file
 from engine.errors import ConversionError, InvalidArgument
-from engine.session import ShapeBuckets, bucket_axes
+from engine.shape_buckets import FIT_HINT, ShapeBuckets, bucket_axes
 
 
 def precision_options(model: dict) -> PrecisionOptions:
@@ -38,7 +38,7 @@ def check_buckets(model: dict, aie: Path) -> None:
         except InvalidArgument as exc:
             Path(aie).unlink(missing_ok=True)
             raise ConversionError(f"model {model['name']!r}: {exc}", where=f"engine.models[{model['name']}].buckets",
-                                  hint="name the model's inputs and outputs and a symbolic axis of each") from None
+                                  hint=FIT_HINT) from None
 
 
 def convert_spec_models(spec_paths, out_dir: str | Path, *, progress: Callable[[str], None] | None = None

@@ -18,7 +18,7 @@ import numpy as np
 
 from engine.errors import InvalidArgument
 from engine.server.errors import ServeError
-from engine.session import ShapeBuckets, bucket_axes, cut_from_bucket, pad_to_bucket
+from engine.shape_buckets import ShapeBuckets, bucket_axes, cut_from_bucket, pad_to_bucket
 
 
 class ServedBuckets:
@@ -38,7 +38,16 @@ class ServedBuckets:
                 raise ServeError(f"buckets: input {batch_axis[0]!r} axis 0 is the batch axis requests are joined "
                                  "along; expected another axis", hint="or set the model's max_batch_size to 0")
         self._names = [t.name for t in inputs]
-        self._cut = {t.name: axis for t, axis in zip(outputs, cut)}
+        self._cut = {t.name: axis % len(t.shape) for t, axis in zip(outputs, cut) if axis is not None}
+
+    def as_config(self) -> dict:
+        """What the model config reports: engine.yaml's buckets key with every
+        axis counted from 0 over the model's dims (the batch dim included) and
+        each pad as the value of its input's dtype."""
+        return {"sizes": list(self.shape_buckets.sizes),
+                "inputs": {self._names[i]: {"axis": axis, "pad": pad.item() if hasattr(pad, "item") else pad}
+                           for i, axis, pad in self._padded},
+                "outputs": dict(self._cut)}
 
     def pad(self, inputs: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], int | None]:
         """The request's inputs padded to their bucket, and the size they had
@@ -52,22 +61,36 @@ class ServedBuckets:
     def cut(self, outputs: dict[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
         return {name: cut_from_bucket(a, self._cut.get(name), n) for name, a in outputs.items()}
 
-    def warm_shapes(self, shapes: list[dict], inputs) -> list[dict]:
-        """The shapes warm-up builds plans for: the declared ones padded to
-        their buckets (the server never runs them unpadded), then every
-        bucket, its other dims from the first declared shape (else 1 for
-        each symbolic dim)."""
+    def warm_shapes(self, shapes: list[dict], inputs, batches: list[int], limit: int | None
+                    ) -> tuple[list[dict], str | None]:
+        """The shapes warm-up builds plans for, and a note when `limit` (the
+        plan cache size) cut them short: the declared ones padded to their
+        buckets (the server never runs them unpadded), then every bucket at
+        each of `batches` in turn (dim 0, most wanted first; empty: a model
+        that does not batch), their other dims from the first declared
+        shape (else 1 for each symbolic dim). Warming more plans than the
+        cache holds would only evict the first ones again."""
         template = shapes[0] if shapes else {t.name: [d if d > 0 else 1 for d in t.shape] for t in inputs}
         out: list[dict] = []
         for shape in shapes:
             self._add(out, shape, self.shape_buckets.bucket(shape[self._names[self._padded[0][0]]][self._padded[0][1]]))
-        for size in self.shape_buckets.sizes:
-            self._add(out, template, size)
-        return out
+        sizes = self.shape_buckets.sizes
+        wanted = [(batch, size) for batch in batches or [None] for size in sizes]
+        for done, (batch, size) in enumerate(wanted):
+            if limit is not None and len(out) >= limit:
+                plans = f"{len(sizes)} sizes x batch sizes {batches}" if batches else f"{len(sizes)} sizes"
+                return out, (f"buckets: {plans} are {len(wanted)} plans, more than engine.plan_cache_size ({limit}) "
+                             f"holds: warm-up built {done} of them, the others build on first use (raise "
+                             f"plan_cache_size or list fewer preferred_batch_sizes)")
+            self._add(out, template, size, batch)
+        return out, None
 
-    def _add(self, out: list, shape: dict, size: int) -> None:
+    def _add(self, out: list, shape: dict, size: int, batch: int | None = None) -> None:
         padded = {name: list(dims) for name, dims in shape.items()}
         for i, axis, _ in self._padded:
             padded[self._names[i]][axis] = size
+        if batch is not None:
+            for dims in padded.values():
+                dims[0] = batch
         if padded not in out:
             out.append(padded)

@@ -22,6 +22,7 @@ Status codes: 400 bad input, 401/403 auth, 404 unknown model/route,
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import secrets
 import time
@@ -271,6 +272,18 @@ def param_int(params: dict, key: str) -> int | None:
 
 
 # ---- routes ------------------------------------------------------------------
+def bucket_parameters(model: LoadedModel) -> dict:
+    """A bucketed model's buckets in its config, the Triton way: its dims
+    keep -1 on the bucketed axes (any size is accepted), and the buckets go
+    in the model-level `parameters` map (ModelConfig.parameters, whose
+    values are ModelParameter {string_value}: Triton has no field of its
+    own for them) as JSON under "shape_buckets"."""
+    if model.buckets is None:
+        return {}
+    value = json.dumps(model.buckets.as_config(), separators=(",", ":"))
+    return {"parameters": {"shape_buckets": {"string_value": value}}}
+
+
 class KServeApp:
     def __init__(self, state: ServerState):
         self.state = state
@@ -421,7 +434,7 @@ class KServeApp:
         return {"name": model.name, "platform": "ai-engine", "max_batch_size": model.max_batch if model.batchable
                 else 0, "input": [dims(t) for t in model.inputs], "output": [dims(t) for t in model.outputs],
                 "dynamic_batching": dyn, "instance_group": [{"count": model.placement.instances, "kind": "KIND_CPU"}],
-                "precision": model.precision, "kernel_paths": model.kernel_paths}
+                "precision": model.precision, "kernel_paths": model.kernel_paths, **bucket_parameters(model)}
 
     def health(self) -> dict:
         st = self.state

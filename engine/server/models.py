@@ -6,8 +6,9 @@ ready, at start-up and after every reload), each session runs once on zeros
 of every shape the model declares -- its inputs' shapes when all are static,
 and the input shapes of its recorded smoke reference (<model>.smoke.json
 beside the model file, written by the deployer from the spec's sample or
-shapes), padded to their shape bucket, and every bucket size when the model
-has buckets (engine.server.buckets) -- so the plan for those shapes is
+shapes), padded to their shape bucket, and every bucket size at the batch
+sizes the batcher aims at when the model has buckets (engine.server.buckets;
+at most engine.plan_cache_size shapes) -- so the plan for those shapes is
 built and the weights and arena pages are touched before the first request.
 A second run of each measures the compute time the scheduler starts from.
 `plan_report()` says what was built.
@@ -133,11 +134,12 @@ class WarmPlans:
     error: str | None = None                     # a smoke reference that could not be used
     requests: int = 0                            # requests run through the serving path (engine.server.warmpath)
     request_ns: int = 0                          # their wall time
+    capped: str | None = None                    # the shapes left out to fit the plan cache (buckets)
 
     def as_json(self) -> dict:
         return {"warm": self.builds, "warm_ns": self.ns, "shapes": self.shapes, "sources": self.sources,
                 "warm_requests": self.requests, "warm_request_ns": self.request_ns,
-                **({"error": self.error} if self.error else {})}
+                **({"error": self.error} if self.error else {}), **({"capped": self.capped} if self.capped else {})}
 
 
 def smoke_reference_path(model_path: str) -> Path:
@@ -218,9 +220,11 @@ class LoadedModel:
 
     def _warm_plans(self) -> WarmPlans:
         shapes, sources, error = declared_shapes(self.inputs, self.config.path)
+        capped = None
         if self.buckets is not None:
-            shapes, sources = self.buckets.warm_shapes(shapes, self.inputs), sources + ["buckets"]
-        warm = WarmPlans(shapes=shapes, sources=sources, error=error)
+            shapes, capped = self.buckets.warm_shapes(shapes, self.inputs, self.warm_batches(), self.plan_cache_size)
+            sources = sources + ["buckets"]
+        warm = WarmPlans(shapes=shapes, sources=sources, error=error, capped=capped)
         for shape in shapes:
             feeds = {t.name: np.zeros(shape[t.name], t.dtype) for t in self.inputs}
             if not self.schedulable(shape):
@@ -241,6 +245,16 @@ class LoadedModel:
                 after = getattr(session, "plan_count", None)
                 warm.builds += after - before if after is not None else 1
         return warm
+
+    def warm_batches(self) -> list[int]:
+        """The batch sizes warm-up builds each shape bucket's plans at, most
+        wanted first: 1 (a request alone), max_batch_size (the batcher under
+        load), then the preferred sizes it aims at, largest first. Other
+        sizes it forms from what is queued build their plan on first use."""
+        if not self.batchable:
+            return []
+        wanted = [1, self.max_batch, *sorted(self.config.preferred_batch_sizes, reverse=True)]
+        return [b for i, b in enumerate(wanted) if b <= self.max_batch and b not in wanted[:i]]
 
     def schedulable(self, shape: dict) -> bool:
         """Whether a request of this {input: dims} fits one batch."""

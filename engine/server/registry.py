@@ -44,6 +44,11 @@ class ModelRegistry:
     def ready(self) -> bool:
         return bool(self.entries) and all(e.scheduler is not None for e in self.entries.values())
 
+    def capped_warm_ups(self) -> dict[str, str]:
+        """{model: why} for the models serving now whose warm-up left plans
+        to build on first use (WarmPlans.capped): logged after each apply."""
+        return {n: e.model.warm.capped for n, e in self.entries.items() if e.model is not None and e.model.warm.capped}
+
     async def load_model(self, mcfg: ModelConfig, threads: int, plan_cache_size: int,
                          arena: ArenaPolicy | None = None) -> LoadedModel:
         # Opening a model reads and maps files: keep it off the event loop.

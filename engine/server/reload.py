@@ -45,5 +45,7 @@ async def reload_config(state: ServerState, config_path: str, root: str | None) 
     for name, err in errors.items():
         log.error("model_load_failed", model=name, error=err, kept="previous version" if
                   state.registry.get(name).scheduler else "none")
+    for name, detail in state.registry.capped_warm_ups().items():
+        log.warning("warm_plans_capped", model=name, detail=detail)
     log.info("reloaded", models=[m.name for m in config.models], failed=sorted(errors))
     return errors

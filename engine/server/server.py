@@ -129,6 +129,8 @@ class Server:
             self.should_exit.set()
             await self.state.registry.close_all()
             raise ServeError("; ".join(f"model {n!r}: {e}" for n, e in errors.items()))
+        for name, detail in self.state.registry.capped_warm_ups().items():
+            self.logger.warning("warm_plans_capped", model=name, detail=detail)
         limits = cfg.limits
         # A TLS handshake is held to the header timeout too: a slowloris may stall it instead.
         tls_args = {"ssl": tls, "ssl_handshake_timeout": limits.header_timeout_s} if tls else {}

@@ -11,10 +11,17 @@ from pathlib import Path
 from hostspec.balancer import balancer_hosts, engine_hosts, host_address, is_loopback
 from engine.config_rules import engine_problems
 from engine.config_schema import describe
+from engine.errors import EngineError, InvalidArgument
 from hostspec.errors import Problem
 from hostspec.schema import locate
 from hostspec.sysctl_notes import FREE_TEXT, integer_fields
 from hostspec.yamlsource import KeyPath, Origins, format_path
+
+try:  # the model file checks read ONNX with the converter's packages, which a render-only install lacks
+    from engine.onnx_import import import_signature
+    from engine.shape_buckets import FIT_HINT, ShapeBuckets, bucket_axes
+except ImportError:  # numpy, onnx: conversion, which has them, checks the same
+    import_signature = None
 
 # Kernel arguments the GRUB drop-in derives from host.hugepages and
 # host.transparent_hugepage; a second copy in kernel_cmdline would fight it.
@@ -130,6 +137,29 @@ def _check_engine(r: _Report, engine: dict) -> None:
     _unique_names(r, engine["models"], ("engine", "models"), "model")
     for path, message, hint in engine_problems(engine):  # the rules the engine holds engine.yaml to
         r.add(("engine",) + path, message, hint)
+
+
+def model_file_problems(data: dict, raw: dict, origins: Origins) -> list[Problem]:
+    """Each model's buckets against its ONNX source's inputs and outputs,
+    when the source is on this machine (paths resolved): the rules
+    conversion and the engine's start-up hold them to
+    (engine.shape_buckets), reported before anything is rendered. A source
+    that is missing or does not parse, or an install without the
+    converter's packages, leaves it to missing_files and conversion."""
+    r = _Report(origins, raw)
+    for i, model in enumerate(data["engine"]["models"] if import_signature is not None else ()):
+        source = model.get("source")
+        if not model.get("buckets") or not source or not Path(source).is_file():
+            continue
+        try:
+            graph = import_signature(source)
+        except EngineError:
+            continue
+        try:
+            bucket_axes(graph, ShapeBuckets.from_config(model["buckets"]))
+        except InvalidArgument as exc:
+            r.add(("engine", "models", i, "buckets"), str(exc), FIT_HINT)
+    return r.problems
 
 
 _SSH_ONLY = ("address", "port", "user", "key_file", "jump_host")

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Sequence
 
 from engine import units
-from hostspec.checks import check_spec, missing_sysctls
+from hostspec.checks import check_spec, missing_sysctls, model_file_problems
 from hostspec.errors import Problem, SpecError
 from hostspec.merge import merge_layers
 from engine.config_schema import resolve_ref
@@ -150,6 +150,9 @@ def load_spec(paths: Sequence[Path | str] | None = None, *, proc: Path = Path("/
     digest = canonical_digest(data)
     sources = tuple(Path(os.path.abspath(f)) for f in files)
     resolve_paths(data, origins, {name: src.parent for name, src in zip(names, sources)})
+    problems = model_file_problems(data, raw, origins)
+    if problems:
+        raise SpecError(problems)
     missing = missing_files(data, origins, "error" if require_files else "warning")
     if require_files and missing:
         raise SpecError(missing)
