@@ -56,6 +56,7 @@ static inline vm vf_eq(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_EQ_OQ); }
 static inline vm vf_isnan(vf a) { return _mm256_cmp_ps(a, a, _CMP_UNORD_Q); }
 static inline vm vm_and(vm a, vm b) { return _mm256_and_ps(a, b); }
 static inline vm vm_or(vm a, vm b) { return _mm256_or_ps(a, b); }
+static inline int vm_any(vm m) { return _mm256_movemask_ps(m) != 0; }
 static inline vf vf_sel(vm m, vf a, vf b) { return _mm256_blendv_ps(b, a, m); }
 static inline vf vf_scale2n(vf e, vf n) {
     __m256i ni = _mm256_cvttps_epi32(_mm256_andnot_ps(vf_isnan(n), n)), bias = _mm256_set1_epi32(127);

@@ -50,6 +50,7 @@ static inline vm vf_eq(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ)
 static inline vm vf_isnan(vf a) { return _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q); }
 static inline vm vm_and(vm a, vm b) { return (vm)(a & b); }
 static inline vm vm_or(vm a, vm b) { return (vm)(a | b); }
+static inline int vm_any(vm m) { return m != 0; }
 static inline vf vf_sel(vm m, vf a, vf b) { return _mm512_mask_blend_ps(m, b, a); }
 /* e * 2^n for integral n: VSCALEFPS rounds once, as e * 2^(n/2) * 2^(n - n/2)
  * did (for vmf_exp's n in [-150, 128] the first product stays normal), in 2

@@ -53,6 +53,7 @@ static inline vm vf_eq(vf a, vf b) { return a == b; }
 static inline vm vf_isnan(vf a) { return a != a; }
 static inline vm vm_and(vm a, vm b) { return a & b; }
 static inline vm vm_or(vm a, vm b) { return a | b; }
+static inline int vm_any(vm m) { return m != 0; }
 static inline vf vf_sel(vm m, vf a, vf b) { return m ? a : b; }
 /* e * 2^n for integral n in [-252, 254] (NaN n counts as 0), in two factors
  * so results down to the smallest denormal come out right. */

@@ -176,7 +176,11 @@ VMF_FN vf vmf_erf(vf x) {
 
 /* erfc(|x| / sqrt 2) = k * e for |x| >= 1.3037 (see the top of the file),
  * returned as two factors: e = exp(-x^2/2) may be tiny, and multiplying the
- * O(1) factors in first keeps the final product out of the denormal range. */
+ * O(1) factors in first keeps the final product out of the denormal range.
+ * Both exponents are <= 0 where their result is used (G is log(erfcx) < 0 on
+ * its interval), so vmf_exp_neg gives vmf_exp's bits there for less; H's
+ * branch (a division) runs only for vectors with a lane past 5.66, rare in
+ * a network's activations. Lanes below 1.3037 get values nobody selects. */
 VMF_FN vf vmf_erfc_scaled(vf ax, vf *e) {
     vf v = vf_sel(vf_gt(ax, vmf_c(20.0f)), vmf_c(20.0f), ax); /* erfc(20/sqrt 2) underflows to 0 */
     vf w = vf_sub(v, vmf_c(3.0f));
@@ -189,28 +193,40 @@ VMF_FN vf vmf_erfc_scaled(vf ax, vf *e) {
     g = vmf_h(g, w, 0.03527963161468506f);
     g = vmf_h(g, w, -0.2830986976623535f);
     g = vmf_h(g, w, -1.4145790338516235f);
-    vf iv = vf_div(vmf_c(1.0f), v), i2 = vf_mul(iv, iv);
-    vf h = vmf_c(45.191959381103516f);
-    h = vmf_h(h, i2, -11.010546684265137f);
-    h = vmf_h(h, i2, 2.3823769092559814f);
-    h = vmf_h(h, i2, -0.7978275418281555f);
-    h = vmf_h(h, i2, 0.797884464263916f);
-    vf k = vf_sel(vf_gt(v, vmf_c(5.66f)), vf_mul(h, iv), vmf_exp(g));
+    vf k = vmf_exp_neg(g);
+    vm far = vf_gt(v, vmf_c(5.66f));
+    if (vm_any(far)) {
+        vf iv = vf_div(vmf_c(1.0f), v), i2 = vf_mul(iv, iv);
+        vf h = vmf_c(45.191959381103516f);
+        h = vmf_h(h, i2, -11.010546684265137f);
+        h = vmf_h(h, i2, 2.3823769092559814f);
+        h = vmf_h(h, i2, -0.7978275418281555f);
+        h = vmf_h(h, i2, 0.797884464263916f);
+        k = vf_sel(far, vf_mul(h, iv), k);
+    }
     vf hi = vf_mul(v, v), lo = vf_fma_rn(v, v, vf_neg(hi)); /* v^2 = hi + lo exactly */
-    *e = vmf_exp(vf_mul(hi, vmf_c(-0.5f)));
+    *e = vmf_exp_neg(vf_mul(hi, vmf_c(-0.5f)));
     return vf_mul(k, vf_sub(vmf_c(1.0f), vf_mul(vmf_c(0.5f), lo)));
 }
 
+/* Each half (erf below 1.3037, erfc above) runs only for vectors with a lane
+ * that takes it: BERT's FFN spends most of a GELU GEMM's epilogue here. NaN
+ * lanes take neither and keep x, as the select on isnan did. */
 VMF_FN vf vmf_gelu(vf x) {
-    vf ax = vf_abs(x), e;
-    vf mid = vf_mul(vf_mul(vmf_c(0.5f), x),
-                    vf_add(vmf_c(1.0f), vmf_erf_small(vf_mul(x, vmf_c(0.70710678118654752f)))));
-    vf k = vmf_erfc_scaled(ax, &e);
-    vf neg = vf_sel(vf_eq(e, vf_zero()), vf_copysign(vf_zero(), x), vf_mul(vf_mul(vf_mul(x, vmf_c(0.5f)), k), e));
-    vf pos = vf_mul(x, vf_sub(vmf_c(1.0f), vf_mul(vf_mul(vmf_c(0.5f), k), e)));
-    vf tail = vf_sel(vf_lt(x, vf_zero()), neg, pos);
-    vf r = vf_sel(vf_le(ax, vmf_c(1.3037f)), mid, tail);
-    return vf_sel(vf_isnan(x), x, r);
+    vf ax = vf_abs(x), r = x;
+    vm mid = vf_le(ax, vmf_c(1.3037f));
+    if (vm_any(mid))
+        r = vf_sel(mid, vf_mul(vf_mul(vmf_c(0.5f), x),
+                               vf_add(vmf_c(1.0f), vmf_erf_small(vf_mul(x, vmf_c(0.70710678118654752f))))), r);
+    vm tail = vf_gt(ax, vmf_c(1.3037f));
+    if (vm_any(tail)) {
+        vf e;
+        vf k = vmf_erfc_scaled(ax, &e);
+        vf neg = vf_sel(vf_eq(e, vf_zero()), vf_copysign(vf_zero(), x), vf_mul(vf_mul(vf_mul(x, vmf_c(0.5f)), k), e));
+        vf pos = vf_mul(x, vf_sub(vmf_c(1.0f), vf_mul(vf_mul(vmf_c(0.5f), k), e)));
+        r = vf_sel(tail, vf_sel(vf_lt(x, vf_zero()), neg, pos), r);
+    }
+    return r;
 }
 
 /* The bf16 GEMM's fused GELU (core/gemm_lowp.c), not the GELU op: its output

@@ -37,6 +37,7 @@ VMF_FN vm vf_eq(vf a, vf b) { return a == b; }
 VMF_FN vm vf_isnan(vf a) { return a != a; }
 VMF_FN vm vm_and(vm a, vm b) { return a && b; }
 VMF_FN vm vm_or(vm a, vm b) { return a || b; }
+VMF_FN bool vm_any(vm m) { return m; }
 VMF_FN vf vf_sel(vm m, vf a, vf b) { return m ? a : b; }
 VMF_FN vf vf_scale2n(vf e, vf n) {
     int32_t ni = n != n ? 0 : (int32_t)n, n1 = ni >> 1, n2 = ni - n1;

@@ -134,6 +134,41 @@ static void test_bitwise_vs_scalar(aie_isa isa) {
     free(y1);
 }
 
+/* GELU computes its erf half and its erfc half (and the erfc's |x| > 5.66
+ * part) only for vectors with a lane that takes it: groups of 16 (the widest
+ * vector) that all take one branch, or all NaN / inf, give the scalar path's
+ * bits and the float64 reference within the bound. */
+static void test_gelu_branches(aie_isa isa) {
+    enum { G = 16, NG = 7, N = G * NG + 5 };
+    float x[N], y0[N], y1[N];
+    kt_fill(x, N, 23);
+    for (int i = 0; i < N; i++) {
+        float u = x[i], mag = (float)fabs(u); /* u in [-1, 1] */
+        switch (i / G) {
+        case 0: x[i] = 1.3f * u; break;                                   /* erf half only */
+        case 1: x[i] = copysignf(1.31f + 4.3f * mag, u); break;           /* erfc, no |x| > 5.66 */
+        case 2: x[i] = u < 0 ? -5.7f - 8.0f * mag : 5.7f + 4.0f * mag; break; /* erfc's far part only */
+        case 3: x[i] = NAN; break;
+        case 4: x[i] = i == 4 * G + 5 ? -9.0f : 1.3f * u; break;          /* one far lane among erf lanes */
+        case 5: x[i] = (i & 1) ? INFINITY : -INFINITY; break;
+        default: x[i] = 12.0f * u; break;                                 /* mixed, and the masked tail */
+        }
+    }
+    aie_set_isa(AIE_ISA_SCALAR);
+    KT_CHECK(aie_unary(AIE_U_GELU, x, y0, N, 0, 0, 1) == AIE_OK, "%s", aie_last_error());
+    aie_set_isa(isa);
+    KT_CHECK(aie_unary(AIE_U_GELU, x, y1, N, 0, 0, 1) == AIE_OK, "%s", aie_last_error());
+    for (int i = 0; i < N; i++) {
+        KT_CHECK(memcmp(&y0[i], &y1[i], 4) == 0 || (isnan(y0[i]) && isnan(y1[i])),
+                 "%s gelu differs from scalar at x=%.9g: %.9g vs %.9g", aie_isa_name(isa), x[i], y0[i], y1[i]);
+        double want = isinf(x[i]) && x[i] < 0 ? 0.0 : ref_unary(AIE_U_GELU, x[i], 0, 0);
+        if (isnan(x[i])) KT_CHECK(isnan(y1[i]), "%s gelu(NaN) = %g", aie_isa_name(isa), y1[i]);
+        else if (isinf(x[i]) || (x[i] >= -14 && x[i] <= 10))
+            KT_CHECK(ulp_err(y1[i], want) <= 5.0, "%s gelu(%.9g) = %.9g, want %.9g", aie_isa_name(isa), x[i],
+                     y1[i], want);
+    }
+}
+
 /* Broadcast add/max/compare/where on [7, 1, 31] x [1, 17, 31] vs loops. */
 static void test_broadcast(aie_isa isa) {
     aie_set_isa(isa);
@@ -198,6 +233,7 @@ int main(void) {
     for (int isa = AIE_ISA_SCALAR; isa <= (int)best; isa++) {
         test_accuracy((aie_isa)isa);
         test_bitwise_vs_scalar((aie_isa)isa);
+        test_gelu_branches((aie_isa)isa);
         test_broadcast((aie_isa)isa);
     }
     test_errors();
