@@ -17,12 +17,6 @@ from hostspec.schema import locate
 from hostspec.sysctl_notes import FREE_TEXT, integer_fields
 from hostspec.yamlsource import KeyPath, Origins, format_path
 
-try:  # the model file checks read ONNX with the converter's packages, which a render-only install lacks
-    from engine.onnx_import import import_signature
-    from engine.shape_buckets import FIT_HINT, ShapeBuckets, bucket_axes
-except ImportError:  # numpy, onnx: conversion, which has them, checks the same
-    import_signature = None
-
 # Kernel arguments the GRUB drop-in derives from host.hugepages and
 # host.transparent_hugepage; a second copy in kernel_cmdline would fight it.
 OWNED_CMDLINE_KEYS = ("default_hugepagesz", "hugepagesz", "hugepages", "transparent_hugepage")
@@ -147,12 +141,21 @@ def model_file_problems(data: dict, raw: dict, origins: Origins) -> list[Problem
     that is missing or does not parse, or an install without the
     converter's packages, leaves it to missing_files and conversion."""
     r = _Report(origins, raw)
-    for i, model in enumerate(data["engine"]["models"] if import_signature is not None else ()):
-        source = model.get("source")
-        if not model.get("buckets") or not source or not Path(source).is_file():
-            continue
+    models = [(i, m) for i, m in enumerate(data["engine"]["models"])
+              if m.get("buckets") and m.get("source") and Path(m["source"]).is_file()]
+    if not models:
+        return r.problems
+    # Imported only here: onnx and numpy (~0.6 s) would otherwise load with
+    # every spec, and a render-only install lacks them (conversion, which
+    # has them, checks the same).
+    try:
+        from engine.onnx_import import import_signature
+        from engine.shape_buckets import FIT_HINT, ShapeBuckets, bucket_axes
+    except ImportError:
+        return r.problems
+    for i, model in models:
         try:
-            graph = import_signature(source)
+            graph = import_signature(model["source"])
         except EngineError:
             continue
         try:
