@@ -120,6 +120,7 @@ When to dispatch (the head's batch is not full):
 from __future__ import annotations
 
 import bisect
+import functools
 import heapq
 import itertools
 import math
@@ -301,8 +302,7 @@ class _Backlog:
     of the rest, each costing cost(b)."""
 
     def __init__(self, cost: Callable[[int], float], size: int):
-        self._costs: dict[int, float] = {}
-        self.cost = lambda b: self._costs[b] if b in self._costs else self._costs.setdefault(b, cost(b))
+        self.cost = functools.cache(cost)   # one walk asks the same few sizes many times
         self.size = size
         self._full = cost(size)
         self._items: dict = {}
