@@ -12,6 +12,7 @@ sizes (or sizes above the largest bucket, which run as they come).
 
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 
 import numpy as np
@@ -19,6 +20,17 @@ import numpy as np
 from engine.errors import InvalidArgument
 from engine.server.errors import ServeError
 from engine.shape_buckets import ShapeBuckets, bucket_axes, cut_from_bucket, pad_to_bucket
+
+
+def _json_number(pad):
+    """A pad as strict JSON can hold it: NaN and +-infinity (a float input
+    may be padded with -inf for a max over the axis) as the strings
+    protobuf's JSON mapping uses, since JSON has no literal for them and
+    json.dumps' NaN/Infinity are refused by strict parsers (JSON.parse)."""
+    value = pad.item() if hasattr(pad, "item") else pad
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    return value
 
 
 class ServedBuckets:
@@ -45,8 +57,7 @@ class ServedBuckets:
         axis counted from 0 over the model's dims (the batch dim included) and
         each pad as the value of its input's dtype."""
         return {"sizes": list(self.shape_buckets.sizes),
-                "inputs": {self._names[i]: {"axis": axis, "pad": pad.item() if hasattr(pad, "item") else pad}
-                           for i, axis, pad in self._padded},
+                "inputs": {self._names[i]: {"axis": axis, "pad": _json_number(pad)} for i, axis, pad in self._padded},
                 "outputs": dict(self._cut)}
 
     def pad(self, inputs: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], int | None]:

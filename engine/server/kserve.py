@@ -280,7 +280,7 @@ def bucket_parameters(model: LoadedModel) -> dict:
     own for them) as JSON under "shape_buckets"."""
     if model.buckets is None:
         return {}
-    value = json.dumps(model.buckets.as_config(), separators=(",", ":"))
+    value = json.dumps(model.buckets.as_config(), separators=(",", ":"), allow_nan=False)
     return {"parameters": {"shape_buckets": {"string_value": value}}}
 
 

@@ -364,3 +364,33 @@ def test_invoke_render_refuses_a_bad_pad_in_one_line(tmp_path):
         "(expected an integer in 0..255) (name the model's inputs and outputs, a symbolic axis of each, and a pad "
         "value of each input's dtype)"], out.stderr
     assert not (tmp_path / "rootfs").exists()
+
+
+def test_non_finite_float_pads_are_strict_json_in_the_model_config(tmp_path, serve_factory):
+    """A float input padded with -inf (a max over the padded axis ignores
+    it) or NaN: json.dumps would write the bare words -Infinity / NaN, which
+    strict parsers refuse; the config writes them as protobuf's JSON mapping
+    does, as strings, and the padded positions never reach the answer."""
+    from onnx import TensorProto, helper, save
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Neg", ["z"], ["w"])], "pads",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "n"]),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, "n"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, "n"]),
+         helper.make_tensor_value_info("w", TensorProto.FLOAT, [1, "n"])])
+    path = tmp_path / "pads.onnx"
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    buckets = {"sizes": [4, 8], "outputs": {"y": 1, "w": 1},
+               "inputs": {"x": {"axis": 1, "pad": float("-inf")}, "z": {"axis": 1, "pad": float("nan")}}}
+    server = serve_factory([{"name": "pads", "path": str(path), "max_batch_size": 0, "buckets": buckets}])
+    status, raw, _ = server.get("/v2/models/pads/config")
+    assert status == 200, raw
+    text = json.loads(raw)["parameters"]["shape_buckets"]["string_value"]
+    strict = json.loads(text, parse_constant=lambda word: pytest.fail(f"non-JSON literal {word} in {text}"))
+    assert strict["inputs"] == {"x": {"axis": 1, "pad": "-Infinity"}, "z": {"axis": 1, "pad": "NaN"}}
+    x = RNG.standard_normal((1, 5)).astype(np.float32)
+    with Client(port=server.binary_port) as c:
+        got = c.infer("pads", {"x": x, "z": x})
+    np.testing.assert_array_equal(got["y"], np.maximum(x, 0))
+    np.testing.assert_array_equal(got["w"], -x)
