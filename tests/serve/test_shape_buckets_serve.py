@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +25,7 @@ import yaml
 from engine.client import Client
 from engine.server.models import NUMPY_TO_KSERVE
 from engine.session import InferenceSession
-from serve_support import free_port, startup_error
+from serve_support import free_port, startup_error, wait_log
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -145,6 +146,12 @@ def test_warm_up_stops_at_the_plan_cache_size_and_says_so(zoo, serve_factory):
     assert report["capped"] == expected
     warnings = [e for e in server.logs() if e.get("event") == "warm_plans_capped"]
     assert [(e["model"], e["detail"]) for e in warnings] == [("bert", expected)]
+    # A reload (SIGHUP) says it again: the operator who reads only the
+    # latest lines still learns that some plans build on first use.
+    server.signal(signal.SIGHUP)
+    wait_log(server, "reloaded")
+    warnings = [e for e in server.logs() if e.get("event") == "warm_plans_capped"]
+    assert [(e["model"], e["detail"]) for e in warnings] == [("bert", expected)] * 2
 
 
 def test_the_model_config_shows_the_buckets_over_http_and_grpc(bert):
