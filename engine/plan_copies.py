@@ -1,0 +1,139 @@
+"""Copies of copies: a COPY step that reads a buffer which another COPY step
+filled (a Split piece then copied into a Concat slab; an NHWC -> NCHW
+transpose a graph's Reshape + Transpose then turns back to channel-last, as
+the detector's heads do) reads the first copy's source instead, with the two
+index maps composed; the first copy goes when nothing else reads its buffer.
+
+Lowering emits each node's copies on their own; only the whole step list
+shows that two of them chain. The composition is found numerically: the
+source offset of every element the second copy reads, through the first
+copy's map, must be one strided pattern (checked element by element), so a
+chain whose maps do not compose (a gather-like order) is left as it was.
+
+Safety: only buffers no other kind of step touches take part (an in-place
+step, a multi-output op writing it, is then ruled out), the first copy's
+source must not be written between the two copies, and plans with jumps (a
+Loop's body re-runs its steps) are left alone."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.kernels.abi import CopyStep, Op
+from engine.lowering import LOC_ARENA, Step, Value
+from engine.ops.common import collapse, contiguous_strides
+
+_JUMPS = (Op.JUMP, Op.JUMP_IF_NOT)
+
+
+def copy_map(st: Step) -> tuple[list[int], list[int], list[int]]:
+    """(shape, dst strides, src strides) in elements of a COPY step."""
+    p = CopyStep.from_words(st.ints)
+    r, tail = p.rank, st.ints[len(CopyStep._fields_):]
+    return list(tail[:r]), list(tail[r:2 * r]), list(tail[2 * r:3 * r])
+
+
+def _grid(shape, strides, base: int = 0) -> np.ndarray:
+    """base + sum_j i_j * strides[j] over `shape` (int64)."""
+    out = np.full([1] * len(shape), base, np.int64)
+    for d, (n, s) in enumerate(zip(shape, strides)):
+        ax = [1] * len(shape)
+        ax[d] = n
+        out = out + (np.arange(n, dtype=np.int64) * s).reshape(ax)
+    return np.broadcast_to(out, shape)
+
+
+def compose(first: Step, second: Step) -> tuple[int, list[int]] | None:
+    """The second copy's read, in elements of the first copy's source view:
+    (offset, strides over the second copy's shape), or None when the two
+    maps do not compose into one strided pattern."""
+    esize = CopyStep.from_words(first.ints).esize
+    if CopyStep.from_words(second.ints).esize != esize:
+        return None
+    sh1, dst1, src1 = copy_map(first)
+    sh2, _, src2 = copy_map(second)
+    n1 = int(np.prod(sh1, dtype=np.int64))
+    if first.tensors[0].offset != 0 or dst1 != contiguous_strides(sh1):
+        return None  # the buffer is not the first copy's output laid out in order
+    off2, rem = divmod(second.tensors[1].offset, esize)
+    if rem:
+        return None
+    read = _grid(sh2, src2, off2)
+    if read.size == 0 or read.min() < 0 or read.max() >= n1:
+        return None  # it reads what the first copy did not write
+    through = np.ascontiguousarray(_grid(sh1, src1)).reshape(-1)[read]
+    base = int(through.reshape(-1)[0])
+    strides = []
+    for d, n in enumerate(sh2):
+        at = [0] * len(sh2)
+        at[d] = 1 if n > 1 else 0
+        strides.append(int(through[tuple(at)]) - base if n > 1 else 0)
+    if not np.array_equal(through, _grid(sh2, strides, base)):
+        return None
+    return base, strides
+
+
+def _touches(st: Step, buf) -> bool:
+    return any(t is not None and t.buf is buf for t in st.tensors)
+
+
+def fold_copy_chains(steps: list[Step]) -> list[Step]:
+    """The step list with chained copies composed (module doc). Buffers'
+    lifetimes (first, last) are kept in step indices of the returned list."""
+    if not steps or any(st.op in _JUMPS for st in steps):
+        return steps
+    users: dict[int, list[int]] = {}
+    for i, st in enumerate(steps):
+        for t in {id(t.buf): t for t in st.tensors if t is not None}.values():
+            users.setdefault(id(t.buf), []).append(i)
+    dropped: set[int] = set()
+    for i, first in enumerate(steps):
+        if first.op != Op.COPY or i in dropped:
+            continue
+        mid, src = first.tensors[0].buf, first.tensors[1].buf
+        if mid.kind != LOC_ARENA or mid is src:
+            continue
+        readers = [j for j in users[id(mid)] if j != i]
+        if not readers or any(steps[j].op != Op.COPY or steps[j].tensors[0].buf is mid
+                              or steps[j].tensors[1].buf is not mid for j in readers):
+            continue  # another kind of step reads or writes it
+        if any(j <= i for j in readers):
+            continue
+        last = max(readers)
+        if any(j not in dropped and (steps[j].op != Op.COPY or steps[j].tensors[0].buf is src)
+               for j in users[id(src)] if i < j <= last):
+            continue  # the source may change before the last read
+        maps = [compose(first, steps[j]) for j in readers]
+        if any(m is None for m in maps):
+            continue
+        view = first.tensors[1]
+        esize = CopyStep.from_words(first.ints).esize
+        for j, (base, strides) in zip(readers, maps):
+            second = steps[j]
+            sh2, dst2, _ = copy_map(second)
+            cshape, (cdst, csrc) = collapse(sh2, dst2, strides)
+            second.tensors[1] = Value(view.shape, view.dtype, buf=src, offset=view.offset + base * esize)
+            second.ints = CopyStep(esize=esize, rank=len(cshape)).words(cshape, cdst, csrc)
+            users[id(src)] = sorted(set(users[id(src)]) | {j})
+        dropped.add(i)
+        users[id(mid)] = []
+        users[id(src)] = [j for j in users[id(src)] if j != i]
+        src.last = max(src.last, last)
+    if not dropped:
+        return steps
+    return _renumber(steps, dropped)
+
+
+def _renumber(steps: list[Step], dropped: set[int]) -> list[Step]:
+    """steps without `dropped`, each buffer's [first, last] moved onto the
+    kept steps (a range that held only dropped steps ends up empty)."""
+    kept_before = np.cumsum([0] + [0 if i in dropped else 1 for i in range(len(steps))])
+    seen = {}
+    for st in steps:
+        for t in st.tensors:
+            if t is not None and t.buf is not None:
+                seen[id(t.buf)] = t.buf
+    for b in seen.values():
+        if b.first >= 0:
+            b.first, b.last = int(kept_before[b.first]), int(kept_before[b.last + 1]) - 1
+    return [st for i, st in enumerate(steps) if i not in dropped]
