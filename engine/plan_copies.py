@@ -43,21 +43,48 @@ def _grid(shape, strides, base: int = 0) -> np.ndarray:
     return np.broadcast_to(out, shape)
 
 
-def compose(first: Step, second: Step) -> tuple[int, list[int]] | None:
-    """The second copy's read, in elements of the first copy's source view:
-    (offset, strides over the second copy's shape), or None when the two
-    maps do not compose into one strided pattern."""
+def _refine(sh1, sh2) -> list[int] | None:
+    """The coarsest shape both row-major shapes of one element count split
+    into (their suffix products merged), or None when they cross."""
+    cuts = sorted({int(np.prod(sh[d:], dtype=np.int64)) for sh in (sh1, sh2) for d in range(len(sh) + 1)})
+    if any(b % a for a, b in zip(cuts, cuts[1:])):
+        return None
+    return [b // a for a, b in zip(cuts, cuts[1:])][::-1]
+
+
+def _strides_on(shape, fine, strides) -> list[int]:
+    """Strides over `fine` (a refinement of the row-major `shape`) of a map
+    with `strides` over `shape`: a fine dim of linear stride p lies in the
+    dim d of `shape` with P_d <= p < P_d * shape[d] and steps p / P_d of it."""
+    lin = contiguous_strides(shape)
+    out = []
+    for p in contiguous_strides(fine):
+        d = next(d for d in range(len(shape)) if lin[d] <= p < lin[d] * shape[d] or (shape[d] == 1 and lin[d] == p))
+        out.append(strides[d] * (p // lin[d]))
+    return out
+
+
+def compose(first: Step, second: Step) -> tuple[list[int], list[int], int, list[int]] | None:
+    """The second copy as one read of the first copy's source view: (shape,
+    dst strides, offset and strides into that view, in elements), or None
+    when the two maps do not compose into one strided pattern."""
     esize = CopyStep.from_words(first.ints).esize
     if CopyStep.from_words(second.ints).esize != esize:
         return None
     sh1, dst1, src1 = copy_map(first)
-    sh2, _, src2 = copy_map(second)
+    sh2, dst2, src2 = copy_map(second)
     n1 = int(np.prod(sh1, dtype=np.int64))
     if first.tensors[0].offset != 0 or dst1 != contiguous_strides(sh1):
         return None  # the buffer is not the first copy's output laid out in order
     off2, rem = divmod(second.tensors[1].offset, esize)
     if rem:
         return None
+    if off2 == 0 and src2 == contiguous_strides(sh2) and int(np.prod(sh2, dtype=np.int64)) == n1:
+        # the whole buffer in order (a flatten into a Concat): split both
+        # shapes to one refinement, where each side is strided per dim
+        fine = _refine(sh1, sh2)
+        if fine is not None:
+            return fine, _strides_on(sh2, fine, dst2), 0, _strides_on(sh1, fine, src1)
     read = _grid(sh2, src2, off2)
     if read.size == 0 or read.min() < 0 or read.max() >= n1:
         return None  # it reads what the first copy did not write
@@ -70,7 +97,7 @@ def compose(first: Step, second: Step) -> tuple[int, list[int]] | None:
         strides.append(int(through[tuple(at)]) - base if n > 1 else 0)
     if not np.array_equal(through, _grid(sh2, strides, base)):
         return None
-    return base, strides
+    return sh2, dst2, base, strides
 
 
 def _touches(st: Step, buf) -> bool:
@@ -108,10 +135,9 @@ def fold_copy_chains(steps: list[Step]) -> list[Step]:
             continue
         view = first.tensors[1]
         esize = CopyStep.from_words(first.ints).esize
-        for j, (base, strides) in zip(readers, maps):
+        for j, (shape, dst, base, strides) in zip(readers, maps):
             second = steps[j]
-            sh2, dst2, _ = copy_map(second)
-            cshape, (cdst, csrc) = collapse(sh2, dst2, strides)
+            cshape, (cdst, csrc) = collapse(shape, dst, strides)
             second.tensors[1] = Value(view.shape, view.dtype, buf=src, offset=view.offset + base * esize)
             second.ints = CopyStep(esize=esize, rank=len(cshape)).words(cshape, cdst, csrc)
             users[id(src)] = sorted(set(users[id(src)]) | {j})

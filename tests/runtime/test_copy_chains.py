@@ -129,7 +129,20 @@ def test_compose_refuses_what_is_not_one_stride():
     assert compose(first, second) is None
     # the whole of row 2 of the transposed output is column 2 of x
     second = _copy_step([4], [1], [1], Value((4,), np.float32), Value((6, 4), np.float32, offset=2 * 4 * 4))
-    assert compose(first, second) == (2, [6])
+    assert compose(first, second) == ([4], [1], 2, [6])
     # a read past what the first copy wrote is refused, not wrapped
     second = _copy_step([4], [1], [1], Value((4,), np.float32), Value((6, 4), np.float32, offset=21 * 4))
+    assert compose(first, second) is None
+
+
+def test_compose_whole_buffer_in_another_shape():
+    # first: [3, 4, 5] read transposed from a [5, 3, 4] source; second: the
+    # whole output as one row of 60 into a strided slab: split to [3, 4, 5]
+    x, mid = Value((5, 3, 4), np.float32), Value((3, 4, 5), np.float32)
+    first = _copy_step([3, 4, 5], [20, 5, 1], [4, 1, 12], mid, x)
+    second = _copy_step([60], [2], [1], Value((120,), np.float32), mid)
+    assert compose(first, second) == ([3, 4, 5], [40, 10, 2], 0, [4, 1, 12])
+    # [2, 6, 5] and [3, 4, 5] cross (4 rows of 5 is not whole rows of 30): the
+    # element check decides, and here it finds no single stride
+    second = _copy_step([2, 30], [30, 1], [30, 1], Value((60,), np.float32), mid)
     assert compose(first, second) is None
