@@ -17,9 +17,11 @@ Loop's body re-runs its steps) are left alone."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from engine.kernels.abi import CopyStep, Op
+from engine.kernels.abi import BinaryStep, CopyStep, Op
 from engine.lowering import LOC_ARENA, Step, Value
 from engine.ops.common import collapse, contiguous_strides
 
@@ -73,35 +75,85 @@ def compose(first: Step, second: Step) -> tuple[list[int], list[int], int, list[
         return None
     sh1, dst1, src1 = copy_map(first)
     sh2, dst2, src2 = copy_map(second)
-    n1 = int(np.prod(sh1, dtype=np.int64))
-    if first.tensors[0].offset != 0 or dst1 != contiguous_strides(sh1):
-        return None  # the buffer is not the first copy's output laid out in order
-    off2, rem = divmod(second.tensors[1].offset, esize)
-    if rem:
-        return None
-    if off2 == 0 and src2 == contiguous_strides(sh2) and int(np.prod(sh2, dtype=np.int64)) == n1:
+    if second.tensors[1].offset == 0 and src2 == contiguous_strides(sh2) and dst1 == contiguous_strides(sh1) \
+            and first.tensors[0].offset == 0 and math.prod(sh2) == math.prod(sh1):
         # the whole buffer in order (a flatten into a Concat): split both
         # shapes to one refinement, where each side is strided per dim
         fine = _refine(sh1, sh2)
         if fine is not None:
             return fine, _strides_on(sh2, fine, dst2), 0, _strides_on(sh1, fine, src1)
-    read = _grid(sh2, src2, off2)
+    read = compose_read(first, sh2, src2, second.tensors[1].offset)
+    return None if read is None else (sh2, dst2, *read)
+
+
+def compose_read(first: Step, shape, strides, offset: int) -> tuple[int, list[int]] | None:
+    """A read of the first copy's output over `shape` with element `strides`
+    from byte `offset`, as (offset, strides) in elements of the first copy's
+    source view; None when it is not one strided pattern there."""
+    esize = CopyStep.from_words(first.ints).esize
+    sh1, dst1, src1 = copy_map(first)
+    n1 = math.prod(sh1)
+    if first.tensors[0].offset != 0 or dst1 != contiguous_strides(sh1):
+        return None  # the buffer is not the first copy's output laid out in order
+    off2, rem = divmod(offset, esize)
+    if rem:
+        return None
+    read = _grid(shape, strides, off2)
     if read.size == 0 or read.min() < 0 or read.max() >= n1:
         return None  # it reads what the first copy did not write
     through = np.ascontiguousarray(_grid(sh1, src1)).reshape(-1)[read]
     base = int(through.reshape(-1)[0])
-    strides = []
-    for d, n in enumerate(sh2):
-        at = [0] * len(sh2)
+    out = []
+    for d, n in enumerate(shape):
+        at = [0] * len(shape)
         at[d] = 1 if n > 1 else 0
-        strides.append(int(through[tuple(at)]) - base if n > 1 else 0)
-    if not np.array_equal(through, _grid(sh2, strides, base)):
+        out.append(int(through[tuple(at)]) - base if n > 1 else 0)
+    if not np.array_equal(through, _grid(shape, out, base)):
         return None
-    return sh2, dst2, base, strides
+    return base, out
 
 
-def _touches(st: Step, buf) -> bool:
-    return any(t is not None and t.buf is buf for t in st.tensors)
+def _reads(st: Step, buf, esize: int) -> list[int] | None:
+    """The operand positions at which `st` reads `buf` as a strided view it
+    can be pointed elsewhere through (a COPY's source, a BINARY's operands of
+    the same element size); None when it touches `buf` any other way."""
+    if st.op not in (Op.COPY, Op.BINARY) or st.tensors[0].buf is buf:
+        return None
+    at = [k for k, t in enumerate(st.tensors) if k and t is not None and t.buf is buf]
+    return at if all(st.tensors[k].dtype.itemsize == esize for k in at) else None
+
+
+def _binary_map(st: Step) -> tuple[BinaryStep, list[int], list[list[int]]]:
+    p = BinaryStep.from_words(st.ints)
+    r, tail = p.rank, st.ints[len(BinaryStep._fields_):]
+    return p, list(tail[:r]), [list(tail[r:2 * r]), list(tail[2 * r:3 * r])]
+
+
+def _redirect(first: Step, st: Step, at: list[int]) -> Step | None:
+    """st with its reads at positions `at` of the first copy's output taken
+    from the first copy's source instead, or None when a map does not
+    compose."""
+    view = first.tensors[1]
+    esize = CopyStep.from_words(first.ints).esize
+    tensors = list(st.tensors)
+    if st.op == Op.COPY:
+        got = compose(first, st)
+        if got is None:
+            return None
+        shape, dst, base, strides = got
+        cshape, (cdst, csrc) = collapse(shape, dst, strides)
+        tensors[1] = Value(view.shape, view.dtype, buf=view.buf, offset=view.offset + base * esize)
+        return Step(st.op, tensors, CopyStep(esize=esize, rank=len(cshape)).words(cshape, cdst, csrc), st.floats)
+    p, shape, strides = _binary_map(st)
+    for k in at:
+        got = compose_read(first, shape, strides[k - 1], st.tensors[k].offset)
+        if got is None:
+            return None
+        base, strides[k - 1] = got
+        tensors[k] = Value(view.shape, st.tensors[k].dtype, buf=view.buf, offset=view.offset + base * esize)
+    cshape, (sa, sb) = collapse(shape, *strides)
+    return Step(st.op, tensors, BinaryStep(op=p.op, dtype=p.dtype, rank=len(cshape)).words(cshape, sa, sb),
+                st.floats)
 
 
 def fold_copy_chains(steps: list[Step]) -> list[Step]:
@@ -118,32 +170,24 @@ def fold_copy_chains(steps: list[Step]) -> list[Step]:
         if first.op != Op.COPY or i in dropped:
             continue
         mid, src = first.tensors[0].buf, first.tensors[1].buf
+        esize = CopyStep.from_words(first.ints).esize
         if mid.kind != LOC_ARENA or mid is src:
             continue
         readers = [j for j in users[id(mid)] if j != i]
-        if not readers or any(steps[j].op != Op.COPY or steps[j].tensors[0].buf is mid
-                              or steps[j].tensors[1].buf is not mid for j in readers):
+        reads = [_reads(steps[j], mid, esize) for j in readers]
+        if not readers or min(readers) < i or any(r is None for r in reads):
             continue  # another kind of step reads or writes it
-        if any(j <= i for j in readers):
-            continue
         last = max(readers)
-        if any(j not in dropped and (steps[j].op != Op.COPY or steps[j].tensors[0].buf is src)
-               for j in users[id(src)] if i < j <= last):
+        if any(j not in dropped and _reads(steps[j], src, esize) is None for j in users[id(src)] if i < j <= last):
             continue  # the source may change before the last read
-        maps = [compose(first, steps[j]) for j in readers]
-        if any(m is None for m in maps):
+        new = [_redirect(first, steps[j], at) for j, at in zip(readers, reads)]
+        if any(st is None for st in new):
             continue
-        view = first.tensors[1]
-        esize = CopyStep.from_words(first.ints).esize
-        for j, (shape, dst, base, strides) in zip(readers, maps):
-            second = steps[j]
-            cshape, (cdst, csrc) = collapse(shape, dst, strides)
-            second.tensors[1] = Value(view.shape, view.dtype, buf=src, offset=view.offset + base * esize)
-            second.ints = CopyStep(esize=esize, rank=len(cshape)).words(cshape, cdst, csrc)
-            users[id(src)] = sorted(set(users[id(src)]) | {j})
+        for j, st in zip(readers, new):
+            steps[j] = st
         dropped.add(i)
         users[id(mid)] = []
-        users[id(src)] = [j for j in users[id(src)] if j != i]
+        users[id(src)] = sorted((set(users[id(src)]) | set(readers)) - {i})
         src.last = max(src.last, last)
     if not dropped:
         return steps

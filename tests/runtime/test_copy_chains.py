@@ -146,3 +146,27 @@ def test_compose_whole_buffer_in_another_shape():
     # element check decides, and here it finds no single stride
     second = _copy_step([2, 30], [30, 1], [30, 1], Value((60,), np.float32), mid)
     assert compose(first, second) is None
+
+
+@pytest.mark.parametrize("square", [False, True])
+def test_slices_into_binary_read_the_source(tmp_path, square):
+    # the detector's tail: Sigmoid -> Slice (one row, the rest) -> Mul with
+    # broadcasting; the Mul reads the sigmoid's output through strides and
+    # neither slice is copied. square: one slice as both operands
+    ins = ["s0", "s1"] if not square else ["s1", "s1"]
+    inits = [numpy_helper.from_array(np.array(v, np.int64), k) for k, v in
+             [("b0", [4]), ("e0", [5]), ("b1", [5]), ("e1", [13]), ("ax", [1])]]
+    nodes = [helper.make_node("Sigmoid", ["x"], ["sig"]),
+             helper.make_node("Slice", ["sig", "b0", "e0", "ax"], ["s0"]),
+             helper.make_node("Slice", ["sig", "b1", "e1", "ax"], ["s1"]),
+             helper.make_node("Mul", ins, ["out"])]
+    graph = helper.make_graph(nodes, "tail", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 13, 37])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 8, 37])],
+                              initializer=inits)
+    path = tmp_path / "tail.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    feeds = {"x": np.random.default_rng(6).standard_normal((1, 13, 37)).astype(np.float32)}
+    for threads in (1, 2):
+        sess = InferenceSession(path, threads=threads)
+        assert_matches_ort(path, feeds, sess)
+        assert _copies(sess, feeds) == 0
