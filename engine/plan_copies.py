@@ -2,7 +2,11 @@
 filled (a Split piece then copied into a Concat slab; an NHWC -> NCHW
 transpose a graph's Reshape + Transpose then turns back to channel-last, as
 the detector's heads do) reads the first copy's source instead, with the two
-index maps composed; the first copy goes when nothing else reads its buffer.
+index maps composed; the first copy goes when nothing else reads its
+buffer. A BINARY step reads a copy's source the same way (the detector's
+Slices before its Mul), and a BINARY whose output only a copy reads computes
+straight into the copy's destination in the copy's order (that Mul, then
+the Transpose NMS wants).
 
 Lowering emits each node's copies on their own; only the whole step list
 shows that two of them chain. The composition is found numerically: the
@@ -92,12 +96,18 @@ def compose_read(first: Step, shape, strides, offset: int) -> tuple[int, list[in
     source view; None when it is not one strided pattern there."""
     esize = CopyStep.from_words(first.ints).esize
     sh1, dst1, src1 = copy_map(first)
-    n1 = math.prod(sh1)
     if first.tensors[0].offset != 0 or dst1 != contiguous_strides(sh1):
         return None  # the buffer is not the first copy's output laid out in order
     off2, rem = divmod(offset, esize)
-    if rem:
-        return None
+    return None if rem else through_map(sh1, src1, shape, strides, off2)
+
+
+def through_map(sh1, src1, shape, strides, off2: int) -> tuple[int, list[int]] | None:
+    """A read over `shape` with `strides` from element `off2` of a row-major
+    [sh1] buffer whose element i came from offset sum(i_d * src1[d]) of a
+    source: (offset, strides) of that read in the source, or None when it is
+    not one strided pattern there (checked element by element)."""
+    n1 = math.prod(sh1)
     read = _grid(shape, strides, off2)
     if read.size == 0 or read.min() < 0 or read.max() >= n1:
         return None  # it reads what the first copy did not write
@@ -189,6 +199,58 @@ def fold_copy_chains(steps: list[Step]) -> list[Step]:
         users[id(mid)] = []
         users[id(src)] = sorted((set(users[id(src)]) | set(readers)) - {i})
         src.last = max(src.last, last)
+    if not dropped:
+        return steps
+    return _renumber(steps, dropped)
+
+
+def fold_binary_into_copy(steps: list[Step]) -> list[Step]:
+    """A BINARY step whose output only one COPY reads (the detector's Mul,
+    then the Transpose NMS wants) computes straight into the copy's
+    destination, in the copy's order: the operands are read through the
+    composed strides and the copy goes. Buffers' lifetimes as in
+    fold_copy_chains."""
+    if not steps or any(st.op in _JUMPS for st in steps):
+        return steps
+    users: dict[int, list[int]] = {}
+    for i, st in enumerate(steps):
+        for t in {id(t.buf): t for t in st.tensors if t is not None}.values():
+            users.setdefault(id(t.buf), []).append(i)
+    dropped: set[int] = set()
+    for i, st in enumerate(steps):
+        if st.op != Op.BINARY or st.tensors[0].offset != 0 or st.tensors[0].buf.kind != LOC_ARENA:
+            continue
+        mid = st.tensors[0].buf
+        readers = [j for j in users[id(mid)] if j != i]
+        if len(readers) != 1 or readers[0] < i or steps[readers[0]].op != Op.COPY:
+            continue
+        j = readers[0]
+        cp = steps[j]
+        p, shape1, strides = _binary_map(st)
+        esize = st.tensors[0].dtype.itemsize
+        sh2, dst2, src2 = copy_map(cp)
+        off2, rem = divmod(cp.tensors[1].offset, esize)
+        if (rem or cp.tensors[1].buf is not mid or cp.tensors[0].buf is mid or dst2 != contiguous_strides(sh2)
+                or CopyStep.from_words(cp.ints).esize != esize):
+            continue
+        operands = [t.buf for t in st.tensors[1:3]]
+        if any(k not in dropped and (steps[k].op not in (Op.COPY, Op.BINARY) or steps[k].tensors[0].buf is b)
+               for b in operands for k in users[id(b)] if i < k < j):
+            continue  # an operand may change before the copy (only copies and binaries surely leave inputs alone)
+        maps = [through_map(shape1, s, sh2, src2, off2) for s in strides]
+        if any(m is None for m in maps):
+            continue
+        tensors = [cp.tensors[0]]
+        for t, (base, _) in zip(st.tensors[1:3], maps):
+            tensors.append(Value(t.shape, t.dtype, buf=t.buf, offset=t.offset + base * t.dtype.itemsize))
+        cshape, (sa, sb) = collapse(sh2, *[m[1] for m in maps])
+        steps[j] = Step(Op.BINARY, tensors, BinaryStep(op=p.op, dtype=p.dtype, rank=len(cshape)).words(cshape, sa, sb),
+                        st.floats)
+        dropped.add(i)
+        for b in operands:
+            b.last = max(b.last, j)
+            users[id(b)] = sorted(set(users[id(b)]) - {i} | {j})
+        users[id(mid)] = []
     if not dropped:
         return steps
     return _renumber(steps, dropped)

@@ -14,11 +14,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from engine.kernels.abi import Op
+from engine.kernels.abi import CopyStep, Op
 from engine.lowering import Step, Value
 from engine.plan_copies import compose
 from engine.session import InferenceSession
-from engine.kernels.abi import CopyStep
 from tests.runtime.op_oracle import assert_matches_ort
 
 C, H, W = 13, 9, 7   # odd: no slab is a whole vector of floats
@@ -148,8 +147,16 @@ def test_compose_whole_buffer_in_another_shape():
     assert compose(first, second) is None
 
 
-@pytest.mark.parametrize("square", [False, True])
-def test_slices_into_binary_read_the_source(tmp_path, square):
+@pytest.mark.parametrize("square, transposed, mul_out, copies", [
+    (False, False, False, 0),
+    (True, False, False, 0),
+    # then Transpose (0, 2, 1), as NMS wants its scores: the Mul writes
+    # transposed, straight into the output
+    (False, True, False, 0),
+    # the Mul's output is also a graph output: two readers, the Transpose stays
+    (False, True, True, 1),
+])
+def test_slices_into_binary_read_the_source(tmp_path, square, transposed, mul_out, copies):
     # the detector's tail: Sigmoid -> Slice (one row, the rest) -> Mul with
     # broadcasting; the Mul reads the sigmoid's output through strides and
     # neither slice is copied. square: one slice as both operands
@@ -159,14 +166,17 @@ def test_slices_into_binary_read_the_source(tmp_path, square):
     nodes = [helper.make_node("Sigmoid", ["x"], ["sig"]),
              helper.make_node("Slice", ["sig", "b0", "e0", "ax"], ["s0"]),
              helper.make_node("Slice", ["sig", "b1", "e1", "ax"], ["s1"]),
-             helper.make_node("Mul", ins, ["out"])]
+             helper.make_node("Mul", ins, ["mul"])]
+    outs = [helper.make_tensor_value_info("mul", TensorProto.FLOAT, [1, 8, 37])] if mul_out or not transposed else []
+    if transposed:
+        nodes.append(helper.make_node("Transpose", ["mul"], ["t"], perm=[0, 2, 1]))
+        outs.append(helper.make_tensor_value_info("t", TensorProto.FLOAT, [1, 37, 8]))
     graph = helper.make_graph(nodes, "tail", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 13, 37])],
-                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 8, 37])],
-                              initializer=inits)
+                              outs, initializer=inits)
     path = tmp_path / "tail.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
     feeds = {"x": np.random.default_rng(6).standard_normal((1, 13, 37)).astype(np.float32)}
     for threads in (1, 2):
         sess = InferenceSession(path, threads=threads)
         assert_matches_ort(path, feeds, sess)
-        assert _copies(sess, feeds) == 0
+        assert _copies(sess, feeds) == copies
