@@ -234,6 +234,8 @@ def fold_binary_into_copy(steps: list[Step]) -> list[Step]:
                 or CopyStep.from_words(cp.ints).esize != esize):
             continue
         operands = [t.buf for t in st.tensors[1:3]]
+        if cp.tensors[0].buf in operands:
+            continue  # it would write what it reads, in another order
         if any(k not in dropped and (steps[k].op not in (Op.COPY, Op.BINARY) or steps[k].tensors[0].buf is b)
                for b in operands for k in users[id(b)] if i < k < j):
             continue  # an operand may change before the copy (only copies and binaries surely leave inputs alone)
