@@ -28,6 +28,7 @@ from engine.lowering import (ALIGN, BLOB_PLAN, BLOB_WEIGHTS, LOC_ARENA, LOC_BLOB
                              RuntimeValueNeeded, Step, Value, align)
 from engine.ops import resolve, supported_ops
 from engine.ops.data import emit_copy
+from engine.plan_copies import fold_binary_into_copy, fold_copy_chains
 from engine.plan_pack import (PARALLEL_MIN_BYTES, PARALLEL_MIN_FLOPS, assign_offsets, pack_plan,  # noqa: F401
                               step_threads, step_work)
 from engine.plan_run import BoundRun, ExecPlan, PlanCache  # noqa: F401
@@ -216,6 +217,7 @@ class Planner:
             dst = Value(v.shape, v.dtype, buf=Buffer(LOC_OUTPUT, v.nbytes, index=k))
             if v.size:
                 emit_copy(self, dst, v)
+        self.steps = fold_binary_into_copy(fold_copy_chains(self.steps))
         return pack_plan(self, out_specs)
 
 

@@ -38,6 +38,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("lowering context", ("engine.lowering",)),
     ("plan packing", ("engine.plan_pack",)),
     ("op lowerings", ("engine.ops",)),
+    ("plan copies", ("engine.plan_copies",)),
     ("plans", ("engine.plan",)),
     ("segmented plans", ("engine.plan_segments",)),
     ("graph passes", ("engine.passes",)),
