@@ -17,6 +17,19 @@ would be met or missed by the host's noise alone.
     .venv/bin/python benchmarks/bench_deadlines.py --cells must  # the Must's cells alone, 5/8 of the time
     .venv/bin/python benchmarks/bench_deadlines.py --simulate  # the policy alone, deterministic, ~1 minute
     .venv/bin/python benchmarks/bench_deadlines.py --timer     # sub-ms wait accuracy vs a loop timer, ~2 s
+    .venv/bin/python benchmarks/bench_deadlines.py --cells ab --trace DIR  # the Must's cells + auto-before
+    .venv/bin/python benchmarks/deadline_trace.py DIR          # what each cell's p99 tail was made of
+
+--cells ab adds auto without the rule that a wait must not build a queue
+(auto-before: session 12's window) to the Must's cells, and prints its
+verdict and auto / auto-before paired per repeat; --cells diag runs window
+0, auto, the placebo and auto with its waits decided but not applied
+(auto-nowait: what its bookkeeping alone costs) and with a loop timer in
+place of the wait's final spin (auto-timer). --trace makes the server write
+every request's and batch's times (engine.server.scheduler, AIE_SCHED_TRACE):
+per cell, the tail's share held back by the window, queued behind another
+batch's hold, or in a slow batch, and the idle gap between batches while
+work was queued (the loop's own cost per batch).
 
 The model is the serving tests' kernel MLP (tests/serve/kernel_mlp.py, run
 on this repo's sgemm), sized so a batch of one computes for --compute-ms:
