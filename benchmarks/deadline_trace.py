@@ -39,9 +39,7 @@ def cell(reqs: np.ndarray, batches: np.ndarray) -> dict:
     holds = np.stack([held[:, 0] - held[:, 4], held[:, 0]], axis=1)   # [from, to] of each hold
 
     def behind(r) -> bool:   # queued during another batch's hold (not its own batch's)
-        if r[3] == 409:
-            return False
-        end = r[1] if r[1] > 0 else r[2]
+        end = r[1] if r[1] > 0 else r[2]   # started 0: refused or expired before it ran
         return bool(np.any((holds[:, 0] < end) & (holds[:, 1] > r[0]) & (holds[:, 1] != r[1])))
     median = {b: np.median(batches[batches[:, 2] == b, 3]) for b in np.unique(batches[:, 2])}
     slow_at = {s: True for s, b, c in zip(batches[:, 0], batches[:, 2], batches[:, 3]) if c > 2 * median[b]}

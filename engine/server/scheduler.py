@@ -211,7 +211,7 @@ class ModelScheduler:
             return
         self.metrics.deadline_rejections[self.model.name] += 1
         if self._trace:
-            self._trace.write(f"R {req.arrival:.6f} 0 {now:.6f} 409 0 0\n")
+            self._trace.write(f"R {req.arrival:.6f} 0 {now:.6f} 504 0 0\n")  # refused: never started
         left_us = (req.deadline - now) * 1e6
         if req.need_s > 0:
             why = (f"its batch of {req.batch}, behind the work running and queued ahead of it, computes for at "
