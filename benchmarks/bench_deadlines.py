@@ -17,6 +17,19 @@ would be met or missed by the host's noise alone.
     .venv/bin/python benchmarks/bench_deadlines.py --cells must  # the Must's cells alone, 5/8 of the time
     .venv/bin/python benchmarks/bench_deadlines.py --simulate  # the policy alone, deterministic, ~1 minute
     .venv/bin/python benchmarks/bench_deadlines.py --timer     # sub-ms wait accuracy vs a loop timer, ~2 s
+    .venv/bin/python benchmarks/bench_deadlines.py --cells ab --trace DIR  # the Must's cells + auto-before
+    .venv/bin/python benchmarks/deadline_trace.py DIR          # what each cell's p99 tail was made of
+
+--cells ab adds auto without the rule that a wait must not build a queue
+(auto-before: session 12's window) to the Must's cells, and prints its
+verdict and auto / auto-before paired per repeat; --cells diag runs window
+0, auto, the placebo and auto with its waits decided but not applied
+(auto-nowait: what its bookkeeping alone costs) and with a loop timer in
+place of the wait's final spin (auto-timer). --trace makes the server write
+every request's and batch's times (engine.server.scheduler, AIE_SCHED_TRACE):
+per cell, the tail's share held back by the window, queued behind another
+batch's hold, or in a slow batch, and the idle gap between batches while
+work was queued (the loop's own cost per batch).
 
 The model is the serving tests' kernel MLP (tests/serve/kernel_mlp.py, run
 on this repo's sgemm), sized so a batch of one computes for --compute-ms:
@@ -307,6 +320,16 @@ CELLS = ([(k, v, True, None) for k, v in WINDOWS.items()] + [("fifo-auto", "auto
 # --cells must runs only these, 5 of 8, so a cell gets 8/5 the requests in
 # the same minutes.
 MUST_CELLS = (*WINDOWS, PLACEBO)
+# --cells diag: window 0, auto, the placebo, and auto's diagnostic variants
+# (engine.server.scheduler's AIE_SCHED_VARIANT): every decision and its
+# bookkeeping, the waits not applied; and the waits ended by a loop timer
+# instead of the spin.
+DIAG_VARIANTS = {"auto-nowait": "nowait", "auto-timer": "timer", "auto-before": "before"}
+DIAG_CELLS = [("0", 0, True, None), ("auto", "auto", True, None)] + [
+    (label, "auto", True, None) for label in DIAG_VARIANTS if label != "auto-before"] + [(PLACEBO, 0, True, None)]
+# --cells ab: the Must's cells and auto without the rule that a wait must not
+# build a queue (session 12's window), interleaved: the rule's effect in one run.
+AB_CELLS = [c for c in CELLS if c[0] in MUST_CELLS] + [("auto-before", "auto", True, None)]
 
 
 def model_config(label: str, value, edf: bool, max_batch: int | None, base: dict) -> dict:
@@ -376,10 +399,13 @@ def simulated_table(args) -> None:
 
 
 # ---- server --------------------------------------------------------------------------
-def kernel_env() -> dict:
+def kernel_env(trace: Path | None = None) -> dict:
     from engine.kernels._lib import library_path
 
-    env = dict(os.environ, AIE_KERNELS_LIB=str(library_path()), AIE_SERVE_SESSION_FACTORY="kernel_mlp:MLPSession")
+    env = dict(os.environ, AIE_KERNELS_LIB=str(library_path()), AIE_SERVE_SESSION_FACTORY="kernel_mlp:MLPSession",
+               AIE_SCHED_VARIANT=",".join(f"{label}={v}" for label, v in DIAG_VARIANTS.items()))
+    if trace is not None:
+        env["AIE_SCHED_TRACE"] = str(trace)
     env["PYTHONPATH"] = os.pathsep.join([str(SERVE_TESTS), str(REPO), env.get("PYTHONPATH", "")])
     return env
 
@@ -413,7 +439,7 @@ def health(port: int) -> dict:
         return json.loads(r.read())
 
 
-def start_server(tmp: Path, models: list[dict]) -> tuple[subprocess.Popen, int, int]:
+def start_server(tmp: Path, models: list[dict], trace: Path | None = None) -> tuple[subprocess.Popen, int, int]:
     import yaml
 
     http, binary = free_port(), free_port()
@@ -421,7 +447,7 @@ def start_server(tmp: Path, models: list[dict]) -> tuple[subprocess.Popen, int, 
            "state_dir": str(tmp / "state"), "log_dir": str(tmp / "log"), "models": models}
     (tmp / "engine.yaml").write_text(yaml.safe_dump(cfg))
     proc = subprocess.Popen([sys.executable, "-m", "engine.cli", "serve", "--config", str(tmp / "engine.yaml")],
-                            env=kernel_env(), cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            env=kernel_env(trace), cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_http(f"http://127.0.0.1:{http}/v2/health/ready", 60)  # it listens once every model is loaded
     except RuntimeError:
@@ -626,7 +652,7 @@ def pattern_summary(pattern: str, reps: dict[str, list[dict]], batches: dict[str
     bootstrap_ratio); the same ratio pooled over matched slices
     (slice_interval) beside it; EDF against FIFO (both on the auto window)
     in deadline-met fraction, per repeat, where those cells ran."""
-    fixed = [k for k in WINDOWS if k != "auto"]
+    fixed = [k for k in WINDOWS if k != "auto" and k in reps]
     lat = {k: [np.array([x for _, x in r["raw"]]) for r in reps[k]] for k in reps}
     sl = {k: cell_slices(reps[k]) for k in reps}
     p99 = {k: float(np.percentile(np.concatenate(lat[k]), 99)) * 1e3 for k in reps}
@@ -642,7 +668,16 @@ def pattern_summary(pattern: str, reps: dict[str, list[dict]], batches: dict[str
         placebo = {"geometric mean of per-repeat p99 ratios (the verdict's estimator)": placebo_interval(lat),
                    "p99 pooled over matched slices, slices drawn": slice_interval(sl, PLACEBO, ["0"]),
                    "geometric mean of per-slice p99 ratios": placebo_interval(sl)[:3]}
-    return {"b1_gain": gain("edf-b1", "fifo-b1", "met"), "b1_tight_gain": gain("edf-b1", "fifo-b1", "tight_met"),
+    before = None
+    if "auto-before" in reps:   # --cells ab: the same verdict for auto without the queue rule, and auto / it
+        old = {**lat, "auto": lat["auto-before"]}
+        p99s_old = {**p99s, "auto": np.array([r["p99_ms"] for r in reps["auto-before"]])}
+        logs = np.log(p99s["auto"] / p99s_old["auto"])
+        drawn = np.random.default_rng(0).integers(0, len(logs), (2000, len(logs)))
+        before = {"ratio": float(repeat_ratio(p99s_old, fixed)), "ci": bootstrap_ratio(old, fixed),
+                  "auto_over_before": float(np.exp(logs.mean())),
+                  "auto_over_before_ci": tuple(np.exp(np.percentile(logs[drawn].mean(axis=1), [5, 95])))}
+    return {"before": before, "b1_gain": gain("edf-b1", "fifo-b1", "met"), "b1_tight_gain": gain("edf-b1", "fifo-b1", "tight_met"),
             "pattern": pattern, "best": best, "best_p99": p99[best], "auto_p99": p99["auto"], "paired": paired,
             "pooled": p99["auto"] / p99[best], "ratio": float(repeat_ratio(p99s, fixed)),
             "ci": bootstrap_ratio(lat, fixed), "sliced": slice_interval(sl, "auto", fixed), "edf_gain": edf_gain,
@@ -690,6 +725,11 @@ def print_summary(rows: list[dict], repeats: int) -> None:
           "Must's margin. Below: the placebo by every estimator tried on the same latencies, +-: half the interval's "
           "log width.")
     for s in rows:
+        if s["before"]:
+            b = s["before"]
+            print(f"{s['pattern']}: auto without the queue rule / best fixed {b['ratio']:.2f} "
+                  f"[{b['ci'][0]:.2f}..{b['ci'][1]:.2f}]; auto / auto without it, paired "
+                  f"{b['auto_over_before']:.2f} [{b['auto_over_before_ci'][0]:.2f}..{b['auto_over_before_ci'][1]:.2f}]")
         r, lo, hi = s["sliced"]
         print(f"{s['pattern']}: auto / best, p99 pooled over matched slices {r:.3f} [{lo:.3f}..{hi:.3f}]")
         if s["placebo"]:
@@ -752,8 +792,13 @@ def main(argv=None) -> int:
     ap.add_argument("--slices", type=int, default=4,
                     help="live: cut each repeat into this many slices, every cell running one before the next "
                          "slice starts (finer interleaving: the cells share more of the host's moments)")
-    ap.add_argument("--cells", default="all", choices=("all", "must"),
-                    help="live: every cell, or only those the Must is read from (windows, auto, placebo)")
+    ap.add_argument("--cells", default="all", choices=("all", "must", "diag", "ab"),
+                    help="live: every cell, or only those the Must is read from (windows, auto, placebo), or "
+                         "window 0, auto, the placebo and auto's diagnostic variants (no waits applied; a timer "
+                         "for the spin); or ab: the Must's cells and auto without the rule that a wait must not "
+                         "build a queue")
+    ap.add_argument("--trace", type=Path, help="live: the server writes every request's and batch's times here "
+                                               "(a directory; analyse with benchmarks/deadline_trace.py)")
     ap.add_argument("--dump", type=Path, help="live: write every latency (s) by pattern, cell and slice here (JSON)")
     ap.add_argument("--load", type=float, default=0.8, help="arrival rate / batch-1 capacity")
     ap.add_argument("--compute-ms", type=float, default=4.0, help="batch-1 compute time of the model")
@@ -783,10 +828,13 @@ def main(argv=None) -> int:
         weight_bound_mlp(tmp / "mlp.npz", args.compute_ms)
         base = {"path": str(tmp / "mlp.npz"), "max_batch_size": args.max_batch, "instances": 1, "threads": 1,
                 "max_queue_size": 4096}
-        cells = [c for c in CELLS if args.cells == "all" or c[0] in MUST_CELLS]
+        cells = (DIAG_CELLS if args.cells == "diag" else AB_CELLS if args.cells == "ab" else
+                 [c for c in CELLS if args.cells == "all" or c[0] in MUST_CELLS])
+        if args.trace:
+            args.trace.mkdir(parents=True, exist_ok=True)
         models = [model_config(label, value, edf, max_batch, base) for label, value, edf, max_batch in cells]
         calibrate = {**base, "name": "calibrate", "max_batch_size": 1}
-        proc, http, port = start_server(tmp, models + [calibrate])
+        proc, http, port = start_server(tmp, models + [calibrate], args.trace)
         began = time.monotonic()
         try:
             x = np.ones((1, 256), np.float32)
@@ -836,6 +884,9 @@ def main(argv=None) -> int:
                     fits.append(sched["window_costs_us"])
                     for label, window in (("0", 0), ("auto", None)):
                         mirrored[label].append(mirror(fits[-1], window, times, limits, args.max_batch, k))
+                if args.trace:  # the pattern's span on the server's clock (time.monotonic)
+                    with open(args.trace / "patterns", "a") as f:
+                        f.write(f"{pattern} {started:.6f} {time.monotonic():.6f}\n")
                 labelled = {label: reps[m["name"]] for (label, _, _, _), m in zip(cells, models)}
                 batches = {label: counts[m["name"]][0] / max(1, counts[m["name"]][1])
                            for (label, _, _, _), m in zip(cells, models)}

@@ -102,13 +102,25 @@ When to dispatch (the head's batch is not full):
   customers); and its own
   batch), and L = inf where rho >= 1 (that batch size cannot keep up).
   The head waits for the b* that minimises L, i.e. until (b* - n) / lambda
-  after the last arrival. Where a batch costs its size, rho does not fall
-  with b and that is never a wait; where batching pays, it is a wait near
-  saturation on a host whose run times vary, where q (~ rho / (1 - rho))
-  falls faster with b than the wait for company adds, else only at
-  saturation (tests/serve/test_window_model.py); when
-  batches of n cannot keep up, it
-  waits for the size that can. Never longer than min(AUTO_CAP_S, c(max
+  after the last arrival, among the b whose wait does not build a queue:
+      (b - n) / lambda  <=  (b / n) c(n) - c(b)
+  (the instance idles while it gathers b items; that is at most the
+  compute the batch of b saves against its items in batches of n, so the
+  work queued behind the wait ends no later than without it). Why: the
+  tail model counts the head's wait but not the queue that forms behind an
+  idle instance, and it reads a rate past batch-1 capacity as batches of
+  one not keeping up (L(n) = inf) where the batches that form while one
+  runs keep up without a wait; live, auto held back 0.2-2% of batches for
+  ~7-12 ms each against window 0's ~4 ms service, and its p99 was 1.15-1.18x
+  window 0's (steady, sine; docs/PERFORMANCE.md, session 12). So no wait at
+  all while batches of n keep up (lambda c(n) <= n: decided without
+  weighing the sizes), and none at 2x the batch-1 capacity of the bench
+  model's shape; at a burst's rate the wait pays for itself and is taken
+  (tests/serve/test_window_model.py). Where a batch costs its size, rho
+  does not fall with b and that is never a wait; where batching pays, the
+  tail model waits near saturation on a host whose run times vary, where
+  q (~ rho / (1 - rho)) falls faster with b than the wait for company
+  adds. Never longer than min(AUTO_CAP_S, c(max
   batch)) after the instance could have run the head; no wait at all
   before anything has been measured.
 - Either way, never past the point where the earliest deadline among the
@@ -335,6 +347,7 @@ class Decision:
     batch: list = field(default_factory=list)       # run these now, as one batch
     hopeless: list = field(default_factory=list)    # refuse these: their deadline cannot be met
     wait_until: float | None = None                 # else: nothing before this clock time (None: idle)
+    waited_s: float = 0.0                           # how long the window held `batch` back
 
 
 class BatchPolicy:
@@ -381,6 +394,11 @@ class BatchPolicy:
         self.waits = 0
         self.waited_s = 0.0
         self._waited = False
+        # Diagnostics only (bench_deadlines --cells diag/ab), not configuration:
+        # False, decide waits but dispatch anyway; False, the window without
+        # the rule that a wait must not build a queue (as before session 13).
+        self.apply_waits = True
+        self.queue_rule = True
 
     @property
     def auto(self) -> bool:
@@ -525,12 +543,14 @@ class BatchPolicy:
             # No wait for company that would not pay to take (one more request of the head's size).
             if items < self.target and self.compute.joins(items, head.batch):
                 leave = self._leave_at(head, items, earliest, now)
-                if now < leave:
+                if now < leave and self.apply_waits:
                     self._waited = True
                     return Decision(wait_until=leave, hopeless=overdue)
+        waited = 0.0
         if self._waited:
+            waited = max(0.0, now - max(head.arrival, self._last_finish))
             self.waits += 1
-            self.waited_s += max(0.0, now - max(head.arrival, self._last_finish))
+            self.waited_s += waited
             self._waited = False
         batch = self._take(head)
         self._overlap = False
@@ -547,7 +567,7 @@ class BatchPolicy:
         if live:
             self.running += 1
             self._running_ends.append(now + self.compute.floor(sum(r.batch for r in live)))
-        return Decision(batch=live, hopeless=overdue + hopeless)
+        return Decision(batch=live, hopeless=overdue + hopeless, waited_s=waited)
 
     def finished(self, batch: list, seconds: float | None) -> None:
         """A batch from decide() ended; `seconds` its compute time (None: it failed)."""
@@ -566,8 +586,18 @@ class BatchPolicy:
         if lam <= 0 or not self.compute.measured:
             return 0.0
         cost, sigma = self._window_costs()
+        alone = cost(items) / items
+        if lam * alone <= 1 and self.queue_rule:
+            # Batches of n keep up, so no b passes the rule below ((b - n) / lam
+            # > (b - n) c(n) / n >= b c(n) / n - c(b)): the common case, decided
+            # without weighing the sizes (~50 us of Python per decision).
+            return 0.0
         best_b, best_cost = items, p99_latency(items, items, lam, cost, sigma)
         for b in range(items + 1, min(self.target, items + AUTO_SIZES) + 1):
+            # The wait must not build a queue: it idles the instance no longer
+            # than the batch of b saves against its items in batches of n.
+            if (b - items) / lam > b * alone - cost(b) and self.queue_rule:
+                continue
             c = p99_latency(b, items, lam, cost, sigma)
             if c < best_cost:
                 best_b, best_cost = b, c

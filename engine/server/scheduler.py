@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import time
 
 import numpy as np
@@ -39,6 +40,22 @@ from engine.server.runner import InstanceRunner
 
 SPIN_S = 0.001  # the last part of a wait, re-checked by yielding instead of a ~1 ms-granular timer
 clock = time.monotonic  # the scheduler's one clock: arrivals, deadlines, windows
+# Benchmark diagnostics (bench_deadlines --trace, --cells diag), not configuration:
+# AIE_SCHED_TRACE=dir writes every request's and batch's times per model there;
+# AIE_SCHED_VARIANT="model=nowait,model2=timer,model3=before" runs a model's
+# adaptive window without applying its waits, with a timer in place of the
+# spin, or without the rule that a wait must not build a queue.
+_TRACE_DIR = os.environ.get("AIE_SCHED_TRACE")
+_VARIANTS = dict(v.split("=", 1) for v in os.environ.get("AIE_SCHED_VARIANT", "").split(",") if "=" in v)
+
+
+async def wait_timer(event: asyncio.Event, until: float) -> None:
+    """wait_until with a loop timer alone (the diagnostic variant "timer")."""
+    try:
+        async with asyncio.timeout(max(0.0, until - clock())):
+            await event.wait()
+    except TimeoutError:
+        pass
 
 
 async def wait_until(event: asyncio.Event, until: float) -> None:
@@ -63,7 +80,7 @@ def _closed_error(message: str) -> ServeError:
 
 class InferenceRequest:
     __slots__ = ("inputs", "batch", "key", "priority", "deadline", "arrival", "future", "timer", "state",
-                 "seq", "large", "need_s", "queue_ns", "batch_size", "instance", "started", "done", "out")
+                 "seq", "large", "need_s", "queue_ns", "batch_size", "instance", "started", "done", "out", "waited")
 
     def __init__(self, inputs: dict[str, np.ndarray], batch: int, priority: int, deadline: float | None,
                  future: asyncio.Future, arrival: float, out: dict[str, np.ndarray] | None = None):
@@ -86,6 +103,7 @@ class InferenceRequest:
         self.instance = -1                # index of the model instance that ran it
         self.started = 0.0                # clock() when its batch started, and when the results were back
         self.done = 0.0                   # (engine.server.timing: the queue and compute phases)
+        self.waited = 0.0                 # seconds its batch was held back by the window (diagnostics)
 
 
 class ModelScheduler:
@@ -99,6 +117,12 @@ class ModelScheduler:
                                   edf=self.config.queue_order == "edf", instances=len(model.sessions))
         for items, seconds in model.warm_compute:
             self.policy.compute.record(items, seconds)
+        variant = _VARIANTS.get(model.name)
+        self.policy.apply_waits = variant != "nowait"
+        self.policy.queue_rule = variant != "before"
+        self._wait = wait_timer if variant == "timer" else wait_until
+        self._trace = open(os.path.join(_TRACE_DIR, f"{model.name}.trace"), "a", buffering=1) \
+            if _TRACE_DIR else None
         self.closing = False
         self._arrival = asyncio.Event()
         self._idle = asyncio.Event()
@@ -186,6 +210,8 @@ class ModelScheduler:
                                       f"the queue; it did not run")
             return
         self.metrics.deadline_rejections[self.model.name] += 1
+        if self._trace:
+            self._trace.write(f"R {req.arrival:.6f} 0 {now:.6f} 504 0 0\n")  # refused: never started
         left_us = (req.deadline - now) * 1e6
         if req.need_s > 0:
             why = (f"its batch of {req.batch}, behind the work running and queued ahead of it, computes for at "
@@ -214,6 +240,9 @@ class ModelScheduler:
 
     def _answer_expired(self, req: InferenceRequest, why: str) -> None:
         self.metrics.timeouts[self.model.name] += 1
+        if self._trace:
+            self._trace.write(f"R {req.arrival:.6f} {req.started:.6f} {clock():.6f} 504 {req.batch_size} "
+                              f"{req.waited:.6f}\n")
         if not req.future.done():
             req.future.set_exception(ServeError(f"model {self.model.name!r}: {why}", status=504))
 
@@ -225,12 +254,14 @@ class ModelScheduler:
             for r in decision.hopeless:
                 self._refuse(r, now)
             if decision.batch:
+                for r in decision.batch:
+                    r.waited = decision.waited_s
                 await self._run(instance, session, decision.batch)
             elif decision.hopeless:
                 self._check_idle()
             elif decision.wait_until is not None:
                 self._arrival.clear()
-                await wait_until(self._arrival, decision.wait_until)
+                await self._wait(self._arrival, decision.wait_until)
             else:
                 if self.closing:
                     return
@@ -254,6 +285,9 @@ class ModelScheduler:
         else:
             seconds = results[2] / 1e9
             self._record(live, results, clock())
+            if self._trace:
+                self._trace.write(f"B {start:.6f} {clock():.6f} {sum(r.batch for r in live)} {seconds:.6f} "
+                                  f"{live[0].waited:.6f} {min(r.arrival for r in live):.6f}\n")
         finally:
             self.policy.finished(live, seconds)
             self._check_idle()
@@ -268,6 +302,8 @@ class ModelScheduler:
             r.batch_size = batch
             r.done = done
             stats.queue.add(r.queue_ns)
+            if self._trace:
+                self._trace.write(f"R {r.arrival:.6f} {r.started:.6f} {done:.6f} 200 {batch} {r.waited:.6f}\n")
             if not r.future.done():  # the client may have gone or its deadline passed: dropped
                 r.future.set_result(out)
 
@@ -306,6 +342,8 @@ class ModelScheduler:
         # does not wait for it on the loop.
         for runner in self._runners:
             runner.close()
+        if self._trace:
+            self._trace.close()
         self.model.close()
 
 

@@ -50,7 +50,6 @@ class PairedCosts:
     def __init__(self):
         self._prev: tuple[int, float] | None = None
         self._diffs: dict[tuple[int, int], deque] = {}
-        self._edges: dict[tuple[int, int], tuple[float, int]] = {}   # pair -> (median, count), kept per record
         self._recent: deque = deque(maxlen=RECENT)
         self._shape: dict[int, float] = {}
         self._stale = 0                 # records since the shape was solved
@@ -64,7 +63,6 @@ class PairedCosts:
             (a, la), (b, lb) = sorted([self._prev, (items, lt)])
             d = self._diffs.setdefault((a, b), deque(maxlen=PAIRS))
             d.append(lb - la)
-            self._edges[(a, b)] = (statistics.median(d), len(d))
             self._stale += 1
         self._prev = (items, lt)
         self._recent.append((items, lt))
@@ -75,7 +73,9 @@ class PairedCosts:
         solved again every RESOLVE_EVERY new pairs (a solve over many
         sizes costs ~ms of Python; once per batch would tax the loop)."""
         if self._stale and (self._stale >= RESOLVE_EVERY or not self._shape):
-            self._shape = _solve(self._edges)
+            # The pairs' medians too: a record runs between a batch's end and
+            # the next one's start, on the loop, so it only appends.
+            self._shape = _solve({pair: (statistics.median(d), len(d)) for pair, d in self._diffs.items()})
             self._stale = 0
         return self._shape
 
@@ -134,18 +134,22 @@ def _solve(edges: dict[tuple[int, int], tuple[float, int]]) -> dict[int, float]:
                 todo.append(nb)
     sizes = sorted(seen)
     index = {s: i for i, s in enumerate(sizes)}
-    kept = [(index[a], index[b], d, w) for (a, b), (d, w) in edges.items() if a in index]
-    i, j, d, w = (np.array(col) for col in zip(*kept))
-    lap = np.zeros((len(sizes), len(sizes)))
-    np.add.at(lap, (i, i), w)
-    np.add.at(lap, (j, j), w)
-    np.add.at(lap, (i, j), -w)
-    np.add.at(lap, (j, i), -w)
-    rhs = np.zeros(len(sizes))
-    np.add.at(rhs, j, w * d)
-    np.add.at(rhs, i, -w * d)
-    x = np.zeros(len(sizes))
-    x[1:] = np.linalg.solve(lap[1:, 1:], rhs[1:])
+    # Built in Python lists: a few dozen edges, where np.add.at's per-call
+    # overhead was most of a solve (~80 us, on the loop between batches).
+    n = len(sizes)
+    lap = [[0.0] * n for _ in range(n)]
+    rhs = [0.0] * n
+    for (a, b), (d, w) in edges.items():
+        if a in index:
+            i, j = index[a], index[b]
+            lap[i][i] += w
+            lap[j][j] += w
+            lap[i][j] -= w
+            lap[j][i] -= w
+            rhs[j] += w * d
+            rhs[i] -= w * d
+    x = np.zeros(n)
+    x[1:] = np.linalg.solve(np.array(lap)[1:, 1:], np.array(rhs)[1:])
     return dict(zip(sizes, np.maximum.accumulate(x).tolist()))
 
 
