@@ -258,6 +258,10 @@ def write_site(path: Path, hosts: list[dict], *, listen: str, http_port: int, ex
             "models": [{"name": "digits", "source": str(REPO / "build" / "models" / "digits.onnx"),
                         "sample": str(REPO / "build" / "models" / "digits.sample.npy"),
                         "max_batch_size": 16, "instances": 1}],
+            # Nothing balances these hosts (test_fleet_balancer sets its own
+            # delay): the default 5 s before the listeners close would only
+            # add 5 s to every restart and stop.
+            "limits": {"drain_delay_s": 0},
         },
         "hosts": hosts,
         "deploy": {"parallel": 4, "max_fail_fraction": 0.5, "connect_timeout_s": 3, "command_timeout_s": 300,

@@ -35,7 +35,9 @@ def _site(d: Path, root: Path, port: int, auth: dict, **engine) -> list[Path]:
         "engine": {"listen": "127.0.0.1", "http_port": port, "binary_port": free_port(), "auth": auth,
                    "models": [{"name": "digits", "source": str(REPO / "build/models/digits.onnx"),
                                "sample": str(REPO / "build/models/digits.sample.npy"),
-                               "max_batch_size": 16, "instances": 1}], **engine},
+                               "max_batch_size": 16, "instances": 1}],
+                   # no balancer in front: the default 5 s drain delay would only slow every stop
+                   "limits": {"drain_delay_s": 0}, **engine},
         "hosts": [{"name": "box", "type": "local", "root": str(root)}],
         "deploy": {"health_timeout_s": 60, "keep_releases": 5},
     }

@@ -257,9 +257,10 @@ def test_the_readme_path_twice_in_a_fresh_clone(netns, tmp_path):
     logs = user.run(".venv/bin/invoke", "logs", "--lines", "4").stdout.splitlines()
     assert len(logs) == 4 and all("event" in json.loads(line) for line in logs), logs
 
-    # 7. invoke bench, short.
+    # 7. invoke bench, short: every phase, the recovery one a single
+    # recovery window (its default 10 s is ~10 s of this test's wall time).
     bench = user.run(".venv/bin/invoke", "bench", "--rate", "20", "--warmup-s", "0.5", "--steady-s", "1",
-                     "--spike-s", "0.5", "--workers", "4").stdout
+                     "--spike-s", "0.5", "--recovery-s", "1", "--workers", "4").stdout
     report = clone / "build" / "reports" / "bench-local.md"
     assert f"report: {report}" in bench, bench
     steady = next(line for line in report.read_text().splitlines() if line.startswith("| steady |"))
