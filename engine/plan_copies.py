@@ -166,15 +166,21 @@ def _redirect(first: Step, st: Step, at: list[int]) -> Step | None:
                 st.floats)
 
 
+def _users(steps: list[Step]) -> dict[int, list[int]]:
+    """id(buffer) -> the indices of the steps that read or write it."""
+    users: dict[int, list[int]] = {}
+    for i, st in enumerate(steps):
+        for t in {id(t.buf): t for t in st.tensors if t is not None}.values():
+            users.setdefault(id(t.buf), []).append(i)
+    return users
+
+
 def fold_copy_chains(steps: list[Step]) -> list[Step]:
     """The step list with chained copies composed (module doc). Buffers'
     lifetimes (first, last) are kept in step indices of the returned list."""
     if not steps or any(st.op in _JUMPS for st in steps):
         return steps
-    users: dict[int, list[int]] = {}
-    for i, st in enumerate(steps):
-        for t in {id(t.buf): t for t in st.tensors if t is not None}.values():
-            users.setdefault(id(t.buf), []).append(i)
+    users = _users(steps)
     dropped: set[int] = set()
     for i, first in enumerate(steps):
         if first.op != Op.COPY or i in dropped:
@@ -212,10 +218,7 @@ def fold_binary_into_copy(steps: list[Step]) -> list[Step]:
     fold_copy_chains."""
     if not steps or any(st.op in _JUMPS for st in steps):
         return steps
-    users: dict[int, list[int]] = {}
-    for i, st in enumerate(steps):
-        for t in {id(t.buf): t for t in st.tensors if t is not None}.values():
-            users.setdefault(id(t.buf), []).append(i)
+    users = _users(steps)
     dropped: set[int] = set()
     for i, st in enumerate(steps):
         if st.op != Op.BINARY or st.tensors[0].offset != 0 or st.tensors[0].buf.kind != LOC_ARENA:
