@@ -42,7 +42,8 @@ def test_aarch64_cross_build_runs_scalar_paths(repo_root, tmp_path):
     targets = [str(build / "lib" / "libaie_kernels.so")]
     targets += [str(build / "tests" / "kernels-rel" / name) for name in TESTS]
     proc = subprocess.run(["make", "-C", str(repo_root / "kernels"), f"-j{os.cpu_count() or 1}", f"CC={CROSS_CC}",
-                           f"BUILD_DIR={build}", f"OPT={OPT}", f"EXTRA_CFLAGS={EMULATED}", *targets], capture_output=True, text=True, timeout=600)
+                           f"BUILD_DIR={build}", f"OPT={OPT}", f"EXTRA_CFLAGS={EMULATED}", *targets],
+                          capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     objects = list((build / "obj").rglob("*.o"))
     assert objects and not [o for o in objects if "/avx" in str(o)], "x86 ISA objects must not be built for aarch64"
