@@ -13,7 +13,10 @@ The server answers each request by its id as soon as it is done, so requests
 sent back to back share its batches. When the server drains (SIGTERM) it sends
 GOODBYE: the answers still due are read, and the next request goes on a new
 connection; a server that has stopped accepting then refuses it before any
-byte of the request is sent (ConnectionRefusedError: safe to retry elsewhere). A Client is not thread-safe (one per
+byte of the request is sent (ConnectionRefusedError: safe to retry elsewhere).
+A request sent before the GOODBYE arrived may find the connection closed
+unread: infer() sends it once more on a new connection (send() and
+infer_many() leave that to the caller: ConnectionError). A Client is not thread-safe (one per
 thread). Answers are read into a buffer allocated at the announced size and
 returned as numpy views of it.
 """
@@ -55,6 +58,8 @@ class Client:
         self._waiting: set[int] = set()                     # ids sent, answer not read yet
         self._answers: dict[int, object] = {}               # read by infer() for another id
         self._goodbye = False                               # the server asked for a new connection
+        self._between = False   # reading a frame, none of it arrived yet (_read_frame)
+        self._unread = False    # the last connection lost: closed after GOODBYE between two frames (_read_answer)
 
     def connect(self) -> None:
         if self._sock is None:
@@ -120,8 +125,26 @@ class Client:
     def infer(self, model: str, inputs: dict[str, np.ndarray], *, version: str = "", priority: int = 0,
               timeout_us: int = 0) -> dict[str, np.ndarray]:
         """One request and its answer; ServerError if refused. Answers to other
-        requests in flight that arrive meanwhile are kept for receive()."""
+        requests in flight that arrive meanwhile are kept for receive().
+
+        Sent once more, on a new connection, when the server had said GOODBYE
+        and closed the connection before any byte of an answer to it: the
+        GOODBYE crossed the request on the wire, and a draining server closes
+        only a connection that holds no byte of an unanswered request
+        (engine.server.binary), so it never saw this one -- as HTTP clients
+        resend on a new connection a request whose keep-alive connection the
+        server closed."""
+        alone = not self._waiting and not self._answers
         rid = self.send(model, inputs, version=version, priority=priority, timeout_us=timeout_us)
+        try:
+            return self._answer_to(rid)
+        except OSError:
+            if not (alone and self._unread):
+                raise
+        rid = self.send(model, inputs, version=version, priority=priority, timeout_us=timeout_us)
+        return self._answer_to(rid)
+
+    def _answer_to(self, rid: int) -> dict[str, np.ndarray]:
         while True:
             got, answer = self._read_answer()
             if got == rid:
@@ -201,12 +224,17 @@ class Client:
             return -1
 
     def _read_answer(self) -> tuple[int, dict[str, np.ndarray] | ServerError]:
+        self._unread = False
         try:
             op, payload = self._read_frame()
             while op == wire.OP_GOODBYE:  # answers still due follow it
                 self._goodbye = True
                 op, payload = self._read_frame()
-        except (OSError, EngineError):
+        except (OSError, EngineError) as exc:
+            # Closed (or reset: the close found our request unread) after
+            # GOODBYE, with no byte of a further frame: the server read none
+            # of what is still in flight (infer() resends it).
+            self._unread = self._goodbye and self._between and isinstance(exc, ConnectionError)
             self._lost()  # the stream's position is unknown now
             raise
         if op == wire.OP_ERROR:
@@ -233,8 +261,17 @@ class Client:
         self.close()
 
     def _read_frame(self, have: int = 0) -> tuple[int, memoryview]:
-        """The next frame; `have` bytes of its header are already read."""
-        self._recv_into(memoryview(self._header)[have:])
+        """The next frame; `have` bytes of its header are already read.
+        Until its first byte arrives, self._between says so."""
+        view = memoryview(self._header)[have:]
+        self._between = not have
+        if not have:
+            n = self._sock.recv_into(view)   # ConnectionResetError: reset where a frame would begin
+            if n == 0:
+                raise ConnectionError(f"{self.host}:{self.port} closed the connection")
+            self._between = False
+            view = view[n:]
+        self._recv_into(view)
         op, length, crc = wire.parse_header(bytes(self._header), 1 << 40)
         payload = memoryview(bytearray(length))
         self._recv_into(payload)

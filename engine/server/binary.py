@@ -18,7 +18,12 @@ with request id 0 and the connection is closed, because the stream can no
 longer be trusted.
 
 Shutdown: the drain sends GOODBYE on every connection (engine.wire); HTTP's
-counterpart is `Connection: close` on every response during the drain.
+counterpart is `Connection: close` on every response during the drain. A
+client may have sent a request before the GOODBYE reached it; the server
+closes a connection only between requests (close_idle), so a request that
+arrives after that close was not read at all, and the client, which saw
+GOODBYE and then the close with no byte of an answer, sends it again on a new
+connection (as HTTP/2 clients do with requests past a GOAWAY).
 """
 
 from __future__ import annotations
@@ -399,7 +404,16 @@ class BinaryConnection(asyncio.BufferedProtocol):
                                   timeout_s=self.state.config.limits.write_timeout_s)
         self.transport.abort()
 
+    @property
+    def mid_request(self) -> bool:
+        """Some bytes of a request are read, not all: a close now would lose it."""
+        return self._phase != _HEADER or self._filled > 0
+
     def close_idle(self) -> None:
-        if not self.busy and not self._closing:
+        """Close when no request is in progress: none read and unanswered (busy),
+        no byte of one read (mid_request). So a client that sees the close
+        after GOODBYE with no answer knows none of its requests in flight was
+        read, and sends them again elsewhere (engine.client.Client.infer)."""
+        if not self.busy and not self.mid_request and not self._closing:
             self._closing = True
             self.transport.close()

@@ -27,11 +27,15 @@ Shutdown order, so that no request is lost:
      request is served; each response carries `Connection: close` and each
      binary connection gets a GOODBYE frame, so clients move to new
      connections (here, or elsewhere once the balancer noticed).
-  2. listeners close; connections idle since before the drain are closed
-     (their clients were told nothing for the whole delay: they are gone).
+  2. listeners close; connections opened before the drain are closed where
+     they hold no request (none unanswered, no byte of one read). A request
+     sent before its client read the GOODBYE may arrive after that close
+     (always possible, certain to happen now and then with a delay of 0):
+     the server never read it, and engine.client resends it on a new
+     connection, which the balancer routes to another host.
   3. connections opened during the delay get their first request answered
-     (at most header_timeout_s to send it); queued and in-flight requests
-     finish (limits.drain_timeout_s for all of it).
+     (at most header_timeout_s to send it); requests being read, queued and
+     in flight finish (limits.drain_timeout_s for all of it).
   4. the rest of the connections close; models and their threads are released.
 """
 
@@ -62,6 +66,9 @@ from engine.server.warmpath import warm_request_path
 
 class HttpConnection:
     __slots__ = ("writer", "busy", "client", "fresh")
+    # The binary protocol's "some bytes of a request read" (the drain waits for
+    # it); HTTP closes between requests by `Connection: close` instead.
+    mid_request = False
 
     def __init__(self, writer, client, fresh: bool):
         self.writer = writer
@@ -195,7 +202,7 @@ class Server:
         t1 = time.monotonic()
         end = t1 + limits.drain_timeout_s
         fresh_end = t1 + min(limits.header_timeout_s, limits.drain_timeout_s)
-        await self._wait_until(lambda: not st.in_flight and (
+        await self._wait_until(lambda: not st.in_flight and not any(c.mid_request for c in self.connections) and (
             time.monotonic() >= fresh_end or not any(c.fresh for c in self.connections)), end, fresh_end)
         drained = await st.registry.drain_all(max(0.0, end - time.monotonic()))
         await self._wait_until(lambda: not st.in_flight, end)

@@ -20,7 +20,7 @@ import numpy as np
 
 from engine.client import Client, ServerError
 from engine import wire
-from serve_support import wait_for
+from serve_support import wait_for, wait_log
 
 HTTP_CLIENTS, BINARY_CLIENTS = 64, 8
 MAX_REQUESTS = 2000          # per client: bounds the load in count ...
@@ -156,3 +156,35 @@ def test_goodbye_frame_then_a_new_connection(serve_factory, mlp_file):
     assert server.proc.wait(30) == 0
     accepted = [r for r in server.logs() if r.get("event") == "request" and r.get("protocol") == "binary"]
     assert len(accepted) == 2 and all(r["status"] == 200 for r in accepted)
+
+
+def test_a_request_that_crosses_the_goodbye_is_sent_again(serve_factory, mlp_file):
+    """With drain_delay_s 0 the GOODBYE and the close of an idle connection
+    are one moment: a request the client sent after its GOODBYE check, before
+    the GOODBYE reached it, arrives after the close, unread (a rollout behind
+    HAProxy lost one so, session 13's CI: the old release's engine had a delay
+    of 0). The client sees GOODBYE, then the close with no byte of an answer,
+    and sends the request again on a new connection: here to a second server,
+    where the balancer would route it. The crossing is forced, not waited
+    for: the client's check runs, then the server stops (its exit observed),
+    then the request goes out."""
+    models = [{"name": "mlp", "path": str(mlp_file)}]
+    old, new = serve_factory(models, limits={"drain_delay_s": 0}), serve_factory(models)
+    c = Client("127.0.0.1", old.binary_port, timeout=10)
+    c.infer("mlp", {"x": X})                  # the connection is open and idle
+    check = c._leave_if_told
+
+    def check_then_cross():
+        check()                               # nothing has arrived: stay on this connection
+        old.signal(signal.SIGTERM)
+        assert old.proc.wait(30) == 0         # GOODBYE sent, connection closed, process gone
+        c._leave_if_told, c.port = check, new.binary_port   # the next connection goes elsewhere
+
+    c._leave_if_told = check_then_cross
+    try:
+        assert c.infer("mlp", {"x": X})["y"].shape == (1, 4)
+    finally:
+        c.close()
+    assert wait_log(new, "request", protocol="binary")["status"] == 200    # written after the answer: waited for
+    binary = [[r for r in s.logs() if r.get("event") == "request" and r.get("protocol") == "binary"] for s in (old, new)]
+    assert [len(b) for b in binary] == [1, 1], binary
