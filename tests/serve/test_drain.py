@@ -186,5 +186,6 @@ def test_a_request_that_crosses_the_goodbye_is_sent_again(serve_factory, mlp_fil
     finally:
         c.close()
     assert wait_log(new, "request", protocol="binary")["status"] == 200    # written after the answer: waited for
-    binary = [[r for r in s.logs() if r.get("event") == "request" and r.get("protocol") == "binary"] for s in (old, new)]
+    binary = [[r for r in s.logs() if r.get("event") == "request" and r.get("protocol") == "binary"]
+              for s in (old, new)]
     assert [len(b) for b in binary] == [1, 1], binary
