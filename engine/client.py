@@ -16,9 +16,9 @@ connection; a server that has stopped accepting then refuses it before any
 byte of the request is sent (ConnectionRefusedError: safe to retry elsewhere).
 A request sent before the GOODBYE arrived may find the connection closed
 unread: infer() sends it once more on a new connection (send() and
-infer_many() leave that to the caller: ConnectionError). A Client is not thread-safe (one per
-thread). Answers are read into a buffer allocated at the announced size and
-returned as numpy views of it.
+infer_many() leave that to the caller: ConnectionError). A Client is not
+thread-safe (one per thread). Answers are read into a buffer allocated at
+the announced size and returned as numpy views of it.
 """
 
 from __future__ import annotations
